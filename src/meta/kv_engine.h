@@ -1,0 +1,53 @@
+// The metadata engine interface: an ordered key-value store with transactions.
+//
+// The POSIX semantics layer (meta.h) is written once over this interface; engines
+// (memory, SQLite, later Redis and PostgreSQL) only supply these primitives. Keys and
+// values are arbitrary bytes; keys compare as unsigned byte strings.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace tierfs {
+
+// One transaction. Reads see the transaction's own writes. Only valid inside the callback
+// passed to KvEngine::Txn and only on the calling thread.
+class KvTxn {
+ public:
+  virtual ~KvTxn() = default;
+  virtual Result<std::optional<std::string>> Get(std::string_view key) = 0;
+  virtual Status Put(std::string_view key, std::string_view value) = 0;
+  virtual Status Delete(std::string_view key) = 0;
+  // Visits keys in [begin, end) in ascending order until fn returns false or limit keys
+  // were visited (limit 0 = no limit).
+  using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
+  virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
+};
+
+class KvEngine {
+ public:
+  virtual ~KvEngine() = default;
+  // "sqlite3:///path" etc., without secrets.
+  virtual std::string Describe() const = 0;
+  // Runs fn in a transaction and commits if fn returns OK; otherwise rolls back and
+  // returns fn's status. On a conflict with another transaction (another thread or
+  // process) the engine rolls back and runs fn again, with bounded backoff, so fn must
+  // have no side effects outside the transaction. read_only transactions must not write.
+  virtual Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only = false) = 0;
+  // Removes every key (used by tests and `format --force`).
+  virtual Status Reset() = 0;
+};
+
+// Opens an engine from a META-URL: "mem://name", "sqlite3://PATH". redis:// and
+// postgres:// are recognised and answered with "not available in this build".
+Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url);
+
+// The smallest key greater than every key starting with prefix ("" when none exists).
+std::string PrefixEnd(std::string_view prefix);
+
+}  // namespace tierfs

@@ -1,0 +1,58 @@
+// Plain metadata types shared by the semantics layer, the chunk layer and the vfs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tierfs {
+
+using Ino = uint64_t;
+constexpr Ino kRootIno = 1;
+
+// Logical layout, fixed for every volume (DESIGN.md section 2).
+constexpr uint64_t kChunkBits = 26;
+constexpr uint64_t kChunkSize = 1ull << kChunkBits;  // 64 MiB
+constexpr uint64_t kMaxFileSize = 1ull << 50;        // 1 PiB
+
+// One record of a chunk: the window [off, off+len) of slice `id` (of total `size` bytes)
+// placed at byte `pos` of the chunk. id 0 is a hole (reads as zeros). Records are applied
+// in ascending `seq`; later records shadow earlier ones.
+struct SliceRecord {
+  uint64_t seq = 0;
+  uint32_t pos = 0;
+  uint64_t id = 0;
+  uint32_t size = 0;
+  uint32_t off = 0;
+  uint32_t len = 0;
+  bool operator==(const SliceRecord&) const = default;
+};
+
+// File types, stored in the top bits of Attr::mode exactly as S_IFMT.
+struct Attr {
+  uint32_t mode = 0;  // S_IFMT | permission bits
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 0;
+  uint64_t length = 0;  // bytes; for directories a nominal 4096; for symlinks the target length
+  uint64_t rdev = 0;
+  int64_t atime_ns = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  Ino parent = 0;     // directories: the parent directory (files with several links: 0)
+  uint32_t flags = 0;
+  uint64_t seq = 0;   // per-inode commit sequence, orders chunk records and truncations
+
+  bool IsDir() const;
+  bool IsRegular() const;
+  bool IsSymlink() const;
+};
+
+struct DirEntry {
+  std::string name;
+  Ino ino = 0;
+  uint32_t type = 0;  // S_IFMT bits
+  Attr attr;          // filled when asked for (readdirplus)
+};
+
+}  // namespace tierfs

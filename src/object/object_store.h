@@ -1,0 +1,58 @@
+// The object storage interface: put, ranged get, head, delete, list, multipart.
+//
+// Keys are '/'-separated strings; objects are immutable once put. Every method may be
+// called from any thread concurrently. Errors: ENOENT for a missing object, EACCES for a
+// permission problem, EIO for a corrupt object or a failing backend, with a message that
+// names the object.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierfs {
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;  // last modification, 0 when the backend does not know
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // "file:///data/bucket/" and the like; never includes secrets.
+  virtual std::string Describe() const = 0;
+  // Creates the bucket/directory if missing, and checks that it is usable (writable).
+  virtual Status Init() = 0;
+  virtual Status Put(const std::string& key, std::string_view data) = 0;
+  // Reads len bytes at offset off; len < 0 reads to the end. Reading past the end returns
+  // what exists (possibly fewer bytes).
+  virtual Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) = 0;
+  virtual Result<ObjectInfo> Head(const std::string& key) = 0;
+  // Deleting a missing object succeeds.
+  virtual Status Delete(const std::string& key) = 0;
+  // Objects whose key starts with prefix and sorts after start_after, in key order, at most
+  // limit of them. An empty result means the listing is complete.
+  virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
+                                               size_t limit) = 0;
+
+  // Multipart upload, for large objects. Backends without native support emulate it.
+  virtual Result<std::string> CreateMultipart(const std::string& key) = 0;
+  virtual Status UploadPart(const std::string& key, const std::string& upload_id, int part_num,
+                            std::string_view data) = 0;
+  virtual Status CompleteMultipart(const std::string& key, const std::string& upload_id, int parts) = 0;
+  virtual Status AbortMultipart(const std::string& key, const std::string& upload_id) = 0;
+};
+
+// Creates a store from format-time settings: storage is "file" or "mem" (later "s3",
+// "rados"), bucket is the directory (file) or a name (mem). Unknown storage types get a
+// clear error. The result is wrapped with checksums (see checksum_store.h).
+Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket);
+
+}  // namespace tierfs
