@@ -1,0 +1,151 @@
+#include "meta/key_schema.h"
+
+#include "common/encoding.h"
+
+namespace tierfs::keys {
+namespace {
+std::string InoKey(char tag, Ino ino, char sub) {
+  std::string k(1, tag);
+  PutU64(&k, ino);
+  k.push_back(sub);
+  return k;
+}
+}  // namespace
+
+std::string Format() { return "V"; }
+std::string Counter(std::string_view name) { return "C" + std::string(name); }
+std::string Inode(Ino ino) { return InoKey('A', ino, 'I'); }
+std::string Dentry(Ino parent, std::string_view name) { return DentryPrefix(parent).append(name); }
+std::string DentryPrefix(Ino parent) { return InoKey('A', parent, 'D'); }
+std::string ChunkRecord(Ino ino, uint32_t index, uint64_t seq) {
+  std::string k = ChunkPrefix(ino, index);
+  PutU64(&k, seq);
+  return k;
+}
+std::string ChunkPrefix(Ino ino, uint32_t index) {
+  std::string k = ChunksPrefix(ino);
+  PutU32(&k, index);
+  return k;
+}
+std::string ChunksPrefix(Ino ino) { return InoKey('A', ino, 'C'); }
+std::string TruncRule(Ino ino, uint64_t seq) {
+  std::string k = TruncRulesPrefix(ino);
+  PutU64(&k, seq);
+  return k;
+}
+std::string TruncRulesPrefix(Ino ino) { return InoKey('A', ino, 'T'); }
+std::string Xattr(Ino ino, std::string_view name) { return XattrPrefix(ino).append(name); }
+std::string XattrPrefix(Ino ino) { return InoKey('A', ino, 'X'); }
+std::string Symlink(Ino ino) { return InoKey('A', ino, 'S'); }
+std::string Flock(Ino ino, uint64_t sid, uint64_t owner) {
+  std::string k = FlockPrefix(ino);
+  PutU64(&k, sid);
+  PutU64(&k, owner);
+  return k;
+}
+std::string FlockPrefix(Ino ino) { return InoKey('A', ino, 'F'); }
+std::string Plock(Ino ino, uint64_t sid, uint64_t owner) {
+  std::string k = PlockPrefix(ino);
+  PutU64(&k, sid);
+  PutU64(&k, owner);
+  return k;
+}
+std::string PlockPrefix(Ino ino) { return InoKey('A', ino, 'P'); }
+std::string InodePrefix(Ino ino) {
+  std::string k("A");
+  PutU64(&k, ino);
+  return k;
+}
+std::string SliceRef(uint64_t id, uint32_t size) {
+  std::string k("K");
+  PutU64(&k, id);
+  PutU32(&k, size);
+  return k;
+}
+std::string PendingSlice(uint64_t id, uint32_t size) {
+  std::string k("X");
+  PutU64(&k, id);
+  PutU32(&k, size);
+  return k;
+}
+std::string PendingFile(Ino ino) {
+  std::string k("L");
+  PutU64(&k, ino);
+  return k;
+}
+std::string PendingTrunc(Ino ino, uint64_t seq) {
+  std::string k("T");
+  PutU64(&k, ino);
+  PutU64(&k, seq);
+  return k;
+}
+std::string Session(uint64_t sid) {
+  std::string k("SE");
+  PutU64(&k, sid);
+  return k;
+}
+std::string Heartbeat(uint64_t sid) {
+  std::string k("SH");
+  PutU64(&k, sid);
+  return k;
+}
+std::string Sustained(uint64_t sid, Ino ino) {
+  std::string k = SustainedPrefix(sid);
+  PutU64(&k, ino);
+  return k;
+}
+std::string SustainedPrefix(uint64_t sid) {
+  std::string k("SO");
+  PutU64(&k, sid);
+  return k;
+}
+
+std::string SessionLock(uint64_t sid, Ino ino) {
+  std::string k = SessionLockPrefix(sid);
+  PutU64(&k, ino);
+  return k;
+}
+std::string SessionLockPrefix(uint64_t sid) {
+  std::string k("SL");
+  PutU64(&k, sid);
+  return k;
+}
+
+bool ParseDentryName(std::string_view key, std::string_view* name) {
+  if (key.size() < 10) return false;
+  *name = key.substr(10);
+  return true;
+}
+bool ParseChunkRecordKey(std::string_view key, uint32_t* index, uint64_t* seq) {
+  if (key.size() != 22) return false;
+  ByteReader r(key.substr(10));
+  *index = r.U32();
+  *seq = r.U64();
+  return r.ok();
+}
+bool ParseSliceKey(std::string_view key, uint64_t* id, uint32_t* size) {
+  if (key.size() != 13) return false;
+  ByteReader r(key.substr(1));
+  *id = r.U64();
+  *size = r.U32();
+  return r.ok();
+}
+bool ParseInoKey(std::string_view key, Ino* ino) {
+  size_t skip = (key.size() >= 2 && key[0] == 'S') ? 2 : 1;
+  if (key.size() < skip + 8) return false;
+  ByteReader r(key.substr(skip));
+  *ino = r.U64();
+  return r.ok();
+}
+uint64_t DecodeU64(std::string_view v) {
+  ByteReader r(v);
+  uint64_t x = r.U64();
+  return r.ok() ? x : 0;
+}
+std::string EncodeU64(uint64_t v) {
+  std::string s;
+  PutU64(&s, v);
+  return s;
+}
+
+}  // namespace tierfs::keys

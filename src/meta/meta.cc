@@ -1,0 +1,780 @@
+// Namespace operations: format, open, lookup, attributes, create, link, unlink, rename,
+// readdir, xattrs, open/release. Data layout lives in meta_files.cc, sessions and background
+// work in meta_session.cc, locks in meta_locks.cc.
+#include "meta/meta.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "meta/meta_internal.h"
+
+namespace tierfs {
+
+using namespace internal;  // NOLINT
+
+namespace {
+constexpr size_t kMaxName = 255;
+constexpr size_t kMaxXattrName = 255;
+constexpr size_t kMaxXattrValue = 65536;
+constexpr size_t kMaxSymlink = 4096;
+
+Status CheckName(const std::string& name) {
+  if (name.empty()) return Status::Err(ENOENT, "empty name");
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG, "name longer than 255 bytes");
+  if (name.find('/') != std::string::npos) return Status::Err(EINVAL, "name contains '/'");
+  return Status::OK();
+}
+
+Status NotDir(Ino ino) { return Status::Err(ENOTDIR, "inode " + std::to_string(ino) + " is not a directory"); }
+}  // namespace
+
+bool Ctx::InGroup(uint32_t g) const {
+  if (g == gid) return true;
+  if (!groups_loaded_) {
+    groups_loaded_ = true;
+    if (load_groups) groups_ = load_groups();
+  }
+  for (uint32_t x : groups_) {
+    if (x == g) return true;
+  }
+  return false;
+}
+
+std::string FormatRecord::ToJson() const {
+  nlohmann::json j = {{"name", name},         {"uuid", uuid},       {"storage", storage},
+                      {"bucket", bucket},     {"block_size", block_size}, {"version", version},
+                      {"created_ns", created_ns}};
+  return j.dump();
+}
+
+Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Err(EIO, "volume format record is not valid JSON");
+  FormatRecord r;
+  r.name = j.value("name", "");
+  r.uuid = j.value("uuid", "");
+  r.storage = j.value("storage", "");
+  r.bucket = j.value("bucket", "");
+  r.block_size = j.value("block_size", 4u << 20);
+  r.version = j.value("version", 1);
+  r.created_ns = j.value("created_ns", int64_t{0});
+  if (r.version > 1) {
+    return Status::Err(EPROTO, "volume format version " + std::to_string(r.version) +
+                                   " is newer than this tierfs understands (1); upgrade tierfs");
+  }
+  return r;
+}
+
+Status Meta::Format(KvEngine* engine, const FormatRecord& rec, bool force) {
+  bool exists = false;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) {
+        auto v = t.Get(keys::Format());
+        if (!v.ok()) return v.status();
+        exists = v->has_value();
+        return Status::OK();
+      },
+      true));
+  if (exists && !force) {
+    return Status::Err(EEXIST, engine->Describe() +
+                                   " already holds a TierFS volume; refusing to overwrite it (use --force to "
+                                   "erase it and format anew)");
+  }
+  if (exists) RETURN_IF_ERROR(engine->Reset());
+  int64_t now = NowNanos();
+  return engine->Txn([&](KvTxn& t) {
+    RETURN_IF_ERROR(t.Put(keys::Format(), rec.ToJson()));
+    Attr root;
+    root.mode = S_IFDIR | 0777;
+    root.nlink = 2;
+    root.length = 4096;
+    root.atime_ns = root.mtime_ns = root.ctime_ns = now;
+    root.parent = kRootIno;
+    RETURN_IF_ERROR(PutAttrTx(t, kRootIno, root));
+    RETURN_IF_ERROR(t.Put(keys::Counter("nextInode"), keys::EncodeU64(kRootIno + 1)));
+    RETURN_IF_ERROR(t.Put(keys::Counter("nextSlice"), keys::EncodeU64(1)));
+    RETURN_IF_ERROR(t.Put(keys::Counter("nextSession"), keys::EncodeU64(1)));
+    RETURN_IF_ERROR(t.Put(keys::Counter("usedSpace"), keys::EncodeU64(0)));
+    return t.Put(keys::Counter("totalInodes"), keys::EncodeU64(1));
+  });
+}
+
+Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaOptions opts) {
+  std::optional<std::string> rec;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) {
+        auto v = t.Get(keys::Format());
+        if (!v.ok()) return v.status();
+        rec = *v;
+        return Status::OK();
+      },
+      true));
+  if (!rec) {
+    return Status::Err(ENOENT, engine->Describe() +
+                                   " holds no TierFS volume (not formatted); create one with `tierfs format`");
+  }
+  ASSIGN_OR_RETURN(FormatRecord format, FormatRecord::FromJson(*rec));
+  return std::unique_ptr<Meta>(new Meta(std::move(engine), opts, std::move(format)));
+}
+
+Meta::Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format)
+    : engine_(std::move(engine)), opts_(opts), format_(std::move(format)) {}
+
+Meta::~Meta() { StopBackground(); }
+
+Status Meta::CheckAccess(const Ctx& ctx, const Attr& a, int mask) const {
+  if (mask == 0) return Status::OK();
+  if (ctx.uid == 0) {
+    // root may read and write anything, and execute when any x bit is set (or a directory).
+    if ((mask & X_OK) && !a.IsDir() && !(a.mode & 0111)) return Status::Err(EACCES, "no execute permission");
+    return Status::OK();
+  }
+  uint32_t bits;
+  if (ctx.uid == a.uid) {
+    bits = (a.mode >> 6) & 7;
+  } else if (ctx.InGroup(a.gid)) {
+    bits = (a.mode >> 3) & 7;
+  } else {
+    bits = a.mode & 7;
+  }
+  if ((bits & static_cast<uint32_t>(mask)) != static_cast<uint32_t>(mask)) {
+    return Status::Err(EACCES, "permission denied");
+  }
+  return Status::OK();
+}
+
+Result<Attr> Meta::GetAttr(Ino ino) {
+  Attr a;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return GetAttrTx(t, ino, &a); }, true));
+  return a;
+}
+
+Status Meta::Access(const Ctx& ctx, Ino ino, int mask) {
+  ASSIGN_OR_RETURN(Attr a, GetAttr(ino));
+  return CheckAccess(ctx, a, mask);
+}
+
+Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std::string& name) {
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG, "name longer than 255 bytes");
+  std::pair<Ino, Attr> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        Attr pa;
+        RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
+        if (!pa.IsDir()) return NotDir(parent);
+        RETURN_IF_ERROR(CheckAccess(ctx, pa, X_OK));
+        Ino ino;
+        if (name == ".") {
+          ino = parent;
+        } else if (name == "..") {
+          ino = pa.parent ? pa.parent : kRootIno;
+        } else {
+          uint32_t type;
+          RETURN_IF_ERROR(GetDentryTx(t, parent, name, &ino, &type));
+        }
+        out.first = ino;
+        return GetAttrTx(t, ino, &out.second);
+      },
+      true));
+  return out;
+}
+
+Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in) {
+  Attr out;
+  int64_t usage = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    usage = 0;
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    int64_t now = NowNanos();
+    bool owner = ctx.uid == 0 || ctx.uid == a.uid;
+    bool changed = false;
+    if (mask & (kSetUid | kSetGid)) {
+      uint32_t uid = (mask & kSetUid) ? in.uid : a.uid;
+      uint32_t gid = (mask & kSetGid) ? in.gid : a.gid;
+      if (ctx.uid != 0) {
+        if (uid != a.uid) return Status::Err(EPERM, "only root may change the owner");
+        if (gid != a.gid && (ctx.uid != a.uid || !ctx.InGroup(gid))) {
+          return Status::Err(EPERM, "only the owner may change the group, to one of its groups");
+        }
+      }
+      if ((uid != a.uid || gid != a.gid || ctx.uid != 0) && !a.IsDir()) {
+        // chown clears set-user-ID, and set-group-ID when it means mandatory locking is off
+        if (a.mode & S_ISUID) a.mode &= ~S_ISUID;
+        if ((a.mode & S_ISGID) && (a.mode & S_IXGRP)) a.mode &= ~S_ISGID;
+      }
+      a.uid = uid;
+      a.gid = gid;
+      changed = true;
+    }
+    if (mask & kSetMode) {
+      if (!owner) return Status::Err(EPERM, "only the owner may change the mode");
+      uint32_t mode = in.mode & 07777;
+      if (ctx.uid != 0 && !a.IsDir() && !ctx.InGroup(a.gid)) mode &= ~S_ISGID;
+      a.mode = (a.mode & S_IFMT) | mode;
+      changed = true;
+    }
+    if (mask & (kSetAtime | kSetMtime)) {
+      if (!owner) return Status::Err(EPERM, "only the owner may set timestamps");
+    }
+    if (mask & (kSetAtimeNow | kSetMtimeNow)) {
+      if (!owner) RETURN_IF_ERROR(CheckAccess(ctx, a, W_OK));
+    }
+    if (mask & kSetAtime) a.atime_ns = in.atime_ns;
+    if (mask & kSetAtimeNow) a.atime_ns = now;
+    if (mask & kSetMtime) a.mtime_ns = in.mtime_ns;
+    if (mask & kSetMtimeNow) a.mtime_ns = now;
+    if (mask & (kSetAtime | kSetAtimeNow | kSetMtime | kSetMtimeNow)) changed = true;
+    if (mask & kSetSize) {
+      if (a.IsDir()) return Status::Err(EISDIR, "cannot truncate a directory");
+      if (!a.IsRegular()) return Status::Err(EINVAL, "cannot truncate a special file");
+      if (in.length > kMaxFileSize) return Status::Err(EFBIG, "length beyond the 1 PiB file size limit");
+      if (in.length != a.length) {
+        if (in.length < a.length) {
+          // Mask everything at or beyond the new length; the background applies the mask
+          // to the records later, so this costs O(1) whatever the file's size.
+          a.seq++;
+          RETURN_IF_ERROR(t.Put(keys::TruncRule(ino, a.seq), keys::EncodeU64(in.length)));
+          RETURN_IF_ERROR(t.Put(keys::PendingTrunc(ino, a.seq), ""));
+        }
+        usage = ChargedBytes(in.length) - ChargedBytes(a.length);
+        a.length = in.length;
+      }
+      a.mtime_ns = now;
+      changed = true;
+    }
+    if (mask & kSetCtime) a.ctime_ns = in.ctime_ns;
+    else if (changed) a.ctime_ns = now;
+    out = a;
+    return PutAttrTx(t, ino, a);
+  }));
+  if (usage) AddUsage(usage, 0);
+  return out;
+}
+
+Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
+                         std::pair<Ino, Attr>* out) {
+  RETURN_IF_ERROR(CheckName(name));
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  ASSIGN_OR_RETURN(Ino ino, NextInode());
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    Attr pa;
+    RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
+    if (!pa.IsDir()) return NotDir(parent);
+    if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    auto existing = t.Get(keys::Dentry(parent, name));
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) return Status::Err(EEXIST, "'" + name + "' exists");
+    int64_t now = NowNanos();
+    Attr a = attr;
+    a.uid = ctx.uid;
+    a.gid = ctx.gid;
+    if (pa.mode & S_ISGID) {
+      a.gid = pa.gid;
+      if (a.IsDir()) a.mode |= S_ISGID;
+    }
+    if (!a.IsDir() && (a.mode & S_ISGID) && ctx.uid != 0 && !ctx.InGroup(a.gid)) a.mode &= ~S_ISGID;
+    a.atime_ns = a.mtime_ns = a.ctime_ns = now;
+    a.parent = parent;
+    RETURN_IF_ERROR(PutAttrTx(t, ino, a));
+    RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(ino, a.mode)));
+    if (target) RETURN_IF_ERROR(t.Put(keys::Symlink(ino), *target));
+    pa.mtime_ns = pa.ctime_ns = now;
+    if (a.IsDir()) pa.nlink++;
+    RETURN_IF_ERROR(PutAttrTx(t, parent, pa));
+    *out = {ino, a};
+    return Status::OK();
+  }));
+  AddUsage(0, 1);
+  return Status::OK();
+}
+
+Result<std::pair<Ino, Attr>> Meta::Mknod(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
+                                         uint64_t rdev) {
+  uint32_t type = mode & S_IFMT;
+  if (type == 0) type = S_IFREG;
+  if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK) {
+    return Status::Err(EINVAL, "unsupported file type");
+  }
+  if ((type == S_IFCHR || type == S_IFBLK) && ctx.uid != 0) return Status::Err(EPERM, "only root may create devices");
+  Attr a;
+  a.mode = type | (mode & 07777);
+  a.nlink = 1;
+  a.rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
+  std::pair<Ino, Attr> out;
+  RETURN_IF_ERROR(CreateEntry(ctx, parent, name, a, nullptr, &out));
+  return out;
+}
+
+Result<std::pair<Ino, Attr>> Meta::Mkdir(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode) {
+  Attr a;
+  a.mode = S_IFDIR | (mode & 07777);
+  a.nlink = 2;
+  a.length = 4096;
+  std::pair<Ino, Attr> out;
+  RETURN_IF_ERROR(CreateEntry(ctx, parent, name, a, nullptr, &out));
+  return out;
+}
+
+Result<std::pair<Ino, Attr>> Meta::Symlink(const Ctx& ctx, Ino parent, const std::string& name,
+                                           const std::string& target) {
+  if (target.empty()) return Status::Err(ENOENT, "empty symlink target");
+  if (target.size() >= kMaxSymlink) return Status::Err(ENAMETOOLONG, "symlink target too long");
+  Attr a;
+  a.mode = S_IFLNK | 0777;
+  a.nlink = 1;
+  a.length = target.size();
+  std::pair<Ino, Attr> out;
+  RETURN_IF_ERROR(CreateEntry(ctx, parent, name, a, &target, &out));
+  return out;
+}
+
+Result<std::string> Meta::Readlink(Ino ino) {
+  std::string target;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        auto v = t.Get(keys::Symlink(ino));
+        if (!v.ok()) return v.status();
+        if (!v->has_value()) return Status::Err(EINVAL, "not a symlink");
+        target = **v;
+        return Status::OK();
+      },
+      true));
+  return target;
+}
+
+// Sticky directories: only the owner of the entry, the owner of the directory, or root may
+// remove or rename it.
+static Status CheckSticky(const Ctx& ctx, const Attr& dir, const Attr& child) {
+  if ((dir.mode & S_ISVTX) && ctx.uid != 0 && ctx.uid != dir.uid && ctx.uid != child.uid) {
+    return Status::Err(EPERM, "sticky directory: only the owner may remove or rename this entry");
+  }
+  return Status::OK();
+}
+
+Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
+  if (a->nlink > 0) a->nlink--;
+  a->ctime_ns = now;
+  if (a->nlink > 0) return PutAttrTx(t, ino, *a);
+  if (a->IsRegular() && IsOpen(ino)) {
+    // Still open here: keep the inode until the last Release; a dead session's sustained
+    // inodes are reclaimed by any live client.
+    RETURN_IF_ERROR(PutAttrTx(t, ino, *a));
+    return t.Put(keys::Sustained(sid_, ino), "");
+  }
+  RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
+  RETURN_IF_ERROR(t.Delete(keys::Symlink(ino)));
+  std::vector<std::string> xattrs;
+  RETURN_IF_ERROR(ScanPrefix(t, keys::XattrPrefix(ino), 0, [&](std::string_view k, std::string_view) {
+    xattrs.emplace_back(k);
+    return true;
+  }));
+  for (auto& k : xattrs) RETURN_IF_ERROR(t.Delete(k));
+  if (a->IsRegular()) {
+    // Chunks are deleted in the background, in proportion to their number, not here.
+    RETURN_IF_ERROR(t.Put(keys::PendingFile(ino), keys::EncodeU64(a->length)));
+  }
+  return Status::OK();
+}
+
+Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
+  RETURN_IF_ERROR(CheckName(name));
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  int64_t usage = 0, inodes = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    usage = inodes = 0;
+    Attr pa;
+    RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
+    if (!pa.IsDir()) return NotDir(parent);
+    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    Ino ino;
+    uint32_t type;
+    RETURN_IF_ERROR(GetDentryTx(t, parent, name, &ino, &type));
+    if (type == S_IFDIR) return Status::Err(EISDIR, "'" + name + "' is a directory");
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    RETURN_IF_ERROR(CheckSticky(ctx, pa, a));
+    int64_t now = NowNanos();
+    RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
+    pa.mtime_ns = pa.ctime_ns = now;
+    RETURN_IF_ERROR(PutAttrTx(t, parent, pa));
+    RETURN_IF_ERROR(DropLink(t, ino, &a, now));
+    if (a.nlink == 0 && !(a.IsRegular() && IsOpen(ino))) {
+      usage = -ChargedBytes(a.IsRegular() ? a.length : 0);
+      inodes = -1;
+    }
+    return Status::OK();
+  }));
+  AddUsage(usage, inodes);
+  return Status::OK();
+}
+
+Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
+  if (name == ".") return Status::Err(EINVAL, "cannot remove '.'");
+  if (name == "..") return Status::Err(ENOTEMPTY, "cannot remove '..'");
+  RETURN_IF_ERROR(CheckName(name));
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    Attr pa;
+    RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
+    if (!pa.IsDir()) return NotDir(parent);
+    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    Ino ino;
+    uint32_t type;
+    RETURN_IF_ERROR(GetDentryTx(t, parent, name, &ino, &type));
+    if (type != S_IFDIR) return Status::Err(ENOTDIR, "'" + name + "' is not a directory");
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    RETURN_IF_ERROR(CheckSticky(ctx, pa, a));
+    bool empty = true;
+    RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 1, [&](std::string_view, std::string_view) {
+      empty = false;
+      return false;
+    }));
+    if (!empty) return Status::Err(ENOTEMPTY, "directory '" + name + "' is not empty");
+    int64_t now = NowNanos();
+    RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
+    pa.nlink--;
+    pa.mtime_ns = pa.ctime_ns = now;
+    RETURN_IF_ERROR(PutAttrTx(t, parent, pa));
+    a.nlink = 0;
+    return DropLink(t, ino, &a, now);
+  }));
+  AddUsage(0, -1);
+  return Status::OK();
+}
+
+// True when `ancestor` is `ino` or one of its ancestors (walks parent pointers).
+static Result<bool> IsAncestor(KvTxn& t, Ino ancestor, Ino ino) {
+  for (int depth = 0; depth < 10000; ++depth) {
+    if (ino == ancestor) return true;
+    if (ino == kRootIno) return false;
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    ino = a.parent;
+    if (ino == 0) return false;
+  }
+  return Status::Err(EIO, "directory parent chain too deep or looping");
+}
+
+Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
+                    const std::string& new_name, uint32_t flags) {
+  RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(CheckName(new_name));
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  if ((flags & kRenameExchange) && (flags & kRenameNoReplace)) return Status::Err(EINVAL, "bad rename flags");
+  if (flags & ~(kRenameExchange | kRenameNoReplace)) return Status::Err(EINVAL, "unsupported rename flags");
+  int64_t usage = 0, inodes = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    usage = inodes = 0;
+    int64_t now = NowNanos();
+    Attr spa, dpa;
+    RETURN_IF_ERROR(GetAttrTx(t, parent, &spa));
+    if (!spa.IsDir()) return NotDir(parent);
+    RETURN_IF_ERROR(CheckAccess(ctx, spa, W_OK | X_OK));
+    bool same_dir = parent == new_parent;
+    if (same_dir) {
+      dpa = spa;
+    } else {
+      RETURN_IF_ERROR(GetAttrTx(t, new_parent, &dpa));
+      if (!dpa.IsDir()) return NotDir(new_parent);
+      RETURN_IF_ERROR(CheckAccess(ctx, dpa, W_OK | X_OK));
+    }
+    Ino sino;
+    uint32_t stype;
+    RETURN_IF_ERROR(GetDentryTx(t, parent, name, &sino, &stype));
+    Attr sa;
+    RETURN_IF_ERROR(GetAttrTx(t, sino, &sa));
+    RETURN_IF_ERROR(CheckSticky(ctx, spa, sa));
+    Ino dino = 0;
+    uint32_t dtype = 0;
+    Attr da;
+    {
+      Status st = GetDentryTx(t, new_parent, new_name, &dino, &dtype);
+      if (!st.ok() && st.code() != ENOENT) return st;
+      if (!st.ok()) dino = 0;
+    }
+    if (dino) RETURN_IF_ERROR(GetAttrTx(t, dino, &da));
+    if (dino == sino) return Status::OK();  // both names are links to one inode: nothing to do
+    if (dino && (flags & kRenameNoReplace)) return Status::Err(EEXIST, "'" + new_name + "' exists");
+    if (!dino && (flags & kRenameExchange)) return Status::Err(ENOENT, "'" + new_name + "' does not exist");
+    if (dino) RETURN_IF_ERROR(CheckSticky(ctx, dpa, da));
+    bool sdir = sa.IsDir();
+    bool ddir = dino && da.IsDir();
+    // A directory may not move into its own subtree.
+    if (sdir && !same_dir) {
+      ASSIGN_OR_RETURN(bool loop, IsAncestor(t, sino, new_parent));
+      if (loop) return Status::Err(EINVAL, "cannot move a directory into itself");
+    }
+    if ((flags & kRenameExchange) && ddir && !same_dir) {
+      ASSIGN_OR_RETURN(bool loop, IsAncestor(t, dino, parent));
+      if (loop) return Status::Err(EINVAL, "cannot move a directory into itself");
+    }
+    // Moving a directory to another parent rewrites its ".." : needs write access to it.
+    if (sdir && !same_dir && ctx.uid != 0) RETURN_IF_ERROR(CheckAccess(ctx, sa, W_OK));
+
+    if (flags & kRenameExchange) {
+      RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(dino, da.mode)));
+      RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
+      if (!same_dir) {
+        if (sdir) { sa.parent = new_parent; spa.nlink--; dpa.nlink++; }
+        if (ddir) { da.parent = parent; dpa.nlink--; spa.nlink++; }
+      }
+      sa.ctime_ns = da.ctime_ns = now;
+      RETURN_IF_ERROR(PutAttrTx(t, sino, sa));
+      RETURN_IF_ERROR(PutAttrTx(t, dino, da));
+    } else {
+      if (dino) {
+        if (sdir && !ddir) return Status::Err(ENOTDIR, "'" + new_name + "' is not a directory");
+        if (!sdir && ddir) return Status::Err(EISDIR, "'" + new_name + "' is a directory");
+        if (ddir) {
+          bool empty = true;
+          RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(dino), 1, [&](std::string_view, std::string_view) {
+            empty = false;
+            return false;
+          }));
+          if (!empty) return Status::Err(ENOTEMPTY, "directory '" + new_name + "' is not empty");
+          dpa.nlink--;
+          da.nlink = 0;
+          inodes = -1;
+          RETURN_IF_ERROR(DropLink(t, dino, &da, now));
+        } else {
+          RETURN_IF_ERROR(DropLink(t, dino, &da, now));
+          if (da.nlink == 0 && !(da.IsRegular() && IsOpen(dino))) {
+            usage = -ChargedBytes(da.IsRegular() ? da.length : 0);
+            inodes = -1;
+          }
+        }
+      }
+      RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
+      RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
+      if (sdir && !same_dir) {
+        sa.parent = new_parent;
+        spa.nlink--;
+        dpa.nlink++;
+      }
+      sa.ctime_ns = now;
+      RETURN_IF_ERROR(PutAttrTx(t, sino, sa));
+    }
+    spa.mtime_ns = spa.ctime_ns = now;
+    dpa.mtime_ns = dpa.ctime_ns = now;
+    // Within one directory only dpa can have changed its link count (a replaced empty
+    // subdirectory); spa and dpa are copies of the same inode.
+    if (same_dir) return PutAttrTx(t, parent, dpa);
+    RETURN_IF_ERROR(PutAttrTx(t, parent, spa));
+    return PutAttrTx(t, new_parent, dpa);
+  }));
+  AddUsage(usage, inodes);
+  return Status::OK();
+}
+
+Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name) {
+  RETURN_IF_ERROR(CheckName(new_name));
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  Attr out;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    Attr pa, a;
+    RETURN_IF_ERROR(GetAttrTx(t, new_parent, &pa));
+    if (!pa.IsDir()) return NotDir(new_parent);
+    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    if (a.IsDir()) return Status::Err(EPERM, "hard links to directories are not allowed");
+    if (a.nlink == 0) return Status::Err(ENOENT, "file was removed");
+    auto existing = t.Get(keys::Dentry(new_parent, new_name));
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) return Status::Err(EEXIST, "'" + new_name + "' exists");
+    int64_t now = NowNanos();
+    a.nlink++;
+    a.ctime_ns = now;
+    a.parent = 0;
+    pa.mtime_ns = pa.ctime_ns = now;
+    RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(ino, a.mode)));
+    RETURN_IF_ERROR(PutAttrTx(t, ino, a));
+    RETURN_IF_ERROR(PutAttrTx(t, new_parent, pa));
+    out = a;
+    return Status::OK();
+  }));
+  return out;
+}
+
+Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) {
+  std::vector<DirEntry> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        Attr a;
+        RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+        if (!a.IsDir()) return NotDir(ino);
+        RETURN_IF_ERROR(CheckAccess(ctx, a, R_OK));
+        RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 0, [&](std::string_view k, std::string_view v) {
+          std::string_view name;
+          if (!keys::ParseDentryName(k, &name)) return true;
+          ByteReader r(v);
+          DirEntry e;
+          e.name = std::string(name);
+          e.ino = r.U64();
+          e.type = static_cast<uint32_t>(r.U8()) << 12;
+          out.push_back(std::move(e));
+          return true;
+        }));
+        if (plus) {
+          for (auto& e : out) {
+            Status st = GetAttrTx(t, e.ino, &e.attr);
+            if (!st.ok() && st.code() != ENOENT) return st;
+          }
+        }
+        return Status::OK();
+      },
+      true));
+  return out;
+}
+
+// ---- extended attributes ----
+
+static Status CheckXattrAccess(const Meta& m, const Ctx& ctx, const Attr& a, const std::string& name, bool write) {
+  if (name.rfind("user.", 0) == 0) {
+    if (!a.IsRegular() && !a.IsDir()) return Status::Err(write ? EPERM : ENODATA, "user xattrs only on files and directories");
+    return m.CheckAccess(ctx, a, write ? W_OK : R_OK);
+  }
+  if (name.rfind("trusted.", 0) == 0) {
+    if (ctx.uid != 0) return Status::Err(write ? EPERM : ENODATA, "trusted xattrs are for root");
+    return Status::OK();
+  }
+  if (name.rfind("security.", 0) == 0) {
+    if (write && ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EPERM, "not the owner");
+    return Status::OK();
+  }
+  if (name.rfind("system.", 0) == 0) return Status::Err(EOPNOTSUPP, "system xattrs (POSIX ACLs) are not supported");
+  return Status::Err(EOPNOTSUPP, "unknown xattr namespace");
+}
+
+Result<std::string> Meta::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
+  std::string value;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        Attr a;
+        RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+        RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, false));
+        auto v = t.Get(keys::Xattr(ino, name));
+        if (!v.ok()) return v.status();
+        if (!v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
+        value = **v;
+        return Status::OK();
+      },
+      true));
+  return value;
+}
+
+Status Meta::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  if (name.empty()) return Status::Err(EINVAL, "empty xattr name");
+  if (name.size() > kMaxXattrName) return Status::Err(ERANGE, "xattr name longer than 255 bytes");
+  if (value.size() > kMaxXattrValue) return Status::Err(E2BIG, "xattr value larger than 64 KiB");
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  return engine_->Txn([&](KvTxn& t) {
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, true));
+    auto v = t.Get(keys::Xattr(ino, name));
+    if (!v.ok()) return v.status();
+    if ((flags & XATTR_CREATE) && v->has_value()) return Status::Err(EEXIST, "xattr " + name + " exists");
+    if ((flags & XATTR_REPLACE) && !v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
+    a.ctime_ns = NowNanos();
+    RETURN_IF_ERROR(PutAttrTx(t, ino, a));
+    return t.Put(keys::Xattr(ino, name), value);
+  });
+}
+
+Result<std::vector<std::string>> Meta::ListXattr(const Ctx& ctx, Ino ino) {
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        names.clear();
+        Attr a;
+        RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+        std::string prefix = keys::XattrPrefix(ino);
+        return ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view) {
+          std::string name(k.substr(prefix.size()));
+          if (name.rfind("trusted.", 0) == 0 && ctx.uid != 0) return true;
+          names.push_back(std::move(name));
+          return true;
+        });
+      },
+      true));
+  return names;
+}
+
+Status Meta::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  return engine_->Txn([&](KvTxn& t) {
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, true));
+    auto v = t.Get(keys::Xattr(ino, name));
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
+    a.ctime_ns = NowNanos();
+    RETURN_IF_ERROR(PutAttrTx(t, ino, a));
+    return t.Delete(keys::Xattr(ino, name));
+  });
+}
+
+// ---- open files ----
+
+Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags) {
+  ASSIGN_OR_RETURN(Attr a, GetAttr(ino));
+  int mask = 0;
+  switch (flags & O_ACCMODE) {
+    case O_RDONLY: mask = R_OK; break;
+    case O_WRONLY: mask = W_OK; break;
+    default: mask = R_OK | W_OK; break;
+  }
+  if (flags & O_TRUNC) mask |= W_OK;
+  if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
+  if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");
+  RETURN_IF_ERROR(CheckAccess(ctx, a, mask));
+  std::lock_guard<std::mutex> l(open_mu_);
+  open_count_[ino]++;
+  return a;
+}
+
+bool Meta::IsOpen(Ino ino) {
+  std::lock_guard<std::mutex> l(open_mu_);
+  auto it = open_count_.find(ino);
+  return it != open_count_.end() && it->second > 0;
+}
+
+Status Meta::Release(Ino ino) {
+  {
+    std::lock_guard<std::mutex> l(open_mu_);
+    auto it = open_count_.find(ino);
+    if (it == open_count_.end()) return Status::OK();
+    if (--it->second > 0) return Status::OK();
+    open_count_.erase(it);
+  }
+  int64_t usage = 0, inodes = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    usage = inodes = 0;
+    auto sustained = t.Get(keys::Sustained(sid_, ino));
+    if (!sustained.ok()) return sustained.status();
+    if (!sustained->has_value()) return Status::OK();
+    RETURN_IF_ERROR(t.Delete(keys::Sustained(sid_, ino)));
+    Attr a;
+    Status st = GetAttrTx(t, ino, &a);
+    if (st.code() == ENOENT) return Status::OK();
+    RETURN_IF_ERROR(st);
+    if (a.nlink > 0) return Status::OK();
+    usage = -ChargedBytes(a.length);
+    inodes = -1;
+    return DropLink(t, ino, &a, NowNanos());
+  }));
+  AddUsage(usage, inodes);
+  return Status::OK();
+}
+
+}  // namespace tierfs

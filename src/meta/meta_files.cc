@@ -1,0 +1,325 @@
+// File data layout: id allocation, chunk records, truncation masks, fallocate,
+// copy_file_range, slice reference counts and the deletion of file data.
+#include <fcntl.h>
+#include <linux/falloc.h>
+
+#include <algorithm>
+
+#include "common/clock.h"
+#include "meta/meta.h"
+#include "meta/meta_internal.h"
+
+namespace tierfs {
+
+using namespace internal;  // NOLINT
+
+namespace {
+constexpr uint64_t kInodeBatch = 256;
+constexpr uint64_t kSliceBatch = 1024;
+
+// Reads a chunk's records and the file's truncation masks inside a transaction.
+Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out) {
+  out->clear();
+  RETURN_IF_ERROR(ScanPrefix(t, keys::ChunkPrefix(ino, index), 0, [&](std::string_view k, std::string_view v) {
+    SliceRecord r;
+    uint32_t idx;
+    if (keys::ParseChunkRecordKey(k, &idx, &r.seq) && DecodeSliceRecord(v, &r)) out->push_back(r);
+    return true;
+  }));
+  std::string rules = keys::TruncRulesPrefix(ino);
+  uint64_t chunk_start = static_cast<uint64_t>(index) * kChunkSize;
+  RETURN_IF_ERROR(ScanPrefix(t, rules, 0, [&](std::string_view k, std::string_view v) {
+    uint64_t seq = keys::DecodeU64(k.substr(rules.size()));
+    uint64_t length = keys::DecodeU64(v);
+    if (length >= chunk_start + kChunkSize) return true;
+    SliceRecord hole;
+    hole.seq = seq;
+    hole.pos = length > chunk_start ? static_cast<uint32_t>(length - chunk_start) : 0;
+    hole.len = static_cast<uint32_t>(kChunkSize - hole.pos);
+    out->push_back(hole);
+    return true;
+  }));
+  std::sort(out->begin(), out->end(), [](const SliceRecord& a, const SliceRecord& b) { return a.seq < b.seq; });
+  return Status::OK();
+}
+}  // namespace
+
+Result<uint64_t> Meta::NextId(const char* counter, uint64_t batch, uint64_t* next, uint64_t* end) {
+  std::lock_guard<std::mutex> l(id_mu_);
+  if (*next >= *end) {
+    uint64_t start = 0;
+    RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+      auto v = t.Get(keys::Counter(counter));
+      if (!v.ok()) return v.status();
+      start = v->has_value() ? keys::DecodeU64(**v) : 1;
+      return t.Put(keys::Counter(counter), keys::EncodeU64(start + batch));
+    }));
+    *next = start;
+    *end = start + batch;
+  }
+  return (*next)++;
+}
+
+Result<Ino> Meta::NextInode() { return NextId("nextInode", kInodeBatch, &next_ino_, &end_ino_); }
+Result<uint64_t> Meta::NewSliceId() { return NextId("nextSlice", kSliceBatch, &next_slice_, &end_slice_); }
+
+Result<std::vector<SliceRecord>> Meta::ReadChunk(Ino ino, uint32_t index) {
+  std::vector<SliceRecord> out;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return ReadChunkTx(t, ino, index, &out); }, true));
+  return out;
+}
+
+Result<std::vector<uint32_t>> Meta::ListChunks(Ino ino) {
+  std::vector<uint32_t> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        return ScanPrefix(t, keys::ChunksPrefix(ino), 0, [&](std::string_view k, std::string_view) {
+          uint32_t idx;
+          uint64_t seq;
+          if (keys::ParseChunkRecordKey(k, &idx, &seq) && (out.empty() || out.back() != idx)) out.push_back(idx);
+          return true;
+        });
+      },
+      true));
+  return out;
+}
+
+Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns) {
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  if (rec.pos + static_cast<uint64_t>(rec.len) > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk");
+  int64_t usage = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    if (!a.IsRegular()) return Status::Err(EINVAL, "not a regular file");
+    a.seq++;
+    RETURN_IF_ERROR(t.Put(keys::ChunkRecord(ino, index, a.seq), EncodeSliceRecord(rec)));
+    usage = 0;
+    if (min_length > a.length) {
+      usage = ChargedBytes(min_length) - ChargedBytes(a.length);
+      a.length = min_length;
+    }
+    a.mtime_ns = a.ctime_ns = mtime_ns;
+    return PutAttrTx(t, ino, a);
+  }));
+  if (usage) AddUsage(usage, 0);
+  return Status::OK();
+}
+
+Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t len) {
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+  if (mode & ~supported) return Status::Err(EOPNOTSUPP, "unsupported fallocate mode");
+  if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) {
+    return Status::Err(EOPNOTSUPP, "punch hole needs FALLOC_FL_KEEP_SIZE");
+  }
+  if (len == 0) return Status::Err(EINVAL, "zero length");
+  if (off + len > kMaxFileSize) return Status::Err(EFBIG, "beyond the file size limit");
+  (void)ctx;
+  int64_t usage = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    usage = 0;
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    if (a.IsDir()) return Status::Err(EISDIR, "is a directory");
+    if (!a.IsRegular()) return Status::Err(ENODEV, "not a regular file");
+    int64_t now = NowNanos();
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
+      uint64_t end = off + len;
+      if (mode & FALLOC_FL_KEEP_SIZE) end = std::min(end, a.length);
+      for (uint64_t pos = off; pos < end;) {
+        uint32_t index = static_cast<uint32_t>(pos >> kChunkBits);
+        uint64_t chunk_end = std::min(end, (static_cast<uint64_t>(index) + 1) * kChunkSize);
+        SliceRecord hole;
+        hole.pos = static_cast<uint32_t>(pos - static_cast<uint64_t>(index) * kChunkSize);
+        hole.len = static_cast<uint32_t>(chunk_end - pos);
+        a.seq++;
+        RETURN_IF_ERROR(t.Put(keys::ChunkRecord(ino, index, a.seq), EncodeSliceRecord(hole)));
+        pos = chunk_end;
+      }
+      a.mtime_ns = now;
+    }
+    if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > a.length) {
+      usage = ChargedBytes(off + len) - ChargedBytes(a.length);
+      a.length = off + len;
+      a.mtime_ns = now;
+    }
+    a.ctime_ns = now;
+    return PutAttrTx(t, ino, a);
+  }));
+  if (usage) AddUsage(usage, 0);
+  return Status::OK();
+}
+
+Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, Ino out, uint64_t off_out,
+                                     uint64_t len) {
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  (void)ctx;
+  uint64_t copied = 0;
+  int64_t usage = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    copied = 0;
+    usage = 0;
+    Attr ia, oa;
+    RETURN_IF_ERROR(GetAttrTx(t, in, &ia));
+    if (!ia.IsRegular()) return Status::Err(EINVAL, "source is not a regular file");
+    if (in == out) {
+      oa = ia;
+    } else {
+      RETURN_IF_ERROR(GetAttrTx(t, out, &oa));
+    }
+    if (!oa.IsRegular()) return Status::Err(EINVAL, "destination is not a regular file");
+    if (off_in >= ia.length) return Status::OK();
+    uint64_t n = std::min(len, ia.length - off_in);
+    if (in == out && off_in < off_out + n && off_out < off_in + n) {
+      return Status::Err(EINVAL, "overlapping ranges in one file");
+    }
+    if (off_out + n > kMaxFileSize) return Status::Err(EFBIG, "beyond the file size limit");
+    int64_t delta = static_cast<int64_t>(off_out) - static_cast<int64_t>(off_in);
+    // Place one piece [src_start, src_end) of a source record, split at destination chunk
+    // boundaries, keeping the records' order so shadowing is preserved.
+    auto place = [&](const SliceRecord& r, uint64_t src_start, uint64_t src_end, uint64_t rec_abs) -> Status {
+      for (uint64_t s = src_start; s < src_end;) {
+        uint64_t d = static_cast<uint64_t>(static_cast<int64_t>(s) + delta);
+        uint32_t didx = static_cast<uint32_t>(d >> kChunkBits);
+        uint64_t dchunk_end = (static_cast<uint64_t>(didx) + 1) * kChunkSize;
+        uint64_t piece = std::min(src_end - s, dchunk_end - d);
+        SliceRecord nr;
+        nr.pos = static_cast<uint32_t>(d - static_cast<uint64_t>(didx) * kChunkSize);
+        nr.len = static_cast<uint32_t>(piece);
+        if (r.id) {
+          nr.id = r.id;
+          nr.size = r.size;
+          nr.off = static_cast<uint32_t>(r.off + (s - rec_abs));
+          auto ref = t.Get(keys::SliceRef(r.id, r.size));
+          if (!ref.ok()) return ref.status();
+          uint64_t extra = ref->has_value() ? keys::DecodeU64(**ref) : 0;
+          RETURN_IF_ERROR(t.Put(keys::SliceRef(r.id, r.size), keys::EncodeU64(extra + 1)));
+        }
+        oa.seq++;
+        RETURN_IF_ERROR(t.Put(keys::ChunkRecord(out, didx, oa.seq), EncodeSliceRecord(nr)));
+        s += piece;
+      }
+      return Status::OK();
+    };
+    // First a hole over the whole destination range, so source holes copy as holes.
+    SliceRecord hole;
+    RETURN_IF_ERROR(place(hole, off_in, off_in + n, off_in));
+    for (uint64_t pos = off_in; pos < off_in + n;) {
+      uint32_t index = static_cast<uint32_t>(pos >> kChunkBits);
+      uint64_t chunk_abs = static_cast<uint64_t>(index) * kChunkSize;
+      uint64_t end = std::min(off_in + n, chunk_abs + kChunkSize);
+      std::vector<SliceRecord> recs;
+      RETURN_IF_ERROR(ReadChunkTx(t, in, index, &recs));
+      for (const auto& r : recs) {
+        uint64_t rs = chunk_abs + r.pos, re = rs + r.len;
+        uint64_t s = std::max(rs, pos), e = std::min(re, end);
+        if (s < e) RETURN_IF_ERROR(place(r, s, e, rs));
+      }
+      pos = end;
+    }
+    int64_t now = NowNanos();
+    if (off_out + n > oa.length) {
+      usage = ChargedBytes(off_out + n) - ChargedBytes(oa.length);
+      oa.length = off_out + n;
+    }
+    oa.mtime_ns = oa.ctime_ns = now;
+    copied = n;
+    return PutAttrTx(t, out, oa);
+  }));
+  if (usage) AddUsage(usage, 0);
+  return copied;
+}
+
+Status Meta::UnrefSlice(KvTxn& t, uint64_t id, uint32_t size) {
+  if (id == 0) return Status::OK();
+  auto ref = t.Get(keys::SliceRef(id, size));
+  if (!ref.ok()) return ref.status();
+  uint64_t extra = ref->has_value() ? keys::DecodeU64(**ref) : 0;
+  if (extra > 1) return t.Put(keys::SliceRef(id, size), keys::EncodeU64(extra - 1));
+  if (extra == 1) return t.Delete(keys::SliceRef(id, size));
+  return t.Put(keys::PendingSlice(id, size), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
+}
+
+Status Meta::DeleteFileData(Ino ino, int64_t budget_keys, bool* done) {
+  *done = false;
+  return engine_->Txn([&](KvTxn& t) {
+    *done = false;
+    std::vector<std::pair<std::string, SliceRecord>> recs;
+    RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(ino), static_cast<size_t>(budget_keys),
+                               [&](std::string_view k, std::string_view v) {
+                                 SliceRecord r;
+                                 if (DecodeSliceRecord(v, &r)) recs.emplace_back(std::string(k), r);
+                                 return true;
+                               }));
+    for (auto& [k, r] : recs) {
+      RETURN_IF_ERROR(UnrefSlice(t, r.id, r.size));
+      RETURN_IF_ERROR(t.Delete(k));
+    }
+    if (static_cast<int64_t>(recs.size()) >= budget_keys) return Status::OK();
+    // No records left: drop truncation masks and the pending-file record.
+    std::vector<std::string> rules;
+    std::string prefix = keys::TruncRulesPrefix(ino);
+    RETURN_IF_ERROR(ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view) {
+      rules.emplace_back(k);
+      return true;
+    }));
+    for (auto& k : rules) {
+      RETURN_IF_ERROR(t.Delete(k));
+      RETURN_IF_ERROR(t.Delete(keys::PendingTrunc(ino, keys::DecodeU64(std::string_view(k).substr(prefix.size())))));
+    }
+    RETURN_IF_ERROR(t.Delete(keys::PendingFile(ino)));
+    *done = true;
+    return Status::OK();
+  });
+}
+
+Status Meta::ApplyTruncRule(Ino ino, uint64_t seq, bool* done) {
+  constexpr size_t kBudget = 4096;
+  return engine_->Txn([&](KvTxn& t) {
+    *done = false;
+    auto rule = t.Get(keys::TruncRule(ino, seq));
+    if (!rule.ok()) return rule.status();
+    if (!rule->has_value()) {
+      *done = true;
+      return t.Delete(keys::PendingTrunc(ino, seq));
+    }
+    uint64_t length = keys::DecodeU64(**rule);
+    uint32_t first = static_cast<uint32_t>(length >> kChunkBits);
+    std::string begin = keys::ChunkPrefix(ino, first);
+    std::vector<std::pair<std::string, SliceRecord>> recs;
+    size_t visited = 0;
+    RETURN_IF_ERROR(t.Scan(begin, PrefixEnd(keys::ChunksPrefix(ino)), kBudget,
+                           [&](std::string_view k, std::string_view v) {
+                             visited++;
+                             SliceRecord r;
+                             uint32_t idx;
+                             if (keys::ParseChunkRecordKey(k, &idx, &r.seq) && DecodeSliceRecord(v, &r) &&
+                                 r.seq < seq) {
+                               recs.emplace_back(std::string(k), r);
+                             }
+                             return true;
+                           }));
+    for (auto& [k, r] : recs) {
+      uint32_t idx;
+      uint64_t rseq;
+      keys::ParseChunkRecordKey(k, &idx, &rseq);
+      uint64_t start = static_cast<uint64_t>(idx) * kChunkSize + r.pos;
+      if (start >= length) {
+        RETURN_IF_ERROR(UnrefSlice(t, r.id, r.size));
+        RETURN_IF_ERROR(t.Delete(k));
+      } else if (start + r.len > length) {
+        r.len = static_cast<uint32_t>(length - start);
+        RETURN_IF_ERROR(t.Put(k, EncodeSliceRecord(r)));
+      }
+    }
+    if (visited >= kBudget) return Status::OK();  // more to do in the next round
+    RETURN_IF_ERROR(t.Delete(keys::TruncRule(ino, seq)));
+    RETURN_IF_ERROR(t.Delete(keys::PendingTrunc(ino, seq)));
+    *done = true;
+    return Status::OK();
+  });
+}
+
+}  // namespace tierfs

@@ -1,0 +1,303 @@
+// Sessions, heartbeats, usage counters and background cleanup: unlinked files, truncation
+// masks, unreferenced slices and the leftovers of dead sessions.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "meta/meta.h"
+#include "meta/meta_internal.h"
+
+namespace tierfs {
+
+using namespace internal;  // NOLINT
+
+namespace {
+Status AddCounter(KvTxn& t, const char* name, int64_t delta) {
+  auto v = t.Get(keys::Counter(name));
+  if (!v.ok()) return v.status();
+  int64_t cur = v->has_value() ? static_cast<int64_t>(keys::DecodeU64(**v)) : 0;
+  cur += delta;
+  if (cur < 0) cur = 0;
+  return t.Put(keys::Counter(name), keys::EncodeU64(static_cast<uint64_t>(cur)));
+}
+}  // namespace
+
+void Meta::AddUsage(int64_t bytes, int64_t inodes) {
+  std::lock_guard<std::mutex> l(usage_mu_);
+  used_delta_ += bytes;
+  inodes_delta_ += inodes;
+}
+
+Status Meta::FlushCounters() {
+  int64_t bytes, inodes;
+  {
+    std::lock_guard<std::mutex> l(usage_mu_);
+    bytes = used_delta_;
+    inodes = inodes_delta_;
+    used_delta_ = inodes_delta_ = 0;
+  }
+  if (bytes == 0 && inodes == 0) return Status::OK();
+  Status st = engine_->Txn([&](KvTxn& t) {
+    RETURN_IF_ERROR(AddCounter(t, "usedSpace", bytes));
+    return AddCounter(t, "totalInodes", inodes);
+  });
+  if (!st.ok()) AddUsage(bytes, inodes);  // keep the delta for the next try
+  return st;
+}
+
+Result<StatFs> Meta::GetStatFs() {
+  StatFs s;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        auto used = t.Get(keys::Counter("usedSpace"));
+        if (!used.ok()) return used.status();
+        auto inodes = t.Get(keys::Counter("totalInodes"));
+        if (!inodes.ok()) return inodes.status();
+        s.used_bytes = used->has_value() ? keys::DecodeU64(**used) : 0;
+        s.inodes = inodes->has_value() ? keys::DecodeU64(**inodes) : 0;
+        return Status::OK();
+      },
+      true));
+  std::lock_guard<std::mutex> l(usage_mu_);
+  s.used_bytes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.used_bytes) + used_delta_));
+  s.inodes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.inodes) + inodes_delta_));
+  return s;
+}
+
+Status Meta::NewSession(SessionInfo info) {
+  info.started_ns = NowNanos();
+  return engine_->Txn([&](KvTxn& t) {
+    auto v = t.Get(keys::Counter("nextSession"));
+    if (!v.ok()) return v.status();
+    uint64_t sid = v->has_value() ? keys::DecodeU64(**v) : 1;
+    RETURN_IF_ERROR(t.Put(keys::Counter("nextSession"), keys::EncodeU64(sid + 1)));
+    nlohmann::json j = {{"host", info.host},         {"pid", info.pid},
+                        {"mountpoint", info.mountpoint}, {"version", info.version},
+                        {"started_ns", info.started_ns}};
+    RETURN_IF_ERROR(t.Put(keys::Session(sid), j.dump()));
+    RETURN_IF_ERROR(t.Put(keys::Heartbeat(sid), keys::EncodeU64(static_cast<uint64_t>(info.started_ns))));
+    sid_ = sid;
+    return Status::OK();
+  });
+}
+
+Result<std::vector<SessionInfo>> Meta::ListSessions() {
+  std::vector<SessionInfo> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        RETURN_IF_ERROR(ScanPrefix(t, std::string(keys::kSessionPrefix), 0, [&](std::string_view k, std::string_view v) {
+          SessionInfo s;
+          keys::ParseInoKey(k, &s.sid);
+          auto j = nlohmann::json::parse(v, nullptr, false);
+          if (j.is_object()) {
+            s.host = j.value("host", "");
+            s.pid = j.value("pid", 0u);
+            s.mountpoint = j.value("mountpoint", "");
+            s.version = j.value("version", "");
+            s.started_ns = j.value("started_ns", int64_t{0});
+          }
+          out.push_back(s);
+          return true;
+        }));
+        for (auto& s : out) {
+          auto hb = t.Get(keys::Heartbeat(s.sid));
+          if (!hb.ok()) return hb.status();
+          s.heartbeat_ns = hb->has_value() ? static_cast<int64_t>(keys::DecodeU64(**hb)) : 0;
+        }
+        return Status::OK();
+      },
+      true));
+  return out;
+}
+
+// Removes everything a session left: its sustained (open-unlinked) inodes, its locks and
+// its records. Used for our own clean shutdown and for dead sessions of other clients.
+static Status PurgeSession(Meta* m, KvEngine* engine, uint64_t sid) {
+  std::vector<Ino> sustained, locked;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) {
+        sustained.clear();
+        locked.clear();
+        RETURN_IF_ERROR(ScanPrefix(t, keys::SustainedPrefix(sid), 0, [&](std::string_view k, std::string_view) {
+          sustained.push_back(keys::DecodeU64(k.substr(10)));
+          return true;
+        }));
+        return ScanPrefix(t, keys::SessionLockPrefix(sid), 0, [&](std::string_view k, std::string_view) {
+          locked.push_back(keys::DecodeU64(k.substr(10)));
+          return true;
+        });
+      },
+      true));
+  for (Ino ino : sustained) {
+    RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {
+      RETURN_IF_ERROR(t.Delete(keys::Sustained(sid, ino)));
+      Attr a;
+      Status st = GetAttrTx(t, ino, &a);
+      if (st.code() == ENOENT) return Status::OK();
+      RETURN_IF_ERROR(st);
+      if (a.nlink > 0) return Status::OK();
+      RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
+      return t.Put(keys::PendingFile(ino), keys::EncodeU64(a.length));
+    }));
+  }
+  (void)m;
+  for (Ino ino : locked) {
+    RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {
+      std::vector<std::string> dead;
+      auto collect = [&](std::string_view k, std::string_view) {
+        if (keys::DecodeU64(k.substr(10)) == sid) dead.emplace_back(k);
+        return true;
+      };
+      RETURN_IF_ERROR(ScanPrefix(t, keys::FlockPrefix(ino), 0, collect));
+      RETURN_IF_ERROR(ScanPrefix(t, keys::PlockPrefix(ino), 0, collect));
+      for (auto& k : dead) RETURN_IF_ERROR(t.Delete(k));
+      return t.Delete(keys::SessionLock(sid, ino));
+    }));
+  }
+  return engine->Txn([&](KvTxn& t) {
+    RETURN_IF_ERROR(t.Delete(keys::Session(sid)));
+    return t.Delete(keys::Heartbeat(sid));
+  });
+}
+
+Status Meta::CloseSession() {
+  if (sid_ == 0) return Status::OK();
+  RETURN_IF_ERROR(FlushCounters());
+  RETURN_IF_ERROR(PurgeSession(this, engine_.get(), sid_));
+  sid_ = 0;
+  return Status::OK();
+}
+
+Status Meta::CleanDeadSessions() {
+  int64_t now = NowNanos();
+  std::vector<uint64_t> dead;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        dead.clear();
+        return ScanPrefix(t, "SH", 0, [&](std::string_view k, std::string_view v) {
+          uint64_t sid = 0;
+          keys::ParseInoKey(k, &sid);
+          int64_t hb = static_cast<int64_t>(keys::DecodeU64(v));
+          if (sid != sid_ && now - hb > opts_.session_timeout_ns) dead.push_back(sid);
+          return true;
+        });
+      },
+      true));
+  for (uint64_t sid : dead) {
+    spdlog::warn("session {} missed its heartbeats for {} s: cleaning its locks and open files", sid,
+                 opts_.session_timeout_ns / 1000000000);
+    RETURN_IF_ERROR(PurgeSession(this, engine_.get(), sid));
+  }
+  return Status::OK();
+}
+
+Status Meta::CleanPendingSlices() {
+  if (!delete_slice_) return Status::OK();
+  std::vector<std::pair<uint64_t, uint32_t>> pending;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        pending.clear();
+        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 1000, [&](std::string_view k, std::string_view) {
+          uint64_t id;
+          uint32_t size;
+          if (keys::ParseSliceKey(k, &id, &size)) pending.emplace_back(id, size);
+          return true;
+        });
+      },
+      true));
+  for (auto [id, size] : pending) {
+    Status st = delete_slice_(id, size);
+    if (!st.ok()) {
+      spdlog::warn("deleting the blocks of slice {} failed, will retry: {}", id, st.ToString());
+      continue;
+    }
+    RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return t.Delete(keys::PendingSlice(id, size)); }));
+  }
+  return Status::OK();
+}
+
+Status Meta::RunCleanupOnce() {
+  if (opts_.read_only) return Status::OK();
+  RETURN_IF_ERROR(FlushCounters());
+  RETURN_IF_ERROR(CleanDeadSessions());
+  // Truncation masks.
+  std::vector<std::pair<Ino, uint64_t>> truncs;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        truncs.clear();
+        return ScanPrefix(t, std::string(keys::kPendingTruncPrefix), 1000, [&](std::string_view k, std::string_view) {
+          if (k.size() == 17) truncs.emplace_back(keys::DecodeU64(k.substr(1, 8)), keys::DecodeU64(k.substr(9)));
+          return true;
+        });
+      },
+      true));
+  for (auto [ino, seq] : truncs) {
+    bool done = false;
+    for (int round = 0; round < 64 && !done; ++round) RETURN_IF_ERROR(ApplyTruncRule(ino, seq, &done));
+  }
+  // Unlinked files.
+  std::vector<Ino> files;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        files.clear();
+        return ScanPrefix(t, std::string(keys::kPendingFilePrefix), 1000, [&](std::string_view k, std::string_view) {
+          Ino ino;
+          if (keys::ParseInoKey(k, &ino)) files.push_back(ino);
+          return true;
+        });
+      },
+      true));
+  for (Ino ino : files) {
+    bool done = false;
+    for (int round = 0; round < 1000 && !done; ++round) RETURN_IF_ERROR(DeleteFileData(ino, 1000, &done));
+  }
+  return CleanPendingSlices();
+}
+
+void Meta::StartBackground(DeleteSliceFn delete_slice) {
+  delete_slice_ = std::move(delete_slice);
+  bg_stop_ = false;
+  bg_ = std::thread([this] { BackgroundLoop(); });
+}
+
+void Meta::StopBackground() {
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_.joinable()) bg_.join();
+}
+
+void Meta::BackgroundLoop() {
+  pthread_setname_np(pthread_self(), "meta-bg");
+  int64_t last_hb = MonoNanos(), last_cleanup = 0;
+  std::unique_lock<std::mutex> l(bg_mu_);
+  while (!bg_stop_) {
+    bg_cv_.wait_for(l, std::chrono::seconds(1));
+    if (bg_stop_) break;
+    l.unlock();
+    int64_t now = MonoNanos();
+    Status st = FlushCounters();
+    if (!st.ok()) spdlog::warn("flushing usage counters failed: {}", st.ToString());
+    if (sid_ && now - last_hb >= opts_.heartbeat_ns) {
+      last_hb = now;
+      uint64_t sid = sid_;
+      st = engine_->Txn([&](KvTxn& t) {
+        return t.Put(keys::Heartbeat(sid), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
+      });
+      if (!st.ok()) spdlog::warn("session heartbeat failed: {}", st.ToString());
+    }
+    if (now - last_cleanup >= 2'000'000'000) {
+      last_cleanup = now;
+      st = RunCleanupOnce();
+      if (!st.ok()) spdlog::warn("background cleanup failed: {}", st.ToString());
+    }
+    l.lock();
+  }
+}
+
+}  // namespace tierfs

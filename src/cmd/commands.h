@@ -1,0 +1,18 @@
+// One Register function per subcommand; main.cc wires them into the CLI11 app. Each
+// subcommand's callback sets the process exit code through `exit_code`.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace tierfs::cmd {
+
+void RegisterFormat(CLI::App& app, int* exit_code);
+void RegisterMount(CLI::App& app, int* exit_code);
+void RegisterUmount(CLI::App& app, int* exit_code);
+void RegisterStatus(CLI::App& app, int* exit_code);
+void RegisterInfo(CLI::App& app, int* exit_code);
+void RegisterVersion(CLI::App& app, int* exit_code);
+
+}  // namespace tierfs::cmd

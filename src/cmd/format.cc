@@ -1,0 +1,96 @@
+// tierfs format META-URL NAME --storage file --bucket DIR [--block-size 4M] [--force]
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/clock.h"
+#include "common/size.h"
+#include "meta/kv_engine.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+
+namespace tierfs::cmd {
+namespace {
+
+std::string NewUuid() {
+  unsigned char b[16];
+  std::ifstream r("/dev/urandom", std::ios::binary);
+  r.read(reinterpret_cast<char*>(b), sizeof b);
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  std::ostringstream o;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) o << '-';
+    o << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b[i]);
+  }
+  return o.str();
+}
+
+Status CheckName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return Status::Err(EINVAL, "volume name must be 1 to 63 characters");
+  for (char c : name) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+      return Status::Err(EINVAL, "volume name '" + name + "' may only contain letters, digits, '-' and '_'");
+    }
+  }
+  return Status::OK();
+}
+
+struct Args {
+  std::string meta_url, name, storage = "file", bucket, block_size = "4M";
+  bool force = false;
+};
+
+int Run(const Args& a) {
+  Status st = CheckName(a.name);
+  if (!st.ok()) return Fail("format", st);
+  auto bs = ParseSize(a.block_size);
+  if (!bs.ok()) return Fail("format", bs.status());
+  if (*bs < (64u << 10) || *bs > (16u << 20) || (*bs & (*bs - 1)) != 0) {
+    return Fail("format", Status::Err(EINVAL, "--block-size must be a power of two between 64K and 16M, not " +
+                                                  a.block_size));
+  }
+  if (a.bucket.empty()) return Fail("format", Status::Err(EINVAL, "--bucket is required (for --storage file: a directory)"));
+  std::string bucket = a.storage == "file" ? AbsPath(a.bucket) : a.bucket;
+  auto engine = OpenKvEngine(a.meta_url);
+  if (!engine.ok()) return Fail("format", engine.status());
+  auto store = CreateObjectStore(a.storage, bucket);
+  if (!store.ok()) return Fail("format", store.status());
+  st = (*store)->Init();
+  if (!st.ok()) return Fail("format", st);
+  FormatRecord rec;
+  rec.name = a.name;
+  rec.uuid = NewUuid();
+  rec.storage = a.storage;
+  rec.bucket = bucket;
+  rec.block_size = static_cast<uint32_t>(*bs);
+  rec.created_ns = NowNanos();
+  st = Meta::Format(engine->get(), rec, a.force);
+  if (!st.ok()) return Fail("format", st);
+  std::cout << "formatted volume " << rec.name << " (uuid " << rec.uuid << ")\n"
+            << "  metadata: " << (*engine)->Describe() << "\n"
+            << "  data:     " << (*store)->Describe() << "\n"
+            << "  block size: " << FormatSize(rec.block_size) << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void RegisterFormat(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("format", "Create a volume: metadata in META-URL, data in the object store");
+  sub->add_option("META-URL", args->meta_url, "Metadata engine, e.g. sqlite3:///var/lib/tierfs/vol.db")->required();
+  sub->add_option("NAME", args->name, "Volume name (letters, digits, - and _)")->required();
+  sub->add_option("--storage", args->storage, "Object storage type: file or mem")->capture_default_str();
+  sub->add_option("--bucket", args->bucket, "Bucket: for --storage file, the directory holding the blocks");
+  sub->add_option("--block-size", args->block_size, "Block size, a power of two from 64K to 16M")
+      ->capture_default_str();
+  sub->add_flag("--force", args->force, "Erase an existing volume in META-URL and format anew");
+  sub->callback([args, exit_code] { *exit_code = Run(*args); });
+}
+
+}  // namespace tierfs::cmd

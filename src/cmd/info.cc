@@ -1,0 +1,78 @@
+// tierfs info PATH [--json]: inode, length and the chunk -> slice -> object layout of a file
+// in a mounted volume. The mount answers through the read-only "tierfs.info" xattr.
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "chunk/block_key.h"
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/size.h"
+
+namespace tierfs::cmd {
+namespace {
+
+int Run(const std::string& path, bool json) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return Fail("info", Status::Err(errno, "cannot stat " + path + ": " + strerror(errno)));
+  }
+  std::string buf(1 << 16, '\0');
+  ssize_t n = getxattr(path.c_str(), "tierfs.info", buf.data(), buf.size());
+  if (n < 0 && errno == ERANGE) {
+    n = getxattr(path.c_str(), "tierfs.info", nullptr, 0);
+    if (n > 0) {
+      buf.resize(static_cast<size_t>(n));
+      n = getxattr(path.c_str(), "tierfs.info", buf.data(), buf.size());
+    }
+  }
+  if (n < 0) {
+    return Fail("info", Status::Err(errno, path + " is not in a TierFS mount (" + strerror(errno) + ")"));
+  }
+  auto j = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
+  if (j.is_discarded()) return Fail("info", Status::Err(EIO, "the mount returned malformed layout data"));
+  std::string volume = j.value("volume", "");
+  uint32_t bs = j.value("block_size", 4u << 20);
+  for (auto& c : j["chunks"]) {
+    for (auto& s : c["slices"]) {
+      uint64_t id = s["id"];
+      uint32_t size = s["size"], off = s["off"], len = s["len"];
+      nlohmann::json objects = nlohmann::json::array();
+      for (const auto& span : BlockSpans(size, bs, off, len)) {
+        objects.push_back(BlockKey(volume, id, span.index, BlockLength(size, bs, span.index)));
+      }
+      s["objects"] = objects;
+    }
+  }
+  if (json) {
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << path << "\n  inode:  " << j["inode"] << "\n  length: " << j["length"].get<uint64_t>() << " ("
+            << FormatSize(j["length"].get<uint64_t>()) << ")\n  chunks: " << j["chunks"].size() << "\n";
+  for (auto& c : j["chunks"]) {
+    std::cout << "  chunk " << c["index"] << "\n";
+    for (auto& s : c["slices"]) {
+      std::cout << "    pos " << s["pos"] << " len " << s["len"] << ": slice " << s["id"] << " (size " << s["size"]
+                << ") from offset " << s["off"] << "\n";
+      for (auto& o : s["objects"]) std::cout << "      " << o.get<std::string>() << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterInfo(CLI::App& app, int* exit_code) {
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("info", "Show a file's inode, length and chunk/slice/object layout");
+  sub->add_option("PATH", *path, "A file in a mounted TierFS volume")->required();
+  sub->add_flag("--json", *json, "Print JSON");
+  sub->callback([path, json, exit_code] { *exit_code = Run(*path, *json); });
+}
+
+}  // namespace tierfs::cmd

@@ -1,0 +1,23 @@
+// The tierfs command: one subcommand per file in this folder.
+#include <CLI/CLI.hpp>
+
+#include "cmd/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"TierFS: a distributed POSIX file system on object storage"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  int exit_code = 0;
+  tierfs::cmd::RegisterFormat(app, &exit_code);
+  tierfs::cmd::RegisterMount(app, &exit_code);
+  tierfs::cmd::RegisterUmount(app, &exit_code);
+  tierfs::cmd::RegisterStatus(app, &exit_code);
+  tierfs::cmd::RegisterInfo(app, &exit_code);
+  tierfs::cmd::RegisterVersion(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

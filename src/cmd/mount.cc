@@ -1,0 +1,243 @@
+// tierfs mount META-URL MOUNTPOINT [-d] [--log FILE] [cache and buffer options] [-o opts]
+#include <fcntl.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstring>
+#include <iostream>
+
+#include "chunk/cached_store.h"
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/size.h"
+#include "fuse/fuse_adapter.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+#include "vfs/vfs.h"
+
+#ifndef TIERFS_VERSION
+#define TIERFS_VERSION "dev"
+#endif
+
+namespace tierfs::cmd {
+namespace {
+
+struct Args {
+  std::string meta_url, mountpoint, log_file;
+  bool background = false;
+  double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
+  std::string buffer_size = "300M", cache_size = "1G";
+  int upload_threads = 16, download_threads = 16;
+  std::vector<std::string> options;
+  bool read_only = false;
+};
+
+void SetupLogging(const std::string& file, bool foreground) {
+  try {
+    std::shared_ptr<spdlog::logger> logger;
+    if (!file.empty()) {
+      logger = spdlog::basic_logger_mt("tierfs", file);
+    } else if (foreground) {
+      logger = spdlog::stderr_color_mt("tierfs");
+    }
+    if (logger) {
+      logger->flush_on(spdlog::level::warn);
+      spdlog::set_default_logger(logger);
+    }
+    spdlog::flush_every(std::chrono::seconds(1));
+  } catch (const spdlog::spdlog_ex& e) {
+    std::cerr << "tierfs: cannot open log file " << file << ": " << e.what() << std::endl;
+  }
+}
+
+// Everything after validation: open the volume, mount, serve until unmounted. `ready` is
+// called exactly once with the outcome of mounting.
+int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
+  std::string mp = AbsPath(a.mountpoint);
+  bool ro = a.read_only;
+  std::vector<std::string> mount_opts;
+  for (const auto& o : a.options) {
+    size_t pos = 0;
+    while (pos <= o.size()) {
+      size_t comma = o.find(',', pos);
+      std::string one = o.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      if (!one.empty()) {
+        if (one == "ro") ro = true;
+        else if (one != "rw") mount_opts.push_back(one);
+      }
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  if (ro) mount_opts.push_back("ro");
+
+  auto fail = [&](const Status& st) {
+    ready(st);
+    return 1;
+  };
+  auto buffer = ParseSize(a.buffer_size);
+  if (!buffer.ok()) return fail(buffer.status().With("--buffer-size"));
+  auto cache = ParseSize(a.cache_size);
+  if (!cache.ok()) return fail(cache.status().With("--cache-size"));
+  struct stat st;
+  if (stat(mp.c_str(), &st) != 0) return fail(Status::Err(ENOENT, "mount point " + mp + " does not exist"));
+  if (!S_ISDIR(st.st_mode)) return fail(Status::Err(ENOTDIR, "mount point " + mp + " is not a directory"));
+  if (IsMountPoint(mp)) {
+    return fail(Status::Err(EBUSY, mp + " is already mounted (is a mount point); unmount it first"));
+  }
+
+  auto meta = OpenVolume(a.meta_url, ro);
+  if (!meta.ok()) return fail(meta.status());
+  const FormatRecord& fmt = (*meta)->format();
+  auto store = CreateObjectStore(fmt.storage, fmt.bucket);
+  if (!store.ok()) return fail(store.status());
+  if (!ro) {
+    Status init = (*store)->Init();
+    if (!init.ok()) return fail(init);
+  }
+  StoreConfig cfg;
+  cfg.volume = fmt.name;
+  cfg.block_size = fmt.block_size;
+  cfg.cache_bytes = *cache;
+  cfg.buffer_bytes = *buffer;
+  cfg.upload_threads = a.upload_threads;
+  cfg.download_threads = a.download_threads;
+  auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
+
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  SessionInfo info;
+  info.host = host;
+  info.pid = static_cast<uint32_t>(getpid());
+  info.mountpoint = mp;
+  info.version = TIERFS_VERSION;
+  Status s = (*meta)->NewSession(info);
+  if (!s.ok()) return fail(s);
+  CachedStore* cs = cached.get();
+  (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
+
+  VfsOptions vopts;
+  vopts.buffer_bytes = *buffer;
+  vopts.read_only = ro;
+  int rc = 0;
+  {
+    Vfs vfs(meta->get(), cached.get(), vopts);
+    FuseOptions fopts;
+    fopts.mountpoint = mp;
+    fopts.fsname = "tierfs:" + fmt.name;
+    fopts.attr_timeout = a.attr_cache;
+    fopts.entry_timeout = a.entry_cache;
+    fopts.dir_entry_timeout = a.dir_entry_cache;
+    fopts.mount_options = mount_opts;
+    spdlog::info("mounting volume {} ({}) on {}", fmt.name, fmt.uuid, mp);
+    Status run = RunFuse(&vfs, fopts, [&](const Status& r) {
+      if (r.ok()) spdlog::info("mounted {} on {}", fmt.name, mp);
+      ready(r);
+    });
+    if (!run.ok()) {
+      spdlog::error("{}", run.ToString());
+      rc = 1;
+    }
+    spdlog::info("unmounted {}; committing buffered writes", mp);
+  }
+  (*meta)->StopBackground();
+  s = (*meta)->CloseSession();
+  if (!s.ok()) spdlog::warn("closing the session failed: {}", s.ToString());
+  spdlog::info("tierfs mount of {} exited", mp);
+  spdlog::shutdown();
+  return rc;
+}
+
+int RunForeground(const Args& a) {
+  SetupLogging(a.log_file, true);
+  bool reported = false;
+  int rc = Serve(a, [&](const Status& st) {
+    if (!st.ok() && !reported) std::cerr << "tierfs: mount: " << st.message() << std::endl;
+    reported = true;
+  });
+  return rc;
+}
+
+// Forks; the child mounts and tells the parent through a pipe whether mounting worked, so
+// the parent returns only when the mount is ready (exit 0) or with the error.
+int RunBackground(const Args& a) {
+  int fds[2];
+  if (pipe(fds) != 0) return Fail("mount", Status::Err(errno, "pipe failed"));
+  pid_t pid = fork();
+  if (pid < 0) return Fail("mount", Status::Err(errno, "fork failed"));
+  if (pid > 0) {
+    close(fds[1]);
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) {
+      msg.append(buf, static_cast<size_t>(n));
+      if (msg.find('\n') != std::string::npos) break;
+    }
+    close(fds[0]);
+    if (msg.rfind("OK", 0) == 0) return 0;
+    if (msg.empty()) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      return Fail("mount", Status::Err(EIO, "the mount process exited before the mount was ready" +
+                                                (a.log_file.empty() ? std::string() : "; see " + a.log_file)));
+    }
+    if (msg.back() == '\n') msg.pop_back();
+    std::cerr << "tierfs: mount: " << msg.substr(4) << std::endl;
+    return 1;
+  }
+  close(fds[0]);
+  setsid();
+  SetupLogging(a.log_file.empty() ? "/var/log/tierfs.log" : a.log_file, false);
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    if (devnull > 2) close(devnull);
+  }
+  if (chdir("/") != 0) {
+    // Not fatal: the mount works from any directory.
+  }
+  int wfd = fds[1];
+  int rc = Serve(a, [&](const Status& st) {
+    std::string m = st.ok() ? "OK\n" : "ERR " + st.message() + "\n";
+    if (wfd >= 0) {
+      ssize_t w = write(wfd, m.data(), m.size());
+      (void)w;
+      close(wfd);
+      wfd = -1;
+    }
+  });
+  _exit(rc);
+}
+
+}  // namespace
+
+void RegisterMount(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("mount", "Mount a volume (foreground unless -d)");
+  sub->add_option("META-URL", a->meta_url, "Metadata engine of the volume, e.g. sqlite3:///var/lib/tierfs/vol.db")
+      ->required();
+  sub->add_option("MOUNTPOINT", a->mountpoint, "Existing empty directory to mount on")->required();
+  sub->add_flag("-d,--background", a->background, "Run in the background; return once the mount is ready");
+  sub->add_option("--log", a->log_file, "Log file (background default: /var/log/tierfs.log)");
+  sub->add_option("--attr-cache", a->attr_cache, "Kernel attribute cache timeout, seconds")->capture_default_str();
+  sub->add_option("--entry-cache", a->entry_cache, "Kernel file entry cache timeout, seconds")->capture_default_str();
+  sub->add_option("--dir-entry-cache", a->dir_entry_cache, "Kernel directory entry cache timeout, seconds")
+      ->capture_default_str();
+  sub->add_option("--buffer-size", a->buffer_size, "Memory for written data awaiting upload")->capture_default_str();
+  sub->add_option("--cache-size", a->cache_size, "Memory block cache for reads")->capture_default_str();
+  sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
+  sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
+  sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
+  sub->add_flag("--read-only", a->read_only, "Mount read-only");
+  sub->callback([a, exit_code] { *exit_code = a->background ? RunBackground(*a) : RunForeground(*a); });
+}
+
+}  // namespace tierfs::cmd

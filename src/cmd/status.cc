@@ -1,0 +1,66 @@
+// tierfs status META-URL [--json]: settings, live sessions and usage of a volume.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/clock.h"
+#include "common/size.h"
+#include "meta/meta.h"
+
+namespace tierfs::cmd {
+namespace {
+
+int Run(const std::string& meta_url, bool json) {
+  auto meta = OpenVolume(meta_url, true);
+  if (!meta.ok()) return Fail("status", meta.status());
+  const FormatRecord& f = (*meta)->format();
+  auto sessions = (*meta)->ListSessions();
+  if (!sessions.ok()) return Fail("status", sessions.status());
+  auto usage = (*meta)->GetStatFs();
+  if (!usage.ok()) return Fail("status", usage.status());
+  int64_t now = NowNanos();
+  nlohmann::json j = {{"name", f.name},       {"uuid", f.uuid},
+                      {"storage", f.storage}, {"bucket", f.bucket},
+                      {"block_size", f.block_size}, {"format_version", f.version},
+                      {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes}};
+  nlohmann::json ss = nlohmann::json::array();
+  for (const auto& s : *sessions) {
+    ss.push_back({{"sid", s.sid},
+                  {"host", s.host},
+                  {"pid", s.pid},
+                  {"mountpoint", s.mountpoint},
+                  {"version", s.version},
+                  {"started_ns", s.started_ns},
+                  {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0}});
+  }
+  j["sessions"] = ss;
+  if (json) {
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << "volume:     " << f.name << " (uuid " << f.uuid << ", format version " << f.version << ")\n"
+            << "storage:    " << f.storage << " " << f.bucket << "\n"
+            << "block size: " << FormatSize(f.block_size) << "\n"
+            << "usage:      " << FormatSize(usage->used_bytes) << " in " << usage->inodes << " inodes\n"
+            << "sessions:   " << sessions->size() << "\n";
+  for (const auto& s : *sessions) {
+    std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "
+              << s.version << ")\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterStatus(CLI::App& app, int* exit_code) {
+  auto url = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("status", "Show a volume's settings, live sessions and usage");
+  sub->add_option("META-URL", *url, "Metadata engine of the volume")->required();
+  sub->add_flag("--json", *json, "Print JSON");
+  sub->callback([url, json, exit_code] { *exit_code = Run(*url, *json); });
+}
+
+}  // namespace tierfs::cmd

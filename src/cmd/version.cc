@@ -1,0 +1,20 @@
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cmd/commands.h"
+
+#ifndef TIERFS_VERSION
+#define TIERFS_VERSION "dev"
+#endif
+
+namespace tierfs::cmd {
+
+void RegisterVersion(CLI::App& app, int* exit_code) {
+  auto* sub = app.add_subcommand("version", "Print the version of tierfs");
+  sub->callback([exit_code] {
+    std::cout << "tierfs " << TIERFS_VERSION << std::endl;
+    *exit_code = 0;
+  });
+}
+
+}  // namespace tierfs::cmd

@@ -1,0 +1,533 @@
+#define FUSE_USE_VERSION 312
+#include "fuse/fuse_adapter.h"
+
+#include <fuse_lowlevel.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include "meta/meta.h"
+#include "vfs/vfs.h"
+
+namespace tierfs {
+namespace {
+
+struct Ctxt {
+  Vfs* vfs;
+  FuseOptions opts;
+};
+
+Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
+const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
+
+Ctx MakeCtx(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  Ctx ctx;
+  ctx.uid = c->uid;
+  ctx.gid = c->gid;
+  ctx.pid = static_cast<uint32_t>(c->pid);
+  ctx.umask = c->umask;
+  ctx.load_groups = [req]() {
+    std::vector<uint32_t> out;
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; ++i) out.push_back(groups[i]);
+    return out;
+  };
+  return ctx;
+}
+
+void ReplyErr(fuse_req_t req, int err) { fuse_reply_err(req, err); }
+
+void Reply(fuse_req_t req, const Status& st) {
+  int err = st.ok() ? 0 : st.code();
+  if (err == EIO) spdlog::error("EIO: {}", st.message());
+  fuse_reply_err(req, err);
+}
+
+void ToStat(Ino ino, const Attr& a, struct stat* st) {
+  memset(st, 0, sizeof *st);
+  st->st_ino = ino;
+  st->st_mode = a.mode;
+  st->st_nlink = a.nlink;
+  st->st_uid = a.uid;
+  st->st_gid = a.gid;
+  st->st_rdev = a.rdev;
+  st->st_size = static_cast<off_t>(a.length);
+  st->st_blksize = 4096;
+  st->st_blocks = static_cast<blkcnt_t>((a.length + 511) / 512);
+  st->st_atim.tv_sec = a.atime_ns / 1000000000;
+  st->st_atim.tv_nsec = a.atime_ns % 1000000000;
+  st->st_mtim.tv_sec = a.mtime_ns / 1000000000;
+  st->st_mtim.tv_nsec = a.mtime_ns % 1000000000;
+  st->st_ctim.tv_sec = a.ctime_ns / 1000000000;
+  st->st_ctim.tv_nsec = a.ctime_ns % 1000000000;
+}
+
+void ReplyEntry(fuse_req_t req, const Entry& e) {
+  fuse_entry_param p;
+  memset(&p, 0, sizeof p);
+  p.ino = e.ino;
+  p.generation = 1;
+  ToStat(e.ino, e.attr, &p.attr);
+  p.attr_timeout = O(req).attr_timeout;
+  p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+  fuse_reply_entry(req, &p);
+}
+
+void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a) {
+  struct stat st;
+  ToStat(ino, a, &st);
+  fuse_reply_attr(req, &st, O(req).attr_timeout);
+}
+
+void OpInit(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  conn->max_write = 1 << 20;
+  conn->max_readahead = 1 << 20;
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  auto want = [&](unsigned cap) {
+    if (conn->capable & cap) conn->want |= cap;
+  };
+  want(FUSE_CAP_FLOCK_LOCKS);
+  want(FUSE_CAP_POSIX_LOCKS);
+  want(FUSE_CAP_ASYNC_READ);
+  want(FUSE_CAP_PARALLEL_DIROPS);
+  want(FUSE_CAP_READDIRPLUS);
+  want(FUSE_CAP_READDIRPLUS_AUTO);
+  want(FUSE_CAP_CACHE_SYMLINKS);
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto r = V(req)->Lookup(MakeCtx(req), parent, name);
+  if (!r.ok()) {
+    if (r.status().code() == ENOENT) {
+      // Negative entry, cached by the kernel for the entry timeout.
+      fuse_entry_param p;
+      memset(&p, 0, sizeof p);
+      p.entry_timeout = O(req).entry_timeout;
+      fuse_reply_entry(req, &p);
+      return;
+    }
+    return Reply(req, r.status());
+  }
+  ReplyEntry(req, *r);
+}
+
+void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  (void)nlookup;
+  V(req)->Forget(ino);
+  fuse_reply_none(req);
+}
+
+void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) V(req)->Forget(forgets[i].ino);
+  fuse_reply_none(req);
+}
+
+void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto r = V(req)->GetAttr(ino);
+  if (!r.ok()) return Reply(req, r.status());
+  ReplyAttr(req, ino, *r);
+}
+
+void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  uint32_t mask = 0;
+  Attr in;
+  if (to_set & FUSE_SET_ATTR_MODE) { mask |= kSetMode; in.mode = attr->st_mode; }
+  if (to_set & FUSE_SET_ATTR_UID) { mask |= kSetUid; in.uid = attr->st_uid; }
+  if (to_set & FUSE_SET_ATTR_GID) { mask |= kSetGid; in.gid = attr->st_gid; }
+  if (to_set & FUSE_SET_ATTR_SIZE) { mask |= kSetSize; in.length = static_cast<uint64_t>(attr->st_size); }
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) mask |= kSetAtimeNow;
+  else if (to_set & FUSE_SET_ATTR_ATIME) {
+    mask |= kSetAtime;
+    in.atime_ns = attr->st_atim.tv_sec * 1000000000LL + attr->st_atim.tv_nsec;
+  }
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) mask |= kSetMtimeNow;
+  else if (to_set & FUSE_SET_ATTR_MTIME) {
+    mask |= kSetMtime;
+    in.mtime_ns = attr->st_mtim.tv_sec * 1000000000LL + attr->st_mtim.tv_nsec;
+  }
+  if (to_set & FUSE_SET_ATTR_CTIME) {
+    mask |= kSetCtime;
+    in.ctime_ns = attr->st_ctim.tv_sec * 1000000000LL + attr->st_ctim.tv_nsec;
+  }
+  auto r = V(req)->SetAttr(MakeCtx(req), ino, mask, in, fi ? fi->fh : 0);
+  if (!r.ok()) return Reply(req, r.status());
+  ReplyAttr(req, ino, *r);
+}
+
+void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  auto r = V(req)->Readlink(ino);
+  if (!r.ok()) return Reply(req, r.status());
+  fuse_reply_readlink(req, r->c_str());
+}
+
+void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  auto r = V(req)->Mknod(MakeCtx(req), parent, name, mode, rdev);
+  if (!r.ok()) return Reply(req, r.status());
+  ReplyEntry(req, *r);
+}
+
+void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  auto r = V(req)->Mkdir(MakeCtx(req), parent, name, mode);
+  if (!r.ok()) return Reply(req, r.status());
+  ReplyEntry(req, *r);
+}
+
+void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Reply(req, V(req)->Unlink(MakeCtx(req), parent, name));
+}
+
+void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Reply(req, V(req)->Rmdir(MakeCtx(req), parent, name));
+}
+
+void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  auto r = V(req)->Symlink(MakeCtx(req), parent, name, link);
+  if (!r.ok()) return Reply(req, r.status());
+  ReplyEntry(req, *r);
+}
+
+void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+              unsigned int flags) {
+  uint32_t f = 0;
+  if (flags & RENAME_NOREPLACE) f |= kRenameNoReplace;
+  if (flags & RENAME_EXCHANGE) f |= kRenameExchange;
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return ReplyErr(req, EINVAL);
+  Reply(req, V(req)->Rename(MakeCtx(req), parent, name, newparent, newname, f));
+}
+
+void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  auto r = V(req)->Link(MakeCtx(req), ino, newparent, newname);
+  if (!r.ok()) return Reply(req, r.status());
+  ReplyEntry(req, *r);
+}
+
+void FillOpen(fuse_file_info* fi, const OpenResult& o) {
+  fi->fh = o.fh;
+  fi->keep_cache = o.keep_cache ? 1 : 0;
+  fi->direct_io = o.direct_io ? 1 : 0;
+}
+
+void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = V(req)->Open(MakeCtx(req), ino, fi->flags);
+  if (!r.ok()) return Reply(req, r.status());
+  FillOpen(fi, *r);
+  if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Release(r->fh).ok();
+}
+
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  auto r = V(req)->Create(MakeCtx(req), parent, name, mode, fi->flags);
+  if (!r.ok()) return Reply(req, r.status());
+  FillOpen(fi, r->second);
+  fuse_entry_param p;
+  memset(&p, 0, sizeof p);
+  p.ino = r->first.ino;
+  p.generation = 1;
+  ToStat(r->first.ino, r->first.attr, &p.attr);
+  p.attr_timeout = O(req).attr_timeout;
+  p.entry_timeout = O(req).entry_timeout;
+  if (fuse_reply_create(req, &p, fi) == -ENOENT) V(req)->Release(r->second.fh).ok();
+}
+
+thread_local std::vector<char> tls_read_buf;
+
+void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  if (tls_read_buf.size() < size) tls_read_buf.resize(size);
+  auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data());
+  if (!r.ok()) return Reply(req, r.status());
+  fuse_reply_buf(req, tls_read_buf.data(), *r);
+}
+
+void OpWrite(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  Status st = V(req)->Write(fi->fh, static_cast<uint64_t>(off), buf, size);
+  if (!st.ok()) return Reply(req, st);
+  fuse_reply_write(req, size);
+}
+
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Reply(req, V(req)->Flush(fi->fh, fi->lock_owner)); }
+
+void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Reply(req, V(req)->Release(fi->fh)); }
+
+void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { Reply(req, V(req)->Fsync(fi->fh)); }
+
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto r = V(req)->Opendir(MakeCtx(req), ino);
+  if (!r.ok()) return Reply(req, r.status());
+  fi->fh = *r;
+  fi->cache_readdir = 0;
+  if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Releasedir(*r).ok();
+}
+
+void DoReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  auto r = V(req)->Readdir(MakeCtx(req), fi->fh, static_cast<uint64_t>(off), plus);
+  if (!r.ok()) return Reply(req, r.status());
+  std::vector<char> buf(size);
+  size_t used = 0;
+  uint64_t next = static_cast<uint64_t>(off);
+  for (const DirEntry& e : *r) {
+    ++next;
+    size_t n;
+    if (plus) {
+      fuse_entry_param p;
+      memset(&p, 0, sizeof p);
+      bool dots = e.name == "." || e.name == "..";
+      if (!dots && e.attr.mode == 0) {
+        // Removed between listing and attribute load: show the name without attributes.
+        p.attr.st_ino = e.ino;
+        p.attr.st_mode = e.type;
+      } else {
+        ToStat(e.ino, e.attr, &p.attr);
+        if (!dots) {
+          p.ino = e.ino;
+          p.generation = 1;
+          p.attr_timeout = O(req).attr_timeout;
+          p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+        }
+      }
+      n = fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &p, static_cast<off_t>(next));
+    } else {
+      struct stat st;
+      memset(&st, 0, sizeof st);
+      st.st_ino = e.ino;
+      st.st_mode = e.type;
+      n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st, static_cast<off_t>(next));
+    }
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  DoReaddir(req, ino, size, off, fi, false);
+}
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  DoReaddir(req, ino, size, off, fi, true);
+}
+
+void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Reply(req, V(req)->Releasedir(fi->fh)); }
+
+void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  // Every metadata operation is committed before it is answered: nothing to sync.
+  fuse_reply_err(req, 0);
+}
+
+void OpStatfs(fuse_req_t req, fuse_ino_t) {
+  auto r = V(req)->GetStatFs();
+  if (!r.ok()) return Reply(req, r.status());
+  constexpr uint64_t kBsize = 4096;
+  constexpr uint64_t kCapacity = 1ull << 50;  // no quota yet: report 1 PiB
+  constexpr uint64_t kInodes = 1ull << 40;
+  struct statvfs s;
+  memset(&s, 0, sizeof s);
+  s.f_bsize = kBsize;
+  s.f_frsize = kBsize;
+  uint64_t used = std::min(r->used_bytes, kCapacity);
+  s.f_blocks = kCapacity / kBsize;
+  s.f_bfree = s.f_bavail = (kCapacity - used) / kBsize;
+  s.f_files = kInodes;
+  s.f_ffree = s.f_favail = kInodes - std::min(r->inodes, kInodes);
+  s.f_namemax = 255;
+  fuse_reply_statfs(req, &s);
+}
+
+void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  Reply(req, V(req)->SetXattr(MakeCtx(req), ino, name, std::string(value, size), flags));
+}
+
+void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  auto r = V(req)->GetXattr(MakeCtx(req), ino, name);
+  if (!r.ok()) return Reply(req, r.status());
+  if (size == 0) return (void)fuse_reply_xattr(req, r->size());
+  if (r->size() > size) return ReplyErr(req, ERANGE);
+  fuse_reply_buf(req, r->data(), r->size());
+}
+
+void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  auto r = V(req)->ListXattr(MakeCtx(req), ino);
+  if (!r.ok()) return Reply(req, r.status());
+  std::string buf;
+  for (const auto& n : *r) {
+    buf.append(n);
+    buf.push_back('\0');
+  }
+  if (size == 0) return (void)fuse_reply_xattr(req, buf.size());
+  if (buf.size() > size) return ReplyErr(req, ERANGE);
+  fuse_reply_buf(req, buf.data(), buf.size());
+}
+
+void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  Reply(req, V(req)->RemoveXattr(MakeCtx(req), ino, name));
+}
+
+void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) { Reply(req, V(req)->Access(MakeCtx(req), ino, mask)); }
+
+// Waits for a blocking lock by retrying; an interrupted request (signal) returns EINTR.
+template <typename Fn>
+Status RetryUntilGranted(fuse_req_t req, Fn try_lock) {
+  int delay_ms = 1;
+  for (;;) {
+    Status st = try_lock();
+    if (st.code() != EAGAIN) return st;
+    if (fuse_req_interrupted(req)) return Status::Err(EINTR, "interrupted while waiting for a lock");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    delay_ms = std::min(delay_ms * 2, 50);
+  }
+}
+
+void OpFlock(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, int op) {
+  bool nb = op & LOCK_NB;
+  int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
+  Vfs* vfs = V(req);
+  auto attempt = [&] { return vfs->Flock(fi->fh, fi->lock_owner, base); };
+  Status st = nb ? attempt() : RetryUntilGranted(req, attempt);
+  if (st.code() == EAGAIN) return ReplyErr(req, EWOULDBLOCK);
+  Reply(req, st);
+}
+
+Meta::LockRange ToRange(const struct flock* l) {
+  Meta::LockRange r;
+  r.type = l->l_type;
+  r.start = static_cast<uint64_t>(l->l_start);
+  r.end = l->l_len == 0 ? UINT64_MAX : static_cast<uint64_t>(l->l_start + l->l_len - 1);
+  r.pid = static_cast<uint32_t>(l->l_pid);
+  return r;
+}
+
+void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock) {
+  auto r = V(req)->GetLk(fi->fh, fi->lock_owner, ToRange(lock));
+  if (!r.ok()) return Reply(req, r.status());
+  struct flock out = *lock;
+  out.l_type = static_cast<short>(r->type);
+  if (r->type != F_UNLCK) {
+    out.l_start = static_cast<off_t>(r->start);
+    out.l_len = r->end == UINT64_MAX ? 0 : static_cast<off_t>(r->end - r->start + 1);
+    out.l_pid = static_cast<pid_t>(r->pid);
+  }
+  fuse_reply_lock(req, &out);
+}
+
+void OpSetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock, int sleep) {
+  Meta::LockRange want = ToRange(lock);
+  want.pid = fuse_req_ctx(req)->pid;
+  Vfs* vfs = V(req);
+  auto attempt = [&] { return vfs->SetLk(fi->fh, fi->lock_owner, want); };
+  Reply(req, sleep ? RetryUntilGranted(req, attempt) : attempt());
+}
+
+void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  Reply(req, V(req)->Fallocate(MakeCtx(req), fi->fh, mode, static_cast<uint64_t>(offset),
+                               static_cast<uint64_t>(length)));
+}
+
+void OpCopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
+                     fuse_file_info* fi_out, size_t len, int) {
+  auto r = V(req)->CopyFileRange(MakeCtx(req), fi_in->fh, static_cast<uint64_t>(off_in), fi_out->fh,
+                                 static_cast<uint64_t>(off_out), len);
+  if (!r.ok()) return Reply(req, r.status());
+  fuse_reply_write(req, *r);
+}
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops;
+  memset(&ops, 0, sizeof ops);
+  ops.init = OpInit;
+  ops.lookup = OpLookup;
+  ops.forget = OpForget;
+  ops.forget_multi = OpForgetMulti;
+  ops.getattr = OpGetattr;
+  ops.setattr = OpSetattr;
+  ops.readlink = OpReadlink;
+  ops.mknod = OpMknod;
+  ops.mkdir = OpMkdir;
+  ops.unlink = OpUnlink;
+  ops.rmdir = OpRmdir;
+  ops.symlink = OpSymlink;
+  ops.rename = OpRename;
+  ops.link = OpLink;
+  ops.open = OpOpen;
+  ops.create = OpCreate;
+  ops.read = OpRead;
+  ops.write = OpWrite;
+  ops.flush = OpFlush;
+  ops.release = OpRelease;
+  ops.fsync = OpFsync;
+  ops.opendir = OpOpendir;
+  ops.readdir = OpReaddir;
+  ops.readdirplus = OpReaddirplus;
+  ops.releasedir = OpReleasedir;
+  ops.fsyncdir = OpFsyncdir;
+  ops.statfs = OpStatfs;
+  ops.setxattr = OpSetxattr;
+  ops.getxattr = OpGetxattr;
+  ops.listxattr = OpListxattr;
+  ops.removexattr = OpRemovexattr;
+  ops.access = OpAccess;
+  ops.flock = OpFlock;
+  ops.getlk = OpGetlk;
+  ops.setlk = OpSetlk;
+  ops.fallocate = OpFallocate;
+  ops.copy_file_range = OpCopyFileRange;
+  return ops;
+}
+
+}  // namespace
+
+Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const Status&)>& on_ready) {
+  Ctxt ctxt{vfs, opts};
+  std::vector<std::string> argv_s = {"tierfs"};
+  std::string o = "fsname=" + opts.fsname + ",subtype=tierfs";
+  for (const auto& m : opts.mount_options) o += "," + m;
+  argv_s.push_back("-o");
+  argv_s.push_back(o);
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctxt);
+  if (!se) {
+    Status st = Status::Err(EINVAL, "could not create the FUSE session (bad -o option?): " + o);
+    on_ready(st);
+    return st;
+  }
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    Status st = Status::Err(EIO, "could not install signal handlers");
+    on_ready(st);
+    return st;
+  }
+  if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    Status st = Status::Err(EIO, "mounting on " + opts.mountpoint +
+                                     " failed (is /dev/fuse available, and are you root or is fusermount3 installed?)");
+    on_ready(st);
+    return st;
+  }
+  on_ready(Status::OK());
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(opts.max_threads));
+  fuse_loop_cfg_set_idle_threads(cfg, 8);
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
+    return Status::Err(EIO, "FUSE loop ended with error " + std::to_string(rc));
+  }
+  return Status::OK();
+}
+
+}  // namespace tierfs

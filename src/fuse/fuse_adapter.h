@@ -1,0 +1,30 @@
+// The libfuse3 low-level adapter: mounts the volume and translates kernel requests into
+// Vfs calls. Status codes become reply errnos here and nowhere else.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierfs {
+
+class Vfs;
+
+struct FuseOptions {
+  std::string mountpoint;
+  std::string fsname = "tierfs";
+  double attr_timeout = 1.0;
+  double entry_timeout = 1.0;
+  double dir_entry_timeout = 1.0;
+  std::vector<std::string> mount_options;  // -o values: allow_other, default_permissions, ro, ...
+  int max_threads = 32;
+};
+
+// Mounts, calls on_ready once the kernel mount exists, and serves requests until the file
+// system is unmounted or the process gets SIGINT/SIGTERM/SIGHUP. on_ready gets the error
+// when mounting fails.
+Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const Status&)>& on_ready);
+
+}  // namespace tierfs

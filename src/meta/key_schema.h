@@ -1,0 +1,71 @@
+// Every key the semantics layer stores, in one place. docs/key-schema.md describes the
+// values; this file builds and parses the keys. Integers in keys are big-endian so ordered
+// scans visit them numerically.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "meta/types.h"
+
+namespace tierfs::keys {
+
+// "V": the volume's format record (JSON).
+std::string Format();
+// "C" name: a u64 counter (nextInode, nextSlice, usedSpace, totalInodes, nextSession).
+std::string Counter(std::string_view name);
+// "A" ino "I": the inode's attributes (attr.h).
+std::string Inode(Ino ino);
+// "A" ino "D" name -> child ino (u64) + type (u8, S_IFMT >> 12).
+std::string Dentry(Ino parent, std::string_view name);
+std::string DentryPrefix(Ino parent);
+// "A" ino "C" index(u32) seq(u64) -> one slice record of chunk `index`.
+std::string ChunkRecord(Ino ino, uint32_t index, uint64_t seq);
+std::string ChunkPrefix(Ino ino, uint32_t index);
+std::string ChunksPrefix(Ino ino);
+// "A" ino "T" seq(u64) -> u64 length: a truncation mask not yet applied to the records.
+std::string TruncRule(Ino ino, uint64_t seq);
+std::string TruncRulesPrefix(Ino ino);
+// "A" ino "X" name -> xattr value.
+std::string Xattr(Ino ino, std::string_view name);
+std::string XattrPrefix(Ino ino);
+// "A" ino "S" -> symlink target.
+std::string Symlink(Ino ino);
+// "A" ino "F" sid owner -> u8 flock type;  "A" ino "P" sid owner -> record lock ranges.
+std::string Flock(Ino ino, uint64_t sid, uint64_t owner);
+std::string FlockPrefix(Ino ino);
+std::string Plock(Ino ino, uint64_t sid, uint64_t owner);
+std::string PlockPrefix(Ino ino);
+std::string InodePrefix(Ino ino);  // "A" ino: everything of one inode
+// "K" id(u64) size(u32) -> i64 extra references of a shared slice (absent = 1 reference).
+std::string SliceRef(uint64_t id, uint32_t size);
+// "X" id(u64) size(u32) -> i64 time: a slice whose blocks await deletion.
+std::string PendingSlice(uint64_t id, uint32_t size);
+constexpr std::string_view kPendingSlicePrefix = "X";
+// "L" ino(u64) -> u64 length: an unlinked file whose chunks await deletion.
+std::string PendingFile(Ino ino);
+constexpr std::string_view kPendingFilePrefix = "L";
+// "T" ino(u64) seq(u64) -> empty: index of truncation rules awaiting cleanup.
+std::string PendingTrunc(Ino ino, uint64_t seq);
+constexpr std::string_view kPendingTruncPrefix = "T";
+// "SE" sid -> session info (JSON); "SH" sid -> u64 heartbeat (ns); "SO" sid ino -> open
+// but unlinked inode held by the session.
+std::string Session(uint64_t sid);
+constexpr std::string_view kSessionPrefix = "SE";
+std::string Heartbeat(uint64_t sid);
+std::string Sustained(uint64_t sid, Ino ino);
+std::string SustainedPrefix(uint64_t sid);
+// "SL" sid ino -> empty: the session holds locks on ino (so a dead session's locks are found).
+std::string SessionLock(uint64_t sid, Ino ino);
+std::string SessionLockPrefix(uint64_t sid);
+
+// Parsing helpers for scans; return false on malformed keys.
+bool ParseDentryName(std::string_view key, std::string_view* name);
+bool ParseChunkRecordKey(std::string_view key, uint32_t* index, uint64_t* seq);
+bool ParseSliceKey(std::string_view key, uint64_t* id, uint32_t* size);  // K or X keys
+bool ParseInoKey(std::string_view key, Ino* ino);                        // L keys, SE/SH/SO
+uint64_t DecodeU64(std::string_view v);
+std::string EncodeU64(uint64_t v);
+
+}  // namespace tierfs::keys

@@ -1,0 +1,227 @@
+// POSIX semantics over a KvEngine: namespace, attributes, permissions, file layout,
+// sessions and locks. Written once; every engine gets the same behaviour.
+//
+// Threads: every public method may be called from any thread concurrently. Each operation
+// is one engine transaction (atomic); background work (heartbeat, counter flush, deletion
+// of unlinked files and unreferenced slices, cleanup of dead sessions) runs on Meta's own
+// thread once StartBackground() was called.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "meta/kv_engine.h"
+#include "meta/types.h"
+
+namespace tierfs {
+
+// The caller of an operation. groups() is loaded lazily because reading a process's
+// supplementary groups costs a /proc read; most checks never need it.
+struct Ctx {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t pid = 0;
+  uint32_t umask = 022;
+  std::function<std::vector<uint32_t>()> load_groups;  // may be empty
+
+  bool InGroup(uint32_t g) const;
+  static Ctx Root() { return Ctx{}; }
+
+ private:
+  mutable bool groups_loaded_ = false;
+  mutable std::vector<uint32_t> groups_;
+};
+
+// The volume's settings, fixed at format time (stored under key "V" as JSON).
+struct FormatRecord {
+  std::string name;
+  std::string uuid;
+  std::string storage;  // "file", "mem", ...
+  std::string bucket;
+  uint32_t block_size = 4 << 20;
+  int version = 1;
+  int64_t created_ns = 0;
+
+  std::string ToJson() const;
+  static Result<FormatRecord> FromJson(const std::string& json);
+};
+
+struct SessionInfo {
+  uint64_t sid = 0;
+  std::string host;
+  uint32_t pid = 0;
+  std::string mountpoint;
+  std::string version;
+  int64_t started_ns = 0;
+  int64_t heartbeat_ns = 0;
+};
+
+struct StatFs {
+  uint64_t used_bytes = 0;
+  uint64_t inodes = 0;
+};
+
+// Setattr fields (bit set of what to change).
+enum SetAttrMask : uint32_t {
+  kSetMode = 1 << 0,
+  kSetUid = 1 << 1,
+  kSetGid = 1 << 2,
+  kSetSize = 1 << 3,
+  kSetAtime = 1 << 4,
+  kSetMtime = 1 << 5,
+  kSetAtimeNow = 1 << 6,
+  kSetMtimeNow = 1 << 7,
+  kSetCtime = 1 << 8,
+};
+
+// Rename flags, as renameat2.
+constexpr uint32_t kRenameNoReplace = 1;
+constexpr uint32_t kRenameExchange = 2;
+
+struct MetaOptions {
+  int64_t heartbeat_ns = 12'000'000'000;       // how often a live session proves it is alive
+  int64_t session_timeout_ns = 60'000'000'000;  // a session silent this long is dead
+  bool read_only = false;
+};
+
+// Called by background work to delete a slice's blocks from object storage.
+using DeleteSliceFn = std::function<Status(uint64_t id, uint32_t size)>;
+
+class Meta {
+ public:
+  // Opens a formatted volume. Fails with ENOENT "... holds no TierFS volume" when the engine
+  // has no format record.
+  static Result<std::unique_ptr<Meta>> Open(std::unique_ptr<KvEngine> engine, MetaOptions opts = {});
+  // Writes the format record and the root directory. Refuses (EEXIST) when a volume exists,
+  // unless force, which first erases all metadata.
+  static Status Format(KvEngine* engine, const FormatRecord& rec, bool force);
+  ~Meta();
+
+  const FormatRecord& format() const { return format_; }
+  KvEngine* engine() { return engine_.get(); }
+
+  // ---- sessions and background work ----
+  Status NewSession(SessionInfo info);
+  uint64_t sid() const { return sid_; }
+  Status CloseSession();
+  Result<std::vector<SessionInfo>> ListSessions();
+  void StartBackground(DeleteSliceFn delete_slice);
+  void StopBackground();
+  // Runs one round of background work now (tests, `gc`).
+  Status RunCleanupOnce();
+  Result<StatFs> GetStatFs();
+
+  // ---- namespace ----
+  Result<Attr> GetAttr(Ino ino);
+  Result<std::pair<Ino, Attr>> Lookup(const Ctx& ctx, Ino parent, const std::string& name);
+  // Checks mask (R_OK|W_OK|X_OK) against the inode's mode for ctx.
+  Status Access(const Ctx& ctx, Ino ino, int mask);
+  Status CheckAccess(const Ctx& ctx, const Attr& attr, int mask) const;
+  Result<Attr> SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in);
+  // Regular files, fifos, sockets, devices. mode includes S_IFMT; umask is applied here.
+  Result<std::pair<Ino, Attr>> Mknod(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
+                                     uint64_t rdev);
+  Result<std::pair<Ino, Attr>> Mkdir(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode);
+  Result<std::pair<Ino, Attr>> Symlink(const Ctx& ctx, Ino parent, const std::string& name,
+                                       const std::string& target);
+  Result<std::string> Readlink(Ino ino);
+  Status Unlink(const Ctx& ctx, Ino parent, const std::string& name);
+  Status Rmdir(const Ctx& ctx, Ino parent, const std::string& name);
+  Status Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
+                const std::string& new_name, uint32_t flags);
+  Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
+  // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
+  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+
+  // ---- extended attributes ----
+  Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
+  Status SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags);
+  Result<std::vector<std::string>> ListXattr(const Ctx& ctx, Ino ino);
+  Status RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name);
+
+  // ---- open files ----
+  // Checks permissions for the open flags and counts the open, so that an unlinked file's
+  // data stays until the last Release.
+  Result<Attr> Open(const Ctx& ctx, Ino ino, int flags);
+  Status Release(Ino ino);
+
+  // ---- file data layout ----
+  Result<uint64_t> NewSliceId();
+  // The chunk's records in commit order, with pending truncations applied as hole records.
+  Result<std::vector<SliceRecord>> ReadChunk(Ino ino, uint32_t index);
+  // Indexes of chunks that have records (for `info`).
+  Result<std::vector<uint32_t>> ListChunks(Ino ino);
+  // Commits a slice window to chunk `index` and grows the length to at least `min_length`.
+  // Sets mtime/ctime to mtime_ns.
+  Status WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns);
+  // mode: FALLOC_FL_* bits.
+  Status Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t len);
+  // Shares the slices of [off_in, off_in+len) into the output file; no data is copied.
+  Result<uint64_t> CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, Ino out, uint64_t off_out,
+                                 uint64_t len);
+
+  // ---- locks (owner: the lock owner from the kernel; sid scopes it to this client) ----
+  // type: F_RDLCK, F_WRLCK or F_UNLCK. Returns EAGAIN on conflict.
+  Status Flock(Ino ino, uint64_t owner, int type);
+  struct LockRange {
+    int type;
+    uint64_t start, end;  // inclusive end; UINT64_MAX = to EOF
+    uint32_t pid;
+  };
+  // Returns the first conflicting lock, or type F_UNLCK.
+  Result<LockRange> GetLk(Ino ino, uint64_t owner, LockRange want);
+  Status SetLk(Ino ino, uint64_t owner, LockRange want);
+  // Drops every lock of owner on ino (close).
+  Status ReleaseLocks(Ino ino, uint64_t owner);
+
+ private:
+  Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format);
+  Result<Ino> NextInode();
+  Result<uint64_t> NextId(const char* counter, uint64_t batch, uint64_t* next, uint64_t* end);
+  void AddUsage(int64_t bytes, int64_t inodes);
+  bool IsOpen(Ino ino);
+  Status CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
+                     std::pair<Ino, Attr>* out);
+  // Drops one link of `ino` inside txn; frees or parks the inode when it was the last.
+  Status DropLink(KvTxn& t, Ino ino, Attr* attr, int64_t now);
+  Status DeleteFileData(Ino ino, int64_t budget_keys, bool* done);
+  Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
+  Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
+  Status FlushCounters();
+  Status CleanDeadSessions();
+  Status CleanPendingSlices();
+  void BackgroundLoop();
+
+  std::unique_ptr<KvEngine> engine_;
+  MetaOptions opts_;
+  FormatRecord format_;
+  uint64_t sid_ = 0;
+
+  std::mutex id_mu_;
+  uint64_t next_ino_ = 0, end_ino_ = 0, next_slice_ = 0, end_slice_ = 0;
+
+  std::mutex usage_mu_;
+  int64_t used_delta_ = 0, inodes_delta_ = 0;
+
+  std::mutex open_mu_;
+  std::map<Ino, int> open_count_;
+
+  DeleteSliceFn delete_slice_;
+  std::thread bg_;
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;
+};
+
+}  // namespace tierfs

@@ -1,0 +1,50 @@
+// Helpers shared by the files that implement Meta (meta*.cc). Not for other modules.
+#pragma once
+
+#include <cerrno>
+#include <string>
+
+#include "common/encoding.h"
+#include "meta/attr.h"
+#include "meta/key_schema.h"
+#include "meta/kv_engine.h"
+
+namespace tierfs::internal {
+
+inline Status GetAttrTx(KvTxn& t, Ino ino, Attr* a) {
+  auto v = t.Get(keys::Inode(ino));
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return Status::Err(ENOENT, "inode " + std::to_string(ino) + " does not exist");
+  if (!DecodeAttr(**v, a)) return Status::Err(EIO, "inode " + std::to_string(ino) + " has corrupt attributes");
+  return Status::OK();
+}
+
+inline Status PutAttrTx(KvTxn& t, Ino ino, const Attr& a) { return t.Put(keys::Inode(ino), EncodeAttr(a)); }
+
+// Looks up a directory entry; ENOENT when absent.
+inline Status GetDentryTx(KvTxn& t, Ino parent, const std::string& name, Ino* ino, uint32_t* type) {
+  auto v = t.Get(keys::Dentry(parent, name));
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return Status::Err(ENOENT, "no entry '" + name + "'");
+  ByteReader r(**v);
+  *ino = r.U64();
+  *type = static_cast<uint32_t>(r.U8()) << 12;
+  if (!r.ok()) return Status::Err(EIO, "corrupt directory entry '" + name + "'");
+  return Status::OK();
+}
+
+inline std::string EncodeDentry(Ino ino, uint32_t mode) {
+  std::string v;
+  PutU64(&v, ino);
+  PutU8(&v, static_cast<uint8_t>((mode & 0170000) >> 12));
+  return v;
+}
+
+// Space charged for a file of this length (4 KiB granularity, like a block device).
+inline int64_t ChargedBytes(uint64_t length) { return static_cast<int64_t>((length + 4095) / 4096 * 4096); }
+
+inline Status ScanPrefix(KvTxn& t, const std::string& prefix, size_t limit, const KvTxn::ScanFn& fn) {
+  return t.Scan(prefix, PrefixEnd(prefix), limit, fn);
+}
+
+}  // namespace tierfs::internal

@@ -1,0 +1,596 @@
+#include "vfs/vfs.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "chunk/block_key.h"
+#include "chunk/cached_store.h"
+#include "chunk/slice_map.h"
+#include "common/clock.h"
+#include "vfs/file_writer.h"
+
+namespace tierfs {
+
+// Per-inode state shared by the handles of one inode.
+struct InodeState {
+  explicit InodeState(Ino i) : ino(i) {}
+  Ino ino;
+  std::mutex mu;
+  std::shared_ptr<FileWriter> writer;                // created on first write
+  std::map<uint32_t, std::vector<ChunkSegment>> chunks;  // resolved slice maps
+  uint64_t length = 0;                               // as last seen by this client
+  int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
+  uint64_t seen_length = 0;
+  int opens = 0;
+};
+
+struct Handle {
+  Ino ino = 0;
+  int flags = 0;
+  bool is_dir = false;
+  bool locked = false;  // took a flock or record lock: drop them on close
+  std::shared_ptr<InodeState> state;
+  // reader: sequential-stream detection and readahead window
+  std::mutex read_mu;
+  uint64_t last_end = 0;
+  uint64_t window = 0;
+  uint64_t prefetched_to = 0;
+  // directory snapshot
+  std::mutex dir_mu;
+  bool have_snapshot = false;
+  std::vector<DirEntry> entries;
+};
+
+namespace {
+constexpr const char* kInfoXattr = "tierfs.info";
+constexpr uint64_t kMaxReadahead = 64ull << 20;
+}  // namespace
+
+Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(store), opts_(opts) {
+  flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+Vfs::~Vfs() {
+  {
+    std::lock_guard<std::mutex> l(flusher_mu_);
+    stopping_ = true;
+  }
+  flusher_cv_.notify_all();
+  flusher_.join();
+  Status st = FlushAll();
+  if (!st.ok()) spdlog::error("flushing buffered writes at shutdown failed: {}", st.ToString());
+}
+
+void Vfs::FlusherLoop() {
+  pthread_setname_np(pthread_self(), "vfs-flusher");
+  std::unique_lock<std::mutex> l(flusher_mu_);
+  while (!stopping_) {
+    flusher_cv_.wait_for(l, std::chrono::milliseconds(500));
+    if (stopping_) break;
+    l.unlock();
+    std::vector<std::shared_ptr<InodeState>> due;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      int64_t now = MonoNanos();
+      for (auto& [ino, st] : inodes_) {
+        std::shared_ptr<FileWriter> w;
+        {
+          std::lock_guard<std::mutex> s(st->mu);
+          w = st->writer;
+        }
+        if (w && w->Dirty() && w->DirtySinceNs() && now - w->DirtySinceNs() > opts_.flush_age_ns) due.push_back(st);
+      }
+    }
+    for (auto& st : due) {
+      Status s = FlushInode(*st);
+      if (!s.ok()) spdlog::error("background commit of inode {} failed: {}", st->ino, s.ToString());
+    }
+    l.lock();
+  }
+}
+
+std::shared_ptr<InodeState> Vfs::State(Ino ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto& st = inodes_[ino];
+  if (!st) st = std::make_shared<InodeState>(ino);
+  return st;
+}
+
+std::shared_ptr<Handle> Vfs::GetHandle(uint64_t fh) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = handles_.find(fh);
+  return it == handles_.end() ? nullptr : it->second;
+}
+
+uint64_t Vfs::AddHandle(std::shared_ptr<Handle> h) {
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t fh = next_fh_++;
+  handles_[fh] = std::move(h);
+  return fh;
+}
+
+Status Vfs::FlushInode(InodeState& st) {
+  std::shared_ptr<FileWriter> w;
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    w = st.writer;
+  }
+  if (!w || !w->Dirty()) return Status::OK();
+  Status s = w->Flush();
+  auto a = meta_->GetAttr(st.ino);
+  std::lock_guard<std::mutex> l(st.mu);
+  st.chunks.clear();
+  if (a.ok()) {
+    st.length = a->length;
+    st.seen_mtime = a->mtime_ns;
+    st.seen_length = a->length;
+  }
+  return s;
+}
+
+Status Vfs::FlushAll() {
+  std::vector<std::shared_ptr<InodeState>> all;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [ino, st] : inodes_) all.push_back(st);
+  }
+  Status first;
+  for (auto& st : all) {
+    Status s = FlushInode(*st);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+Attr Vfs::MergePending(Ino ino, Attr a) {
+  std::shared_ptr<InodeState> st;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = inodes_.find(ino);
+    if (it == inodes_.end()) return a;
+    st = it->second;
+  }
+  std::shared_ptr<FileWriter> w;
+  {
+    std::lock_guard<std::mutex> l(st->mu);
+    w = st->writer;
+  }
+  if (w) a.length = std::max(a.length, w->PendingLength());
+  return a;
+}
+
+Result<Entry> Vfs::Lookup(const Ctx& ctx, Ino parent, const std::string& name) {
+  ASSIGN_OR_RETURN(auto r, meta_->Lookup(ctx, parent, name));
+  return Entry{r.first, MergePending(r.first, r.second)};
+}
+
+Result<Attr> Vfs::GetAttr(Ino ino) {
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
+  return MergePending(ino, a);
+}
+
+Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in, uint64_t fh) {
+  if (mask & kSetSize) {
+    auto st = State(ino);
+    RETURN_IF_ERROR(FlushInode(*st));
+    if (fh == 0) {
+      ASSIGN_OR_RETURN(Attr cur, meta_->GetAttr(ino));
+      if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, cur, W_OK));
+    }
+    ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
+    std::lock_guard<std::mutex> l(st->mu);
+    st->chunks.clear();
+    st->length = a.length;
+    st->seen_mtime = a.mtime_ns;
+    st->seen_length = a.length;
+    return a;
+  }
+  ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
+  return MergePending(ino, a);
+}
+
+Result<Entry> Vfs::Mknod(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode, uint64_t rdev) {
+  ASSIGN_OR_RETURN(auto r, meta_->Mknod(ctx, parent, name, mode, rdev));
+  return Entry{r.first, r.second};
+}
+
+Result<Entry> Vfs::Mkdir(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode) {
+  ASSIGN_OR_RETURN(auto r, meta_->Mkdir(ctx, parent, name, mode));
+  return Entry{r.first, r.second};
+}
+
+Result<Entry> Vfs::Symlink(const Ctx& ctx, Ino parent, const std::string& name, const std::string& target) {
+  ASSIGN_OR_RETURN(auto r, meta_->Symlink(ctx, parent, name, target));
+  return Entry{r.first, r.second};
+}
+
+Result<std::string> Vfs::Readlink(Ino ino) { return meta_->Readlink(ino); }
+Status Vfs::Unlink(const Ctx& ctx, Ino parent, const std::string& name) { return meta_->Unlink(ctx, parent, name); }
+Status Vfs::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) { return meta_->Rmdir(ctx, parent, name); }
+Status Vfs::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
+                   const std::string& new_name, uint32_t flags) {
+  return meta_->Rename(ctx, parent, name, new_parent, new_name, flags);
+}
+
+Result<Entry> Vfs::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name) {
+  ASSIGN_OR_RETURN(Attr a, meta_->Link(ctx, ino, new_parent, new_name));
+  return Entry{ino, MergePending(ino, a)};
+}
+
+Status Vfs::Access(const Ctx& ctx, Ino ino, int mask) { return meta_->Access(ctx, ino, mask); }
+
+void Vfs::Forget(Ino ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = inodes_.find(ino);
+  if (it == inodes_.end()) return;
+  bool busy;
+  {
+    std::lock_guard<std::mutex> g(it->second->mu);
+    busy = it->second->opens > 0 || (it->second->writer && it->second->writer->Dirty());
+  }
+  // Handles hold their own reference, so erasing here is safe even if one is closing.
+  if (!busy) inodes_.erase(it);
+}
+
+Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
+  ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags));
+  auto st = State(ino);
+  auto h = std::make_shared<Handle>();
+  h->ino = ino;
+  h->flags = flags;
+  h->state = st;
+  OpenResult r;
+  {
+    std::lock_guard<std::mutex> l(st->mu);
+    bool dirty = st->writer && st->writer->Dirty();
+    // Close-to-open: keep the kernel's page cache only if nobody changed the file since
+    // this client last saw it.
+    r.keep_cache = !dirty && st->seen_mtime == a.mtime_ns && st->seen_length == a.length;
+    if (!r.keep_cache && !dirty) st->chunks.clear();
+    if (!dirty) st->length = a.length;
+    st->seen_mtime = a.mtime_ns;
+    st->seen_length = a.length;
+    st->opens++;
+  }
+  r.direct_io = (flags & O_DIRECT) != 0;
+  r.fh = AddHandle(std::move(h));
+  return r;
+}
+
+Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, const std::string& name,
+                                                 uint32_t mode, int flags) {
+  ASSIGN_OR_RETURN(Entry e, Mknod(ctx, parent, name, (mode & 07777) | S_IFREG, 0));
+  // The creator may write even if the new mode forbids it (open(O_CREAT|O_WRONLY, 0444)).
+  Ctx root = Ctx::Root();
+  ASSIGN_OR_RETURN(OpenResult r, Open(root, e.ino, flags & ~O_TRUNC));
+  return std::make_pair(e, r);
+}
+
+Result<std::vector<ChunkSegment>> Vfs::Segments(InodeState& st, uint32_t chunk) {
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    auto it = st.chunks.find(chunk);
+    if (it != st.chunks.end()) return it->second;
+  }
+  ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(st.ino, chunk));
+  std::vector<ChunkSegment> segs = BuildSliceMap(std::move(recs));
+  std::lock_guard<std::mutex> l(st.mu);
+  st.chunks[chunk] = segs;
+  return segs;
+}
+
+Status Vfs::ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf) {
+  (void)h;
+  uint64_t pos = off, end = off + len;
+  while (pos < end) {
+    uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
+    uint64_t chunk_start = static_cast<uint64_t>(chunk) * kChunkSize;
+    uint64_t piece_end = std::min(end, chunk_start + kChunkSize);
+    uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
+    uint32_t clen = static_cast<uint32_t>(piece_end - pos);
+    ASSIGN_OR_RETURN(auto segs, Segments(st, chunk));
+    char* out = buf + (pos - off);
+    memset(out, 0, clen);
+    for (const auto& s : Slice(segs, cpos, clen)) {
+      if (s.id == 0) continue;
+      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos));
+      if (!rs.ok()) {
+        spdlog::error("read of inode {} at offset {} failed: {}", st.ino, chunk_start + s.pos, rs.ToString());
+        return Status::Err(EIO, "reading inode " + std::to_string(st.ino) + ": " + rs.message());
+      }
+    }
+    pos = piece_end;
+  }
+  return Status::OK();
+}
+
+void Vfs::Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len) {
+  uint64_t end = off + len;
+  uint32_t block = store_->config().block_size;
+  {
+    std::lock_guard<std::mutex> l(h.read_mu);
+    if (off == h.last_end && off != 0) {
+      h.window = h.window ? std::min(h.window * 2, kMaxReadahead) : 2ull * block;
+    } else if (off != h.last_end) {
+      h.window = 0;
+      h.prefetched_to = 0;
+    }
+    h.last_end = end;
+    if (h.window == 0) return;
+    uint64_t target = std::min<uint64_t>(end + h.window, st.length);
+    uint64_t from = std::max(end, h.prefetched_to);
+    if (from >= target) return;
+    // Prefetch in whole-block steps to avoid a stream of tiny requests.
+    if (target - from < block && target < st.length) return;
+    h.prefetched_to = target;
+    end = from;
+    len = target - from;
+  }
+  uint64_t pos = end, stop = end + len;
+  while (pos < stop) {
+    uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
+    uint64_t chunk_start = static_cast<uint64_t>(chunk) * kChunkSize;
+    uint64_t piece_end = std::min(stop, chunk_start + kChunkSize);
+    auto segs = Segments(st, chunk);
+    if (!segs.ok()) return;
+    uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
+    for (const auto& s : Slice(*segs, cpos, static_cast<uint32_t>(piece_end - pos))) {
+      if (s.id) store_->Prefetch(s.id, s.size, s.off, s.len);
+    }
+    pos = piece_end;
+  }
+}
+
+Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  InodeState& st = *h->state;
+  // Read-your-writes: commit buffered writes of this inode first.
+  {
+    std::shared_ptr<FileWriter> w;
+    {
+      std::lock_guard<std::mutex> l(st.mu);
+      w = st.writer;
+    }
+    if (w && w->Dirty()) RETURN_IF_ERROR(FlushInode(st));
+  }
+  uint64_t length;
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    length = st.length;
+  }
+  if (off >= length) return size_t{0};
+  size_t n = static_cast<size_t>(std::min<uint64_t>(size, length - off));
+  RETURN_IF_ERROR(ReadChunkRange(*h, st, off, n, buf));
+  Readahead(*h, st, off, n);
+  return n;
+}
+
+Status Vfs::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  InodeState& st = *h->state;
+  std::shared_ptr<FileWriter> w;
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    if (!st.writer) st.writer = std::make_shared<FileWriter>(st.ino, meta_, store_);
+    w = st.writer;
+  }
+  RETURN_IF_ERROR(w->Write(off, data, size));
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    st.length = std::max(st.length, off + size);
+    // Cached slice maps of the written chunks are stale once the writer commits.
+    for (uint64_t c = off >> kChunkBits; c <= (off + size - (size ? 1 : 0)) >> kChunkBits; ++c) {
+      st.chunks.erase(static_cast<uint32_t>(c));
+    }
+  }
+  // Backpressure: bound the memory held by written-but-not-uploaded data.
+  if (store_->buffered_bytes() > opts_.buffer_bytes) {
+    store_->WaitBufferBelow(opts_.buffer_bytes);
+    if (store_->buffered_bytes() > opts_.buffer_bytes) RETURN_IF_ERROR(FlushInode(st));
+  }
+  return Status::OK();
+}
+
+Status Vfs::Flush(uint64_t fh, uint64_t lock_owner) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  Status s = FlushInode(*h->state);
+  if (h->locked) {
+    Status ls = meta_->ReleaseLocks(h->ino, lock_owner);
+    if (!ls.ok()) spdlog::warn("releasing locks of inode {} failed: {}", h->ino, ls.ToString());
+  }
+  return s;
+}
+
+Status Vfs::Fsync(uint64_t fh) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  return FlushInode(*h->state);
+}
+
+Status Vfs::Release(uint64_t fh) {
+  std::shared_ptr<Handle> h;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = handles_.find(fh);
+    if (it == handles_.end()) return Status::Err(EBADF, "bad file handle");
+    h = it->second;
+    handles_.erase(it);
+  }
+  Status s = FlushInode(*h->state);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    std::lock_guard<std::mutex> g(h->state->mu);
+    if (--h->state->opens == 0 && !(h->state->writer && h->state->writer->Dirty())) {
+      h->state->writer.reset();
+    }
+  }
+  Status r = meta_->Release(h->ino);
+  return s.ok() ? r : s;
+}
+
+Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  if ((h->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "file not open for writing");
+  RETURN_IF_ERROR(FlushInode(*h->state));
+  RETURN_IF_ERROR(meta_->Fallocate(ctx, h->ino, mode, off, len));
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(h->ino));
+  std::lock_guard<std::mutex> l(h->state->mu);
+  h->state->chunks.clear();
+  h->state->length = a.length;
+  h->state->seen_mtime = a.mtime_ns;
+  h->state->seen_length = a.length;
+  return Status::OK();
+}
+
+Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out,
+                                    uint64_t off_out, uint64_t len) {
+  auto hi = GetHandle(fh_in);
+  auto ho = GetHandle(fh_out);
+  if (!hi || !ho) return Status::Err(EBADF, "bad file handle");
+  if ((ho->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "destination not open for writing");
+  RETURN_IF_ERROR(FlushInode(*hi->state));
+  RETURN_IF_ERROR(FlushInode(*ho->state));
+  ASSIGN_OR_RETURN(uint64_t n, meta_->CopyFileRange(ctx, hi->ino, off_in, ho->ino, off_out, len));
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ho->ino));
+  std::lock_guard<std::mutex> l(ho->state->mu);
+  ho->state->chunks.clear();
+  ho->state->length = a.length;
+  ho->state->seen_mtime = a.mtime_ns;
+  ho->state->seen_length = a.length;
+  return n;
+}
+
+Result<uint64_t> Vfs::Opendir(const Ctx& ctx, Ino ino) {
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
+  if (!a.IsDir()) return Status::Err(ENOTDIR, "not a directory");
+  RETURN_IF_ERROR(meta_->CheckAccess(ctx, a, R_OK));
+  auto h = std::make_shared<Handle>();
+  h->ino = ino;
+  h->is_dir = true;
+  h->state = State(ino);
+  return AddHandle(std::move(h));
+}
+
+Result<std::vector<DirEntry>> Vfs::Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus) {
+  auto h = GetHandle(fh);
+  if (!h || !h->is_dir) return Status::Err(EBADF, "bad directory handle");
+  std::lock_guard<std::mutex> l(h->dir_mu);
+  // The snapshot is taken at the first read from offset 0 (and again on rewinddir), so the
+  // offsets handed out stay valid while entries are added and removed.
+  if (!h->have_snapshot || off == 0) {
+    ASSIGN_OR_RETURN(auto entries, meta_->Readdir(ctx, h->ino, plus));
+    ASSIGN_OR_RETURN(Attr self, meta_->GetAttr(h->ino));
+    h->entries.clear();
+    DirEntry dot;
+    dot.name = ".";
+    dot.ino = h->ino;
+    dot.type = S_IFDIR;
+    dot.attr = self;
+    DirEntry dotdot;
+    dotdot.name = "..";
+    dotdot.ino = self.parent ? self.parent : kRootIno;
+    dotdot.type = S_IFDIR;
+    h->entries.push_back(dot);
+    h->entries.push_back(dotdot);
+    for (auto& e : entries) h->entries.push_back(std::move(e));
+    h->have_snapshot = true;
+  }
+  std::vector<DirEntry> out;
+  for (uint64_t i = off; i < h->entries.size(); ++i) {
+    DirEntry e = h->entries[i];
+    if (plus && e.name == ".." ) {
+      auto pa = meta_->GetAttr(e.ino);
+      if (pa.ok()) e.attr = *pa;
+    }
+    if (plus && e.name != "." && e.name != "..") e.attr = MergePending(e.ino, e.attr);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Status Vfs::Releasedir(uint64_t fh) {
+  std::lock_guard<std::mutex> l(mu_);
+  handles_.erase(fh);
+  return Status::OK();
+}
+
+Result<StatFs> Vfs::GetStatFs() { return meta_->GetStatFs(); }
+
+Result<std::string> Vfs::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
+  if (name == kInfoXattr) return LayoutJson(ino);
+  return meta_->GetXattr(ctx, ino, name);
+}
+
+Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  if (name == kInfoXattr) return Status::Err(EPERM, "tierfs.info is read-only");
+  return meta_->SetXattr(ctx, ino, name, value, flags);
+}
+
+Result<std::vector<std::string>> Vfs::ListXattr(const Ctx& ctx, Ino ino) { return meta_->ListXattr(ctx, ino); }
+
+Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
+  if (name == kInfoXattr) return Status::Err(EPERM, "tierfs.info is read-only");
+  return meta_->RemoveXattr(ctx, ino, name);
+}
+
+Status Vfs::Flock(uint64_t fh, uint64_t owner, int op) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  int type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
+  RETURN_IF_ERROR(meta_->Flock(h->ino, owner, type));
+  if (type != F_UNLCK) h->locked = true;
+  return Status::OK();
+}
+
+Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  return meta_->GetLk(h->ino, owner, want);
+}
+
+Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  RETURN_IF_ERROR(meta_->SetLk(h->ino, owner, want));
+  if (want.type != F_UNLCK) h->locked = true;
+  return Status::OK();
+}
+
+Result<std::string> Vfs::LayoutJson(Ino ino) {
+  auto st = State(ino);
+  RETURN_IF_ERROR(FlushInode(*st));
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
+  nlohmann::json j;
+  j["inode"] = ino;
+  j["length"] = a.length;
+  j["volume"] = meta_->format().name;
+  j["block_size"] = meta_->format().block_size;
+  nlohmann::json chunks = nlohmann::json::array();
+  if (a.IsRegular()) {
+    ASSIGN_OR_RETURN(auto indexes, meta_->ListChunks(ino));
+    for (uint32_t idx : indexes) {
+      ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(ino, idx));
+      nlohmann::json slices = nlohmann::json::array();
+      for (const auto& s : BuildSliceMap(recs)) {
+        if (s.id == 0) continue;
+        slices.push_back({{"pos", s.pos}, {"id", s.id}, {"size", s.size}, {"off", s.off}, {"len", s.len}});
+      }
+      chunks.push_back({{"index", idx}, {"slices", slices}});
+    }
+  }
+  j["chunks"] = chunks;
+  return j.dump();
+}
+
+}  // namespace tierfs

@@ -1,0 +1,133 @@
+// The file system's logic between FUSE and the metadata/data layers: open handles, a
+// reader per handle, a writer per open inode, directory snapshots, locks and the internal
+// "tierfs.info" xattr. The FUSE adapter only translates requests to these calls.
+//
+// Threads: every method may be called from any FUSE worker thread concurrently.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "meta/meta.h"
+#include "meta/types.h"
+
+namespace tierfs {
+
+class CachedStore;
+struct InodeState;
+struct Handle;
+
+struct VfsOptions {
+  uint64_t buffer_bytes = 300ull << 20;  // memory for written data not yet uploaded
+  int64_t flush_age_ns = 5'000'000'000;  // commit buffered writes at least this often
+  bool read_only = false;
+};
+
+struct Entry {
+  Ino ino = 0;
+  Attr attr;
+};
+
+struct OpenResult {
+  uint64_t fh = 0;
+  bool keep_cache = false;
+  bool direct_io = false;
+};
+
+class Vfs {
+ public:
+  Vfs(Meta* meta, CachedStore* store, VfsOptions opts);
+  ~Vfs();
+
+  Meta* meta() { return meta_; }
+
+  Result<Entry> Lookup(const Ctx& ctx, Ino parent, const std::string& name);
+  Result<Attr> GetAttr(Ino ino);
+  // fh != 0 when the change comes through an open file (ftruncate): no path permission check.
+  Result<Attr> SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in, uint64_t fh);
+  Result<Entry> Mknod(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode, uint64_t rdev);
+  Result<Entry> Mkdir(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode);
+  Result<Entry> Symlink(const Ctx& ctx, Ino parent, const std::string& name, const std::string& target);
+  Result<std::string> Readlink(Ino ino);
+  Status Unlink(const Ctx& ctx, Ino parent, const std::string& name);
+  Status Rmdir(const Ctx& ctx, Ino parent, const std::string& name);
+  Status Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent, const std::string& new_name,
+                uint32_t flags);
+  Result<Entry> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
+  Status Access(const Ctx& ctx, Ino ino, int mask);
+  // The kernel dropped the inode: forget its client state unless it is open or dirty.
+  void Forget(Ino ino);
+
+  Result<std::pair<Entry, OpenResult>> Create(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
+                                              int flags);
+  Result<OpenResult> Open(const Ctx& ctx, Ino ino, int flags);
+  Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
+  Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
+  // close(2) of one file descriptor: commits buffered data, drops the owner's locks.
+  Status Flush(uint64_t fh, uint64_t lock_owner);
+  Status Fsync(uint64_t fh);
+  Status Release(uint64_t fh);
+  Status Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len);
+  Result<uint64_t> CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out, uint64_t off_out,
+                                 uint64_t len);
+
+  Result<uint64_t> Opendir(const Ctx& ctx, Ino ino);
+  // Entries of the directory snapshot from offset `off` on ("." and ".." included); the
+  // offset of entries[i] is off + i + 1. Stable for the life of the handle.
+  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus);
+  Status Releasedir(uint64_t fh);
+
+  Result<StatFs> GetStatFs();
+
+  Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
+  Status SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags);
+  Result<std::vector<std::string>> ListXattr(const Ctx& ctx, Ino ino);
+  Status RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name);
+
+  // op: LOCK_SH, LOCK_EX or LOCK_UN (no LOCK_NB: the caller loops for blocking locks).
+  Status Flock(uint64_t fh, uint64_t owner, int op);
+  Result<Meta::LockRange> GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
+  Status SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
+
+  // The layout of a file as JSON (the "tierfs.info" xattr and `tierfs info`).
+  Result<std::string> LayoutJson(Ino ino);
+  // Commits every buffered write (unmount).
+  Status FlushAll();
+
+ private:
+  std::shared_ptr<InodeState> State(Ino ino);
+  std::shared_ptr<Handle> GetHandle(uint64_t fh);
+  uint64_t AddHandle(std::shared_ptr<Handle> h);
+  Status FlushInode(InodeState& st);
+  Result<std::vector<struct ChunkSegment>> Segments(InodeState& st, uint32_t chunk);
+  Status ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf);
+  void Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len);
+  Attr MergePending(Ino ino, Attr a);
+  void FlusherLoop();
+
+  Meta* meta_;
+  CachedStore* store_;
+  VfsOptions opts_;
+
+  std::mutex mu_;  // guards inodes_ and handles_
+  std::map<Ino, std::shared_ptr<InodeState>> inodes_;
+  std::map<uint64_t, std::shared_ptr<Handle>> handles_;
+  uint64_t next_fh_ = 1;
+
+  std::thread flusher_;
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool stopping_ = false;
+};
+
+}  // namespace tierfs
