@@ -1,0 +1,292 @@
+#include "object/checksum_store.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "common/encoding.h"
+#include "common/hash.h"
+
+namespace tierfs {
+namespace {
+
+constexpr char kMagic[] = "TFB1";
+constexpr size_t kMagicLen = 4;
+constexpr size_t kFixedHeader = 12;  // magic, data length, segment size
+// The first read of a ranged Get covers the checksums of this many segments (16 MiB of
+// data at 64 KiB), which is every block TierFS writes.
+constexpr size_t kProbeSegments = 256;
+constexpr size_t kProbeBytes = kFixedHeader + 4 * kProbeSegments;
+
+uint64_t SegmentCount(uint64_t data_len) { return (data_len + kChecksumSegment - 1) / kChecksumSegment; }
+uint64_t HeaderSize(uint64_t data_len) { return kFixedHeader + 4 * SegmentCount(data_len); }
+
+// Inverts stored = HeaderSize(len) + len, which is strictly increasing in len; returns
+// nullopt for a stored size that no data length produces.
+std::optional<uint64_t> DataSizeOf(uint64_t stored) {
+  if (stored < kFixedHeader) return std::nullopt;
+  uint64_t x = stored - kFixedHeader;  // = len + 4 * segments
+  if (x == 0) return 0;
+  uint64_t segments = (x + kChecksumSegment + 4 - 1) / (kChecksumSegment + 4);
+  // x falls in the gap just above a whole number of segments, e.g. 12 + 1.
+  if (x <= 4 * segments + (segments - 1) * kChecksumSegment) return std::nullopt;
+  return x - 4 * segments;
+}
+
+Status Corrupt(const std::string& key, const std::string& what) {
+  spdlog::warn("object {} is corrupt: {}", key, what);
+  return Status::Err(EIO, "object " + key + " is corrupt (" + what + ")");
+}
+
+Status Truncated(const std::string& key, uint64_t expected) {
+  spdlog::warn("object {} is truncated: expected {} stored bytes", key, expected);
+  return Status::Err(EIO, "object " + key + " is truncated (expected " + std::to_string(expected) +
+                              " stored bytes, found fewer)");
+}
+
+struct Layout {
+  uint64_t data_len = 0;
+  uint64_t segments = 0;
+  uint64_t header_size = 0;
+};
+
+// Parses the fixed header at the start of stored (which may be a prefix of the object).
+Result<Layout> ParseLayout(const std::string& key, std::string_view stored) {
+  if (stored.size() < kFixedHeader) return Truncated(key, kFixedHeader);
+  if (stored.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) {
+    return Corrupt(key, "bad header magic: not a TierFS checksummed object");
+  }
+  ByteReader r(stored.substr(kMagicLen, 8));
+  Layout l;
+  l.data_len = r.U32();
+  uint32_t segment = r.U32();
+  if (segment != kChecksumSegment) return Corrupt(key, "unsupported segment size " + std::to_string(segment));
+  l.segments = SegmentCount(l.data_len);
+  l.header_size = HeaderSize(l.data_len);
+  return l;
+}
+
+// Checks the segments [first, first + n) whose data is `data` (starting at segment first)
+// against the checksum table `sums` (4 bytes per segment, starting at segment 0).
+Status VerifySegments(const std::string& key, std::string_view sums, uint64_t first, std::string_view data) {
+  uint64_t seg = first;
+  while (!data.empty()) {
+    std::string_view piece = data.substr(0, kChecksumSegment);
+    ByteReader r(sums.substr(4 * seg, 4));
+    uint32_t want = r.U32();
+    if (!r.ok() || Checksum32(piece) != want) {
+      return Corrupt(key, "checksum mismatch in segment " + std::to_string(seg));
+    }
+    data.remove_prefix(piece.size());
+    ++seg;
+  }
+  return Status::OK();
+}
+
+void AppendChecksums(std::string_view data, std::string* out) {
+  while (!data.empty()) {
+    std::string_view piece = data.substr(0, kChecksumSegment);
+    PutU32(out, Checksum32(piece));
+    data.remove_prefix(piece.size());
+  }
+}
+
+std::string EncodeFixedHeader(uint64_t data_len) {
+  std::string h(kMagic, kMagicLen);
+  PutU32(&h, static_cast<uint32_t>(data_len));
+  PutU32(&h, kChecksumSegment);
+  return h;
+}
+
+Status TooLarge(const std::string& key, uint64_t size) {
+  return Status::Err(EFBIG, "object " + key + " is too large for the checksummed format (" +
+                                std::to_string(size) + " bytes, at most 4 GiB - 1)");
+}
+
+Status UploadNotFound(const std::string& key, const std::string& upload_id) {
+  return Status::Err(ENOENT, "multipart upload " + upload_id + " of object " + key +
+                                 " not found (already completed or aborted, or started before a restart)");
+}
+
+}  // namespace
+
+ChecksumStore::ChecksumStore(std::unique_ptr<ObjectStore> inner) : inner_(std::move(inner)) {}
+
+ChecksumStore::~ChecksumStore() = default;
+
+std::string ChecksumStore::Describe() const { return inner_->Describe(); }
+
+Status ChecksumStore::Init() { return inner_->Init(); }
+
+Status ChecksumStore::Put(const std::string& key, std::string_view data) {
+  if (data.size() > std::numeric_limits<uint32_t>::max()) return TooLarge(key, data.size());
+  std::string stored = EncodeFixedHeader(data.size());
+  stored.reserve(HeaderSize(data.size()) + data.size());
+  AppendChecksums(data, &stored);
+  stored.append(data);
+  return inner_->Put(key, stored);
+}
+
+Result<std::string> ChecksumStore::Get(const std::string& key, uint64_t off, int64_t len) {
+  if (off == 0 && len < 0) {
+    ASSIGN_OR_RETURN(std::string stored, inner_->Get(key));
+    ASSIGN_OR_RETURN(Layout l, ParseLayout(key, stored));
+    uint64_t want = l.header_size + l.data_len;
+    if (stored.size() < want) return Truncated(key, want);
+    if (stored.size() > want) {
+      return Corrupt(key, std::to_string(stored.size() - want) + " unexpected bytes after the data");
+    }
+    std::string_view view(stored);
+    RETURN_IF_ERROR(VerifySegments(key, view.substr(kFixedHeader, 4 * l.segments), 0,
+                                   view.substr(l.header_size)));
+    stored.erase(0, l.header_size);
+    return stored;
+  }
+
+  ASSIGN_OR_RETURN(std::string probe, inner_->Get(key, 0, kProbeBytes));
+  ASSIGN_OR_RETURN(Layout l, ParseLayout(key, probe));
+  if (probe.size() < kProbeBytes) {
+    // The probe returned the whole object, so its size can be checked.
+    uint64_t want = l.header_size + l.data_len;
+    if (probe.size() < want) return Truncated(key, want);
+    if (probe.size() > want) {
+      return Corrupt(key, std::to_string(probe.size() - want) + " unexpected bytes after the data");
+    }
+  }
+  std::string sums = probe.substr(kFixedHeader, 4 * l.segments);
+  if (l.segments > kProbeSegments) {
+    uint64_t rest = 4 * (l.segments - kProbeSegments);
+    ASSIGN_OR_RETURN(std::string more, inner_->Get(key, kProbeBytes, static_cast<int64_t>(rest)));
+    if (more.size() < rest) return Truncated(key, l.header_size);
+    sums += more;
+  }
+  if (off >= l.data_len || len == 0) return std::string();
+  uint64_t end = l.data_len;
+  if (len > 0) end = std::min<uint64_t>(end, off + static_cast<uint64_t>(len));
+  uint64_t first = off / kChecksumSegment;
+  uint64_t seg_begin = first * kChecksumSegment;
+  uint64_t seg_end = std::min<uint64_t>(l.data_len, ((end - 1) / kChecksumSegment + 1) * kChecksumSegment);
+  uint64_t stored_begin = l.header_size + seg_begin;
+  uint64_t stored_len = seg_end - seg_begin;
+
+  std::string fetched;
+  std::string_view segments;
+  if (probe.size() >= stored_begin + stored_len) {
+    segments = std::string_view(probe).substr(stored_begin, stored_len);
+  } else {
+    ASSIGN_OR_RETURN(fetched, inner_->Get(key, stored_begin, static_cast<int64_t>(stored_len)));
+    if (fetched.size() < stored_len) return Truncated(key, stored_begin + stored_len);
+    segments = fetched;
+  }
+  RETURN_IF_ERROR(VerifySegments(key, sums, first, segments));
+  return std::string(segments.substr(off - seg_begin, end - off));
+}
+
+Result<ObjectInfo> ChecksumStore::Head(const std::string& key) {
+  ASSIGN_OR_RETURN(ObjectInfo info, inner_->Head(key));
+  std::optional<uint64_t> size = DataSizeOf(info.size);
+  if (!size) {
+    return Corrupt(key, "stored size " + std::to_string(info.size) + " does not fit the checksummed layout");
+  }
+  info.size = *size;
+  return info;
+}
+
+Status ChecksumStore::Delete(const std::string& key) { return inner_->Delete(key); }
+
+Result<std::vector<ObjectInfo>> ChecksumStore::List(const std::string& prefix, const std::string& start_after,
+                                                    size_t limit) {
+  ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, inner_->List(prefix, start_after, limit));
+  for (ObjectInfo& info : objects) {
+    if (std::optional<uint64_t> size = DataSizeOf(info.size)) info.size = *size;
+  }
+  return objects;
+}
+
+Result<std::string> ChecksumStore::CreateMultipart(const std::string& key) {
+  ASSIGN_OR_RETURN(std::string id, inner_->CreateMultipart(key));
+  std::lock_guard<std::mutex> lock(mu_);
+  uploads_[id].key = key;
+  return id;
+}
+
+Status ChecksumStore::UploadPart(const std::string& key, const std::string& upload_id, int part_num,
+                                 std::string_view data) {
+  if (part_num < 1) {
+    return Status::Err(EINVAL, "invalid part number " + std::to_string(part_num) + " for object " + key +
+                                   ": parts are numbered from 1");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = uploads_.find(upload_id);
+    if (it == uploads_.end() || it->second.key != key) return UploadNotFound(key, upload_id);
+  }
+  Part part;
+  part.size = data.size();
+  std::string sums;
+  AppendChecksums(data, &sums);
+  ByteReader r(sums);
+  while (!r.empty()) part.checksums.push_back(r.U32());
+  // Part 1 goes behind the header, which can only be written once all checksums are known.
+  if (part_num != 1) RETURN_IF_ERROR(inner_->UploadPart(key, upload_id, part_num, data));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = uploads_.find(upload_id);
+  if (it == uploads_.end() || it->second.key != key) return UploadNotFound(key, upload_id);
+  if (part_num == 1) it->second.first_part.assign(data);
+  it->second.parts[part_num] = std::move(part);
+  return Status::OK();
+}
+
+Status ChecksumStore::CompleteMultipart(const std::string& key, const std::string& upload_id, int parts) {
+  if (parts < 1) {
+    return Status::Err(EINVAL, "cannot complete multipart upload of object " + key + " with " +
+                                   std::to_string(parts) + " parts");
+  }
+  std::string first;  // header + data of part 1
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = uploads_.find(upload_id);
+    if (it == uploads_.end() || it->second.key != key) return UploadNotFound(key, upload_id);
+    const Upload& up = it->second;
+    uint64_t total = 0;
+    for (int n = 1; n <= parts; ++n) {
+      auto p = up.parts.find(n);
+      if (p == up.parts.end()) {
+        return Status::Err(EINVAL, "part " + std::to_string(n) + " of multipart upload " + upload_id +
+                                       " of object " + key + " was never uploaded");
+      }
+      if (n < parts && p->second.size % kChecksumSegment != 0) {
+        return Status::Err(EINVAL, "part " + std::to_string(n) + " of multipart upload of object " + key + " is " +
+                                       std::to_string(p->second.size) +
+                                       " bytes; every part but the last must be a multiple of 64 KiB");
+      }
+      total += p->second.size;
+    }
+    if (total > std::numeric_limits<uint32_t>::max()) return TooLarge(key, total);
+    first = EncodeFixedHeader(total);
+    first.reserve(HeaderSize(total) + up.first_part.size());
+    for (int n = 1; n <= parts; ++n) {
+      for (uint32_t sum : up.parts.at(n).checksums) PutU32(&first, sum);
+    }
+    first += up.first_part;
+  }
+  RETURN_IF_ERROR(inner_->UploadPart(key, upload_id, 1, first));
+  RETURN_IF_ERROR(inner_->CompleteMultipart(key, upload_id, parts));
+  std::lock_guard<std::mutex> lock(mu_);
+  uploads_.erase(upload_id);
+  return Status::OK();
+}
+
+Status ChecksumStore::AbortMultipart(const std::string& key, const std::string& upload_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = uploads_.find(upload_id);
+    if (it != uploads_.end() && it->second.key == key) uploads_.erase(it);
+  }
+  return inner_->AbortMultipart(key, upload_id);
+}
+
+}  // namespace tierfs

@@ -1,0 +1,83 @@
+#include "object/object_store.h"
+
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "object/checksum_store.h"
+#include "object/file_store.h"
+#include "object/mem_store.h"
+
+namespace tierfs {
+namespace {
+
+// Forwards to a store shared by several owners: "mem" buckets are shared by name within
+// the process, while ChecksumStore wants to own its inner store.
+class SharedStore : public ObjectStore {
+ public:
+  explicit SharedStore(std::shared_ptr<ObjectStore> s) : s_(std::move(s)) {}
+  std::string Describe() const override { return s_->Describe(); }
+  Status Init() override { return s_->Init(); }
+  Status Put(const std::string& key, std::string_view data) override { return s_->Put(key, data); }
+  Result<std::string> Get(const std::string& key, uint64_t off, int64_t len) override {
+    return s_->Get(key, off, len);
+  }
+  Result<ObjectInfo> Head(const std::string& key) override { return s_->Head(key); }
+  Status Delete(const std::string& key) override { return s_->Delete(key); }
+  Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
+                                       size_t limit) override {
+    return s_->List(prefix, start_after, limit);
+  }
+  Result<std::string> CreateMultipart(const std::string& key) override { return s_->CreateMultipart(key); }
+  Status UploadPart(const std::string& key, const std::string& upload_id, int part_num,
+                    std::string_view data) override {
+    return s_->UploadPart(key, upload_id, part_num, data);
+  }
+  Status CompleteMultipart(const std::string& key, const std::string& upload_id, int parts) override {
+    return s_->CompleteMultipart(key, upload_id, parts);
+  }
+  Status AbortMultipart(const std::string& key, const std::string& upload_id) override {
+    return s_->AbortMultipart(key, upload_id);
+  }
+
+ private:
+  std::shared_ptr<ObjectStore> s_;
+};
+
+// Process-wide registry of mem buckets; they live until the process exits.
+std::shared_ptr<ObjectStore> SharedMemBucket(const std::string& name) {
+  static std::mutex mu;
+  static auto* buckets = new std::map<std::string, std::shared_ptr<ObjectStore>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<ObjectStore>& store = (*buckets)[name];
+  if (!store) store = std::make_shared<MemStore>(name);
+  return store;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket) {
+  std::unique_ptr<ObjectStore> inner;
+  if (storage == "file") {
+    if (bucket.empty()) {
+      return Status::Err(EINVAL, "file storage needs a bucket directory, for example /var/lib/tierfs/myvol");
+    }
+    std::error_code ec;
+    std::filesystem::path path = std::filesystem::absolute(bucket, ec);
+    if (ec) {
+      return Status::Err(EINVAL, "cannot make bucket directory " + bucket + " absolute: " + ec.message());
+    }
+    inner = std::make_unique<FileStore>(path.lexically_normal().string());
+  } else if (storage == "mem") {
+    inner = std::make_unique<SharedStore>(SharedMemBucket(bucket));
+  } else if (storage == "s3" || storage == "rados") {
+    return Status::Err(EPROTONOSUPPORT,
+                       "storage type " + storage + " is not available in this build (supported: file, mem)");
+  } else {
+    return Status::Err(EINVAL, "unknown storage type " + storage + " (supported: file, mem)");
+  }
+  return std::unique_ptr<ObjectStore>(std::make_unique<ChecksumStore>(std::move(inner)));
+}
+
+}  // namespace tierfs

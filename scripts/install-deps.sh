@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages TierFS needs to build, run, test and benchmark.
+# Skips apt entirely when everything is already installed.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libfuse3-dev fuse3 libsqlite3-dev sqlite3 libxxhash-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+  libgtest-dev libgmock-dev
+  python3 attr acl fio tar diffutils procps psmisc bc
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
