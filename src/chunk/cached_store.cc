@@ -1,0 +1,319 @@
+#include "chunk/cached_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "chunk/block_key.h"
+#include "chunk/slice_writer.h"
+#include "common/thread_pool.h"
+
+namespace tierfs {
+
+namespace {
+
+// A failed put is retried this many times, with exponential backoff from kRetryBackoff.
+constexpr int kPutRetries = 3;
+constexpr std::chrono::milliseconds kRetryBackoff{50};
+
+// Errors that another attempt cannot fix.
+bool IsPermanent(int code) {
+  switch (code) {
+    case EACCES:
+    case EPERM:
+    case ENOSPC:
+    case EDQUOT:
+    case EROFS:
+    case EINVAL:
+    case ENAMETOOLONG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+CachedStore::CachedStore(std::unique_ptr<ObjectStore> store, StoreConfig cfg)
+    : store_(std::move(store)), cfg_(std::move(cfg)), cache_(cfg_.cache_bytes) {
+  assert(cfg_.block_size > 0);
+  int up = std::max(1, cfg_.upload_threads);
+  int down = std::max(1, cfg_.download_threads);
+  // The upload queue is short on purpose: a full queue blocks SliceWriter::Write, which is
+  // the backpressure that keeps writers from outrunning the store.
+  upload_pool_ = std::make_unique<ThreadPool>("tierfs-upload", up, static_cast<size_t>(up));
+  download_pool_ = std::make_unique<ThreadPool>("tierfs-download", down, static_cast<size_t>(down) * 2);
+}
+
+CachedStore::~CachedStore() {
+  shutting_down_ = true;
+  upload_pool_.reset();
+  download_pool_.reset();
+}
+
+Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst) {
+  if (len == 0) return Status::OK();
+  if (static_cast<uint64_t>(off) + len > size) {
+    return Status::Err(EINVAL, "read of bytes [" + std::to_string(off) + ", " +
+                                   std::to_string(static_cast<uint64_t>(off) + len) + ") of slice " +
+                                   std::to_string(id) + " passes its end (" + std::to_string(size) +
+                                   " bytes)");
+  }
+  std::vector<BlockSpan> spans = BlockSpans(size, cfg_.block_size, off, len);
+  // A read that spans several blocks fetches the later ones in the background while this
+  // thread fetches the first, instead of one after another.
+  for (size_t i = 1; i < spans.size(); ++i) {
+    uint32_t block_len = BlockLength(size, cfg_.block_size, spans[i].index);
+    if (static_cast<uint64_t>(spans[i].len) * 4 >= block_len) {
+      PrefetchBlock(BlockKey(cfg_.volume, id, spans[i].index, block_len), block_len);
+    }
+  }
+  for (const BlockSpan& span : spans) {
+    uint32_t block_len = BlockLength(size, cfg_.block_size, span.index);
+    RETURN_IF_ERROR(
+        ReadSpan(BlockKey(cfg_.volume, id, span.index, block_len), block_len, span.offset_in_block, span.len, dst));
+    dst += span.len;
+  }
+  return Status::OK();
+}
+
+Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_t off_in_block, uint32_t len,
+                             char* dst) {
+  if (auto block = cache_.Get(key)) {
+    std::memcpy(dst, block->data() + off_in_block, len);
+    return Status::OK();
+  }
+  std::shared_ptr<Fetch> fetch;
+  bool owner = false;
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    auto it = inflight_.find(key);
+    if (it != inflight_.end()) {
+      fetch = it->second;
+    } else {
+      // A fetch may have completed between the cache miss and taking mu_; completions
+      // insert into the cache before leaving inflight_, so this re-check cannot miss it.
+      if (auto block = cache_.Peek(key)) {
+        l.unlock();
+        std::memcpy(dst, block->data() + off_in_block, len);
+        return Status::OK();
+      }
+      if (static_cast<uint64_t>(len) * 4 < block_len) {
+        l.unlock();
+        return GetRange(key, off_in_block, len, dst);
+      }
+      fetch = std::make_shared<Fetch>();
+      inflight_.emplace(key, fetch);
+      owner = true;
+    }
+  }
+  if (owner) {
+    RunFetch(key, block_len, fetch);
+  } else {
+    std::unique_lock<std::mutex> l(mu_);
+    fetch->cv.wait(l, [&] { return fetch->done; });
+  }
+  if (!fetch->status.ok()) return fetch->status;
+  std::memcpy(dst, fetch->data->data() + off_in_block, len);
+  return Status::OK();
+}
+
+void CachedStore::Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len) {
+  for (const BlockSpan& span : BlockSpans(size, cfg_.block_size, off, len)) {
+    uint32_t block_len = BlockLength(size, cfg_.block_size, span.index);
+    PrefetchBlock(BlockKey(cfg_.volume, id, span.index, block_len), block_len);
+  }
+}
+
+void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
+  if (shutting_down_ || cache_.Contains(key)) return;
+  std::lock_guard<std::mutex> l(mu_);
+  if (inflight_.count(key) != 0 || cache_.Contains(key)) return;
+  auto fetch = std::make_shared<Fetch>();
+  // Submitted under mu_ so that no reader can start waiting on a fetch that is then not
+  // queued. TrySubmit never blocks, and pool tasks take mu_ only while running.
+  bool queued = download_pool_->TrySubmit([this, key, block_len, fetch] {
+    if (shutting_down_) {
+      // Nobody can be waiting: readers are gone before the store is destroyed.
+      std::lock_guard<std::mutex> l2(mu_);
+      inflight_.erase(key);
+      fetch->status = Status::Err(ECANCELED, "prefetch of block " + key + " cancelled at shutdown");
+      fetch->done = true;
+      fetch->cv.notify_all();
+      return;
+    }
+    RunFetch(key, block_len, fetch);
+    if (!fetch->status.ok()) spdlog::warn("prefetch failed: {}", fetch->status.ToString());
+  });
+  if (queued) inflight_.emplace(key, std::move(fetch));
+}
+
+void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch) {
+  auto got = GetBlock(key, block_len);
+  if (got.ok()) cache_.Put(key, *got);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = inflight_.find(key);
+  if (it != inflight_.end() && it->second == fetch) inflight_.erase(it);
+  if (got.ok()) {
+    fetch->data = std::move(got).value();
+  } else {
+    fetch->status = got.status();
+  }
+  fetch->done = true;
+  fetch->cv.notify_all();
+}
+
+Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len) {
+  gets_++;
+  auto got = store_->Get(key);
+  if (!got.ok()) {
+    if (got.status().code() == ENOENT) {
+      return Status::Err(EIO, "block " + key + " is missing from object storage (" + store_->Describe() + ")");
+    }
+    return got.status().With("reading block " + key);
+  }
+  bytes_downloaded_ += got->size();
+  if (got->size() != block_len) {
+    return Status::Err(EIO, "block " + key + " is corrupt: " + std::to_string(got->size()) +
+                                " bytes in object storage, expected " + std::to_string(block_len));
+  }
+  return std::make_shared<const std::string>(std::move(got).value());
+}
+
+Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst) {
+  gets_++;
+  ranged_gets_++;
+  auto got = store_->Get(key, off_in_block, len);
+  if (!got.ok()) {
+    if (got.status().code() == ENOENT) {
+      return Status::Err(EIO, "block " + key + " is missing from object storage (" + store_->Describe() + ")");
+    }
+    return got.status().With("reading block " + key);
+  }
+  bytes_downloaded_ += got->size();
+  if (got->size() != len) {
+    return Status::Err(EIO, "block " + key + " is corrupt: reading " + std::to_string(len) + " bytes at offset " +
+                                std::to_string(off_in_block) + " returned " + std::to_string(got->size()));
+  }
+  std::memcpy(dst, got->data(), len);
+  return Status::OK();
+}
+
+std::unique_ptr<SliceWriter> CachedStore::NewSliceWriter(uint64_t slice_id) {
+  return std::unique_ptr<SliceWriter>(new SliceWriter(this, slice_id));
+}
+
+Status CachedStore::DeleteSlice(uint64_t id, uint32_t size) {
+  Status first;
+  uint32_t n = BlockCount(size, cfg_.block_size);
+  for (uint32_t i = 0; i < n; ++i) {
+    Status st = DeleteBlock(BlockKey(cfg_.volume, id, i, BlockLength(size, cfg_.block_size, i)));
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+Status CachedStore::DeleteBlock(const std::string& key) {
+  cache_.Erase(key);
+  Status st = store_->Delete(key);
+  if (!st.ok() && st.code() != ENOENT) return st.With("deleting block " + key);
+  return Status::OK();
+}
+
+uint64_t CachedStore::buffered_bytes() const {
+  std::lock_guard<std::mutex> l(buf_mu_);
+  return buffered_;
+}
+
+void CachedStore::WaitBufferBelow(uint64_t limit) {
+  std::unique_lock<std::mutex> l(buf_mu_);
+  buf_cv_.wait(l, [&] { return buffered_ <= limit || uploads_in_flight_ == 0; });
+}
+
+void CachedStore::AddBuffered(uint64_t bytes) {
+  std::lock_guard<std::mutex> l(buf_mu_);
+  buffered_ += bytes;
+}
+
+void CachedStore::ReleaseBuffered(uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> l(buf_mu_);
+    assert(buffered_ >= bytes);
+    buffered_ -= bytes;
+  }
+  buf_cv_.notify_all();
+}
+
+void CachedStore::UploadAsync(std::string key, std::shared_ptr<const std::string> data,
+                              std::function<void(const Status&)> done) {
+  {
+    std::lock_guard<std::mutex> l(buf_mu_);
+    ++uploads_in_flight_;
+  }
+  upload_pool_->Submit([this, key = std::move(key), data = std::move(data), done = std::move(done)]() mutable {
+    Status st = PutWithRetry(key, *data);
+    uint64_t bytes = data->size();
+    if (st.ok()) {
+      bytes_uploaded_ += bytes;
+      cache_.Put(key, std::move(data));
+    } else {
+      upload_failures_++;
+      spdlog::error("upload of block {} failed: {}", key, st.ToString());
+    }
+    data.reset();
+    // Accounting settles before the writer hears of it, so that once Finish returns its
+    // bytes are no longer counted.
+    {
+      std::lock_guard<std::mutex> l(buf_mu_);
+      assert(buffered_ >= bytes);
+      buffered_ -= bytes;
+      --uploads_in_flight_;
+    }
+    buf_cv_.notify_all();
+    done(st);
+  });
+}
+
+Status CachedStore::PutWithRetry(const std::string& key, std::string_view data) {
+  Status st;
+  auto backoff = kRetryBackoff;
+  for (int attempt = 0;; ++attempt) {
+    puts_++;
+    st = store_->Put(key, data);
+    if (st.ok() || attempt == kPutRetries || IsPermanent(st.code())) break;
+    put_retries_++;
+    spdlog::warn("put of block {} failed (attempt {} of {}), retrying: {}", key, attempt + 1, kPutRetries + 1,
+                 st.ToString());
+    std::this_thread::sleep_for(backoff);
+    backoff *= 2;
+  }
+  if (!st.ok()) return st.With("uploading block " + key);
+  return st;
+}
+
+StoreStats CachedStore::stats() const {
+  StoreStats s;
+  BlockCacheStats c = cache_.stats();
+  s.cache_hits = c.hits;
+  s.cache_misses = c.misses;
+  s.cache_bytes = c.bytes;
+  s.cache_blocks = c.blocks;
+  s.gets = gets_;
+  s.ranged_gets = ranged_gets_;
+  s.puts = puts_;
+  s.put_retries = put_retries_;
+  s.upload_failures = upload_failures_;
+  s.bytes_downloaded = bytes_downloaded_;
+  s.bytes_uploaded = bytes_uploaded_;
+  std::lock_guard<std::mutex> l(buf_mu_);
+  s.uploads_in_flight = uploads_in_flight_;
+  s.buffered_bytes = buffered_;
+  return s;
+}
+
+}  // namespace tierfs

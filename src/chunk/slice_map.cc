@@ -1,0 +1,73 @@
+#include "chunk/slice_map.h"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+
+namespace tierfs {
+
+namespace {
+
+// The part of `seg` that lies in [start, end), which must overlap it.
+ChunkSegment Clip(const ChunkSegment& seg, uint64_t start, uint64_t end) {
+  uint64_t s = std::max<uint64_t>(seg.pos, start);
+  uint64_t e = std::min<uint64_t>(static_cast<uint64_t>(seg.pos) + seg.len, end);
+  ChunkSegment out = seg;
+  out.pos = static_cast<uint32_t>(s);
+  out.len = static_cast<uint32_t>(e - s);
+  out.off = seg.off + static_cast<uint32_t>(s - seg.pos);
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChunkSegment> BuildSliceMap(std::vector<SliceRecord> records) {
+  std::stable_sort(records.begin(), records.end(),
+                   [](const SliceRecord& a, const SliceRecord& b) { return a.seq < b.seq; });
+  // Keyed by pos; the values never overlap. Each record inserts at most three entries and
+  // erases the ones it covers, so the total work is O(n log n).
+  std::map<uint32_t, ChunkSegment> map;
+  for (const SliceRecord& r : records) {
+    uint64_t start = r.pos;
+    uint64_t end = std::min<uint64_t>(start + r.len, kChunkSize);
+    if (start >= end) continue;
+    // First segment that may overlap: the one starting before `start`, if it reaches in.
+    auto it = map.lower_bound(static_cast<uint32_t>(start));
+    if (it != map.begin()) {
+      auto prev = std::prev(it);
+      if (static_cast<uint64_t>(prev->second.pos) + prev->second.len > start) it = prev;
+    }
+    while (it != map.end() && it->second.pos < end) {
+      ChunkSegment old = it->second;
+      it = map.erase(it);
+      uint64_t old_end = static_cast<uint64_t>(old.pos) + old.len;
+      if (old.pos < start) map.emplace(old.pos, Clip(old, old.pos, start));
+      if (old_end > end) it = map.emplace(static_cast<uint32_t>(end), Clip(old, end, old_end)).first;
+    }
+    map.emplace(static_cast<uint32_t>(start),
+                ChunkSegment{static_cast<uint32_t>(start), static_cast<uint32_t>(end - start), r.id, r.size, r.off});
+  }
+  std::vector<ChunkSegment> out;
+  out.reserve(map.size());
+  for (auto& [pos, seg] : map) out.push_back(seg);
+  return out;
+}
+
+std::vector<ChunkSegment> Slice(const std::vector<ChunkSegment>& segments, uint32_t pos, uint32_t len) {
+  std::vector<ChunkSegment> out;
+  uint64_t start = pos;
+  uint64_t end = start + len;
+  if (len == 0) return out;
+  // First segment that ends after `start`: segments are sorted and disjoint, so ends are
+  // sorted too.
+  auto it = std::partition_point(segments.begin(), segments.end(), [&](const ChunkSegment& s) {
+    return static_cast<uint64_t>(s.pos) + s.len <= start;
+  });
+  for (; it != segments.end() && it->pos < end; ++it) {
+    if (it->len == 0) continue;
+    out.push_back(Clip(*it, start, end));
+  }
+  return out;
+}
+
+}  // namespace tierfs

@@ -31,7 +31,7 @@ struct Args {
   std::string meta_url, mountpoint, log_file;
   bool background = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
-  std::string buffer_size = "300M", cache_size = "1G";
+  std::string buffer_size = "300M";
   int upload_threads = 16, download_threads = 16;
   std::vector<std::string> options;
   bool read_only = false;
@@ -82,8 +82,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   };
   auto buffer = ParseSize(a.buffer_size);
   if (!buffer.ok()) return fail(buffer.status().With("--buffer-size"));
-  auto cache = ParseSize(a.cache_size);
-  if (!cache.ok()) return fail(cache.status().With("--cache-size"));
+  if (*buffer < (16u << 20)) return fail(Status::Err(EINVAL, "--buffer-size must be at least 16M"));
   struct stat st;
   if (stat(mp.c_str(), &st) != 0) return fail(Status::Err(ENOENT, "mount point " + mp + " does not exist"));
   if (!S_ISDIR(st.st_mode)) return fail(Status::Err(ENOTDIR, "mount point " + mp + " is not a directory"));
@@ -103,8 +102,10 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   StoreConfig cfg;
   cfg.volume = fmt.name;
   cfg.block_size = fmt.block_size;
-  cfg.cache_bytes = *cache;
-  cfg.buffer_bytes = *buffer;
+  // One memory budget for data: a quarter caches blocks for reads (and readahead), the rest
+  // holds written data until it is uploaded. Peak memory is this plus a fixed overhead.
+  cfg.cache_bytes = *buffer / 4;
+  cfg.buffer_bytes = *buffer - cfg.cache_bytes;
   cfg.upload_threads = a.upload_threads;
   cfg.download_threads = a.download_threads;
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
@@ -122,7 +123,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
 
   VfsOptions vopts;
-  vopts.buffer_bytes = *buffer;
+  vopts.buffer_bytes = cfg.buffer_bytes;
   vopts.read_only = ro;
   int rc = 0;
   {
@@ -231,8 +232,9 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_option("--entry-cache", a->entry_cache, "Kernel file entry cache timeout, seconds")->capture_default_str();
   sub->add_option("--dir-entry-cache", a->dir_entry_cache, "Kernel directory entry cache timeout, seconds")
       ->capture_default_str();
-  sub->add_option("--buffer-size", a->buffer_size, "Memory for written data awaiting upload")->capture_default_str();
-  sub->add_option("--cache-size", a->cache_size, "Memory block cache for reads")->capture_default_str();
+  sub->add_option("--buffer-size", a->buffer_size,
+                  "Memory for data: 3/4 for written data awaiting upload, 1/4 for the read block cache")
+      ->capture_default_str();
   sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");

@@ -1,0 +1,145 @@
+// CachedStore: slices on top of an ObjectStore, with a memory block cache, single-flight
+// block fetches, prefetch, and bounded asynchronous block uploads with backpressure.
+//
+// Threads: any thread may call any method concurrently. No lock is held while the object
+// store is called. Every SliceWriter created by NewSliceWriter must be destroyed before the
+// CachedStore.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "chunk/block_cache.h"
+#include "common/status.h"
+#include "object/object_store.h"
+
+namespace tierfs {
+
+class SliceWriter;
+class ThreadPool;
+
+struct StoreConfig {
+  std::string volume;               // key prefix of every block (BlockKey)
+  uint32_t block_size = 4 << 20;    // fixed at format time; > 0
+  uint64_t cache_bytes = 1 << 30;   // memory block cache capacity
+  int upload_threads = 16;
+  int download_threads = 16;
+  uint64_t buffer_bytes = 300 << 20;  // write-buffer budget, for callers of WaitBufferBelow
+};
+
+struct StoreStats {
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t cache_bytes = 0;
+  uint64_t cache_blocks = 0;
+  uint64_t gets = 0;         // object gets issued, whole-block and ranged
+  uint64_t ranged_gets = 0;  // of which ranged (small random reads, not cached)
+  uint64_t puts = 0;         // object puts issued, retries included
+  uint64_t put_retries = 0;
+  uint64_t upload_failures = 0;  // blocks whose upload failed after all retries
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_uploaded = 0;
+  uint64_t uploads_in_flight = 0;  // queued or running block uploads
+  uint64_t buffered_bytes = 0;
+};
+
+class CachedStore {
+ public:
+  CachedStore(std::unique_ptr<ObjectStore> store, StoreConfig cfg);
+  // Waits for queued uploads and prefetches (prefetches not yet started are skipped).
+  ~CachedStore();
+  CachedStore(const CachedStore&) = delete;
+  CachedStore& operator=(const CachedStore&) = delete;
+
+  ObjectStore* store() { return store_.get(); }
+  const StoreConfig& config() const { return cfg_; }
+  BlockCache* cache() { return &cache_; }
+
+  // Fills dst with bytes [off, off+len) of slice `id`, which is `size` bytes long. Whole
+  // blocks go through the memory cache, one fetch per block however many readers want it.
+  // A small piece (< 1/4 of its block) of a block that is neither cached nor being fetched
+  // is read with a ranged get and not cached. Errors: EINVAL when the range passes the end
+  // of the slice; EIO naming the object key when a block is missing or has the wrong size;
+  // other store errors keep their code and gain the key.
+  Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst);
+
+  // Starts background fetches into the cache of the whole blocks covering [off, off+len),
+  // skipping blocks that are cached or being fetched, and giving up silently when the
+  // download queue is full. Failures are only logged.
+  void Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len);
+
+  std::unique_ptr<SliceWriter> NewSliceWriter(uint64_t slice_id);
+
+  // Deletes every block object of the slice (missing ones are fine) and drops them from the
+  // cache. Tries every block; returns the first error, naming its key.
+  Status DeleteSlice(uint64_t id, uint32_t size);
+
+  // Bytes held in the unuploaded buffers of all live SliceWriters; a block counts until its
+  // upload finishes.
+  uint64_t buffered_bytes() const;
+  // Blocks until buffered_bytes() <= limit, or until no upload is queued or running (the
+  // remaining buffers are then not shrinking by themselves: the caller must finish or abort
+  // writers to release them).
+  void WaitBufferBelow(uint64_t limit);
+
+  StoreStats stats() const;
+
+ private:
+  friend class SliceWriter;
+
+  // One whole-block fetch that concurrent readers share. Fields are written under mu_
+  // before done is set, and never change afterwards.
+  struct Fetch {
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+    std::shared_ptr<const std::string> data;
+  };
+
+  Status ReadSpan(const std::string& key, uint32_t block_len, uint32_t off_in_block, uint32_t len, char* dst);
+  // Registers and queues a background fetch unless the block is cached or in flight.
+  void PrefetchBlock(const std::string& key, uint32_t block_len);
+  // Gets the whole block, validates its length, caches it and wakes the waiters.
+  void RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch);
+  Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len);
+  Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
+
+  // For SliceWriter. AddBuffered is called as write buffers grow; the upload task releases
+  // the block's bytes when it ends (success or failure). `done` runs on an upload thread
+  // after the put, the cache insert on success and the release of the block's bytes; it is
+  // the task's last action, so the writer may be destroyed as soon as it returns.
+  void AddBuffered(uint64_t bytes);
+  void ReleaseBuffered(uint64_t bytes);
+  void UploadAsync(std::string key, std::shared_ptr<const std::string> data, std::function<void(const Status&)> done);
+  Status PutWithRetry(const std::string& key, std::string_view data);
+  // Deletes one block from the store and the cache; missing is fine.
+  Status DeleteBlock(const std::string& key);
+
+  std::unique_ptr<ObjectStore> store_;
+  const StoreConfig cfg_;
+  BlockCache cache_;
+
+  std::mutex mu_;  // guards inflight_
+  std::unordered_map<std::string, std::shared_ptr<Fetch>> inflight_;
+
+  mutable std::mutex buf_mu_;  // guards buffered_ and uploads_in_flight_
+  std::condition_variable buf_cv_;
+  uint64_t buffered_ = 0;
+  uint64_t uploads_in_flight_ = 0;
+
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> gets_{0}, ranged_gets_{0}, puts_{0}, put_retries_{0}, upload_failures_{0};
+  std::atomic<uint64_t> bytes_downloaded_{0}, bytes_uploaded_{0};
+
+  // Declared last so they are joined before the state their tasks use is destroyed.
+  std::unique_ptr<ThreadPool> upload_pool_;
+  std::unique_ptr<ThreadPool> download_pool_;
+};
+
+}  // namespace tierfs
