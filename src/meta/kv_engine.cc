@@ -1,0 +1,58 @@
+#include "meta/kv_engine.h"
+
+#include <cerrno>
+
+#include "common/url.h"
+#include "meta/mem_engine.h"
+#include "meta/sqlite_engine.h"
+
+namespace tierfs {
+
+namespace {
+
+constexpr char kExpectedForms[] =
+    "expected sqlite3://PATH (for example sqlite3:///var/lib/tierfs/vol.db) or mem://NAME";
+
+}  // namespace
+
+Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url) {
+  auto parsed = ParseUrl(meta_url);
+  if (!parsed.ok()) {
+    return Status::Err(EINVAL, parsed.status().message() + "; " + kExpectedForms);
+  }
+  const Url& url = *parsed;
+
+  if (url.scheme == "mem") {
+    return std::unique_ptr<KvEngine>(std::make_unique<MemEngine>(url.path));
+  }
+  if (url.scheme == "sqlite3") {
+    if (url.path.empty()) {
+      return Status::Err(
+          EINVAL, "metadata URL '" + url.original + "' has no database path; " + kExpectedForms);
+    }
+    ASSIGN_OR_RETURN(auto engine, SqliteEngine::Open(url.path));
+    return std::unique_ptr<KvEngine>(std::move(engine));
+  }
+  if (url.scheme == "redis" || url.scheme == "rediss" || url.scheme == "postgres" ||
+      url.scheme == "postgresql") {
+    return Status::Err(EPROTONOSUPPORT,
+                       url.scheme +
+                           ":// metadata engine is not available in this build (supported: "
+                           "sqlite3://, mem://)");
+  }
+  // Redacted: the URL may carry a password, and this message ends up in logs.
+  return Status::Err(EINVAL, "unknown metadata engine '" + url.scheme + "' in '" + url.Redacted() +
+                                 "'; " + kExpectedForms);
+}
+
+std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  // Trailing 0xff bytes cannot be incremented; dropping them and incrementing the byte
+  // before gives the smallest key above every extension of prefix.
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return end;
+  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
+}  // namespace tierfs

@@ -1,0 +1,852 @@
+#include "meta/kv_engine.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/encoding.h"
+
+namespace tierfs {
+namespace {
+
+namespace fs = std::filesystem;
+using KvList = std::vector<std::pair<std::string, std::string>>;
+
+// A fresh directory, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& base = "") {
+    std::string root = base;
+    if (root.empty()) {
+      const char* tmp = getenv("TMPDIR");
+      root = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    }
+    std::string templ = root + "/tierfs-kv-test-XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    char* made = mkdtemp(buf.data());
+    if (made == nullptr) {
+      ADD_FAILURE() << "mkdtemp in " << root << " failed";
+      return;
+    }
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+std::string EncodeU64(uint64_t v) {
+  std::string s;
+  PutU64(&s, v);
+  return s;
+}
+
+Status Increment(KvEngine& engine, const std::string& key) {
+  return engine.Txn([&](KvTxn& txn) -> Status {
+    ASSIGN_OR_RETURN(auto current, txn.Get(key));
+    uint64_t n = 0;
+    if (current) {
+      ByteReader r(*current);
+      n = r.U64();
+      if (!r.ok()) return Status::Err(EIO, "corrupt counter");
+    }
+    return txn.Put(key, EncodeU64(n + 1));
+  });
+}
+
+// Reads a counter written by Increment; 0 when missing, UINT64_MAX on error.
+uint64_t ReadCounter(KvEngine& engine, const std::string& key) {
+  uint64_t n = UINT64_MAX;
+  Status st = engine.Txn(
+      [&](KvTxn& txn) -> Status {
+        ASSIGN_OR_RETURN(auto v, txn.Get(key));
+        n = 0;
+        if (v) n = ByteReader(*v).U64();
+        return Status::OK();
+      },
+      /*read_only=*/true);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return n;
+}
+
+std::optional<std::string> GetCommitted(KvEngine& engine, std::string_view key) {
+  std::optional<std::string> out;
+  Status st = engine.Txn(
+      [&](KvTxn& txn) -> Status {
+        ASSIGN_OR_RETURN(out, txn.Get(key));
+        return Status::OK();
+      },
+      /*read_only=*/true);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+Status PutCommitted(KvEngine& engine, std::string_view key, std::string_view value) {
+  return engine.Txn([&](KvTxn& txn) { return txn.Put(key, value); });
+}
+
+KvList ScanCommitted(KvEngine& engine, std::string_view begin, std::string_view end,
+                     size_t limit = 0) {
+  KvList out;
+  Status st = engine.Txn(
+      [&](KvTxn& txn) {
+        out.clear();
+        return txn.Scan(begin, end, limit, [&](std::string_view k, std::string_view v) {
+          out.emplace_back(k, v);
+          return true;
+        });
+      },
+      /*read_only=*/true);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+std::vector<std::string> Keys(const KvList& list) {
+  std::vector<std::string> keys;
+  for (const auto& kv : list) keys.push_back(kv.first);
+  return keys;
+}
+
+std::string NumKey(int i) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "n/%06d", i);
+  return buf;
+}
+
+// ---- Engine kinds for the typed tests ----
+
+struct MemKind {
+  static std::string Url(const TempDir&) {
+    static std::atomic<int> counter{0};
+    return "mem://kv-engine-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  }
+};
+
+struct SqliteKind {
+  static std::string Url(const TempDir& dir) { return "sqlite3://" + dir.path() + "/meta.db"; }
+};
+
+class KindNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    if (std::is_same_v<T, MemKind>) return "Mem";
+    return "Sqlite";
+  }
+};
+
+template <typename Kind>
+class KvEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = Kind::Url(dir_);
+    auto e = OpenKvEngine(url_);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine_ = std::move(e).value();
+  }
+
+  std::unique_ptr<KvEngine> OpenAnother() {
+    auto e = OpenKvEngine(url_);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(e).value() : nullptr;
+  }
+
+  TempDir dir_;
+  std::string url_;
+  std::unique_ptr<KvEngine> engine_;
+};
+
+using EngineKinds = ::testing::Types<MemKind, SqliteKind>;
+TYPED_TEST_SUITE(KvEngineTest, EngineKinds, KindNames);
+
+TYPED_TEST(KvEngineTest, DescribeIsTheUrl) { EXPECT_EQ(this->engine_->Describe(), this->url_); }
+
+TYPED_TEST(KvEngineTest, PutGetDelete) {
+  KvEngine& e = *this->engine_;
+  EXPECT_EQ(GetCommitted(e, "a"), std::nullopt);
+  ASSERT_TRUE(PutCommitted(e, "a", "1").ok());
+  EXPECT_EQ(GetCommitted(e, "a"), "1");
+  ASSERT_TRUE(PutCommitted(e, "a", "22").ok());
+  EXPECT_EQ(GetCommitted(e, "a"), "22");
+  ASSERT_TRUE(e.Txn([](KvTxn& t) { return t.Delete("a"); }).ok());
+  EXPECT_EQ(GetCommitted(e, "a"), std::nullopt);
+  // Deleting a missing key is not an error.
+  ASSERT_TRUE(e.Txn([](KvTxn& t) { return t.Delete("never-written"); }).ok());
+}
+
+TYPED_TEST(KvEngineTest, EmptyKeyAndEmptyValue) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(PutCommitted(e, "", "root").ok());
+  ASSERT_TRUE(PutCommitted(e, "k", "").ok());
+  EXPECT_EQ(GetCommitted(e, ""), "root");
+  // An empty value is present, not missing.
+  EXPECT_EQ(GetCommitted(e, "k"), std::string());
+  EXPECT_EQ(ScanCommitted(e, "", ""), (KvList{{"", "root"}, {"k", ""}}));
+}
+
+TYPED_TEST(KvEngineTest, BinaryValuesRoundTrip) {
+  KvEngine& e = *this->engine_;
+  std::string value;
+  for (int i = 0; i < 4096; ++i) value.push_back(static_cast<char>(i * 7));
+  std::string big(4 << 20, '\0');
+  for (size_t i = 0; i < big.size(); i += 4093) big[i] = static_cast<char>(i);
+  ASSERT_TRUE(PutCommitted(e, std::string("v\0\xff", 3), value).ok());
+  ASSERT_TRUE(PutCommitted(e, "big", big).ok());
+  EXPECT_EQ(GetCommitted(e, std::string("v\0\xff", 3)), value);
+  EXPECT_EQ(GetCommitted(e, "big"), big);
+}
+
+TYPED_TEST(KvEngineTest, ReadsSeeOwnWrites) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(PutCommitted(e, "x", "old").ok());
+  Status st = e.Txn([](KvTxn& t) -> Status {
+    ASSIGN_OR_RETURN(auto v, t.Get("x"));
+    EXPECT_EQ(v, "old");
+    RETURN_IF_ERROR(t.Put("x", "new"));
+    RETURN_IF_ERROR(t.Put("y", "fresh"));
+    ASSIGN_OR_RETURN(v, t.Get("x"));
+    EXPECT_EQ(v, "new");
+    ASSIGN_OR_RETURN(v, t.Get("y"));
+    EXPECT_EQ(v, "fresh");
+    RETURN_IF_ERROR(t.Delete("x"));
+    ASSIGN_OR_RETURN(v, t.Get("x"));
+    EXPECT_EQ(v, std::nullopt);
+    KvList seen;
+    RETURN_IF_ERROR(t.Scan("", "", 0, [&](std::string_view k, std::string_view val) {
+      seen.emplace_back(k, val);
+      return true;
+    }));
+    EXPECT_EQ(seen, (KvList{{"y", "fresh"}}));
+    return Status::OK();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(ScanCommitted(e, "", ""), (KvList{{"y", "fresh"}}));
+}
+
+TYPED_TEST(KvEngineTest, FailedCallbackRollsBackEverything) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(PutCommitted(e, "keep", "v1").ok());
+  ASSERT_TRUE(PutCommitted(e, "gone", "v1").ok());
+  Status st = e.Txn([](KvTxn& t) -> Status {
+    RETURN_IF_ERROR(t.Put("keep", "v2"));
+    RETURN_IF_ERROR(t.Put("new", "v"));
+    RETURN_IF_ERROR(t.Delete("gone"));
+    return Status::Err(EEXIST, "callback failed on purpose");
+  });
+  EXPECT_EQ(st.code(), EEXIST);
+  EXPECT_EQ(st.message(), "callback failed on purpose");
+  EXPECT_EQ(ScanCommitted(e, "", ""), (KvList{{"gone", "v1"}, {"keep", "v1"}}));
+}
+
+TYPED_TEST(KvEngineTest, ReadOnlyTxnRefusesWrites) {
+  KvEngine& e = *this->engine_;
+  Status put_status;
+  Status st = e.Txn(
+      [&](KvTxn& t) {
+        put_status = t.Put("k", "v");
+        return Status::OK();  // ignores the failure: the txn must still fail
+      },
+      /*read_only=*/true);
+  EXPECT_EQ(put_status.code(), EROFS);
+  EXPECT_EQ(st.code(), EROFS);
+  st = e.Txn([](KvTxn& t) { return t.Delete("k"); }, /*read_only=*/true);
+  EXPECT_EQ(st.code(), EROFS);
+  EXPECT_EQ(GetCommitted(e, "k"), std::nullopt);
+}
+
+TYPED_TEST(KvEngineTest, NestedTxnIsRejected) {
+  KvEngine& e = *this->engine_;
+  Status inner;
+  Status st = e.Txn([&](KvTxn& t) {
+    inner = e.Txn([](KvTxn&) { return Status::OK(); }, /*read_only=*/true);
+    return t.Put("a", "b");
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(inner.code(), EDEADLK);
+}
+
+TYPED_TEST(KvEngineTest, ScanOrdersBinaryKeysAsUnsignedBytes) {
+  KvEngine& e = *this->engine_;
+  // In unsigned byte order: 0x7f and 0x80 sort after the letters, 0xff last.
+  std::vector<std::string> keys = {
+      std::string(),           std::string(1, '\0'), std::string(2, '\0'),
+      std::string("\x01"),     std::string("a"),     std::string("a\0", 2),
+      std::string("a\x01"),    std::string("ab"),    std::string("a\xff"),
+      std::string("b"),        std::string("\x7f"),  std::string("\x80"),
+      std::string("\xfe\xff"), std::string("\xff"),  std::string("\xff\x00", 2),
+      std::string("\xff\xff"),
+  };
+  std::vector<std::string> shuffled = keys;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(42));
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 for (const auto& k : shuffled) RETURN_IF_ERROR(t.Put(k, "v" + k));
+                 return Status::OK();
+               }).ok());
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  KvList all = ScanCommitted(e, "", "");
+  EXPECT_EQ(Keys(all), keys);
+  for (const auto& [k, v] : all) EXPECT_EQ(v, "v" + k);
+
+  EXPECT_EQ(Keys(ScanCommitted(e, "a", PrefixEnd("a"))),
+            (std::vector<std::string>{"a", std::string("a\0", 2), "a\x01", "ab", "a\xff"}));
+  // Prefix "\xff" has no end key: scan to the end.
+  EXPECT_EQ(Keys(ScanCommitted(e, "\xff", PrefixEnd("\xff"))),
+            (std::vector<std::string>{"\xff", std::string("\xff\x00", 2), "\xff\xff"}));
+  // Half-open range: begin included, end excluded.
+  EXPECT_EQ(Keys(ScanCommitted(e, std::string(1, '\0'), "a")),
+            (std::vector<std::string>{std::string(1, '\0'), std::string(2, '\0'), "\x01"}));
+  EXPECT_EQ(Keys(ScanCommitted(e, "b", "\xff")),
+            (std::vector<std::string>{"b", "\x7f", "\x80", "\xfe\xff"}));
+  // Empty and inverted ranges.
+  EXPECT_TRUE(ScanCommitted(e, "b", "b").empty());
+  EXPECT_TRUE(ScanCommitted(e, "c", "b").empty());
+}
+
+TYPED_TEST(KvEngineTest, ScanLimitAndEarlyStop) {
+  KvEngine& e = *this->engine_;
+  constexpr int kKeys = 1000;  // several SQLite scan batches
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 for (int i = 0; i < kKeys; ++i)
+                   RETURN_IF_ERROR(t.Put(NumKey(i), std::to_string(i)));
+                 return t.Put("o/after", "x");
+               }).ok());
+  std::string begin = "n/", end = PrefixEnd("n/");
+  EXPECT_EQ(ScanCommitted(e, begin, end).size(), static_cast<size_t>(kKeys));
+  for (size_t limit : {1, 255, 256, 257, 300, 512, 999, 1000, 5000}) {
+    KvList got = ScanCommitted(e, begin, end, limit);
+    ASSERT_EQ(got.size(), std::min<size_t>(limit, kKeys)) << "limit " << limit;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].first, NumKey(static_cast<int>(i)));
+      ASSERT_EQ(got[i].second, std::to_string(i));
+    }
+  }
+  // Unbounded end sees the key after the prefix too.
+  EXPECT_EQ(ScanCommitted(e, begin, "").size(), static_cast<size_t>(kKeys + 1));
+
+  for (int stop_after : {1, 10, 256, 600}) {
+    int calls = 0;
+    ASSERT_TRUE(e.Txn(
+                     [&](KvTxn& t) {
+                       calls = 0;
+                       return t.Scan(begin, end, 0, [&](std::string_view, std::string_view) {
+                         return ++calls < stop_after;
+                       });
+                     },
+                     true)
+                    .ok());
+    EXPECT_EQ(calls, stop_after);
+  }
+}
+
+TYPED_TEST(KvEngineTest, ScanCallbackMayUseTheTxn) {
+  KvEngine& e = *this->engine_;
+  constexpr int kKeys = 700;
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 for (int i = 0; i < kKeys; ++i)
+                   RETURN_IF_ERROR(t.Put(NumKey(i), std::to_string(i)));
+                 return Status::OK();
+               }).ok());
+  int visited = 0;
+  Status st = e.Txn([&](KvTxn& t) -> Status {
+    Status inner;
+    RETURN_IF_ERROR(t.Scan("n/", PrefixEnd("n/"), 0, [&](std::string_view k, std::string_view v) {
+      ++visited;
+      std::string key(k), value(v);
+      auto got = t.Get(key);
+      if (!got.ok() || *got != value) {
+        inner = Status::Err(EIO, "Get inside scan disagreed for " + key);
+        return false;
+      }
+      inner = t.Put("copy/" + key, value);
+      if (inner.ok()) inner = t.Delete(key);
+      return inner.ok();
+    }));
+    return inner;
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(visited, kKeys);
+  EXPECT_TRUE(ScanCommitted(e, "n/", PrefixEnd("n/")).empty());
+  KvList copies = ScanCommitted(e, "copy/", PrefixEnd("copy/"));
+  ASSERT_EQ(copies.size(), static_cast<size_t>(kKeys));
+  EXPECT_EQ(copies[123], (std::pair<std::string, std::string>{"copy/" + NumKey(123), "123"}));
+}
+
+TYPED_TEST(KvEngineTest, ScanMergesUncommittedWrites) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(e.Txn([](KvTxn& t) -> Status {
+                 RETURN_IF_ERROR(t.Put("a1", "1"));
+                 RETURN_IF_ERROR(t.Put("a3", "3"));
+                 RETURN_IF_ERROR(t.Put("a5", "5"));
+                 return t.Put("b", "b");
+               }).ok());
+  KvList seen;
+  Status st = e.Txn([&](KvTxn& t) -> Status {
+    RETURN_IF_ERROR(t.Delete("a3"));
+    RETURN_IF_ERROR(t.Put("a2", "2"));
+    RETURN_IF_ERROR(t.Put("a5", "five"));
+    RETURN_IF_ERROR(t.Put("a6", "6"));
+    RETURN_IF_ERROR(t.Put("a0", "0"));
+    RETURN_IF_ERROR(t.Delete("a6"));
+    return t.Scan("a", "b", 0, [&](std::string_view k, std::string_view v) {
+      seen.emplace_back(k, v);
+      return true;
+    });
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  KvList want = {{"a0", "0"}, {"a1", "1"}, {"a2", "2"}, {"a5", "five"}};
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(ScanCommitted(e, "a", "b"), want);
+}
+
+TYPED_TEST(KvEngineTest, ResetRemovesEverything) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(e.Txn([](KvTxn& t) -> Status {
+                 for (int i = 0; i < 300; ++i) RETURN_IF_ERROR(t.Put(NumKey(i), "x"));
+                 return t.Put("\xff\xff", "y");
+               }).ok());
+  ASSERT_TRUE(e.Reset().ok());
+  EXPECT_TRUE(ScanCommitted(e, "", "").empty());
+  ASSERT_TRUE(PutCommitted(e, "after", "reset").ok());
+  EXPECT_EQ(GetCommitted(e, "after"), "reset");
+}
+
+TYPED_TEST(KvEngineTest, ConcurrentIncrementsAreExact) {
+  KvEngine& e = *this->engine_;
+  constexpr int kThreads = 8, kPerThread = 500;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < kPerThread; ++j) {
+        if (!Increment(e, "counter").ok()) failures++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ReadCounter(e, "counter"), static_cast<uint64_t>(kThreads * kPerThread));
+}
+
+// Writers move amounts between two accounts; every read-only transaction must see a
+// consistent snapshot (the sum never changes).
+TYPED_TEST(KvEngineTest, ReadOnlyTxnsSeeConsistentSnapshots) {
+  KvEngine& e = *this->engine_;
+  constexpr uint64_t kTotal = 1000000;
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 RETURN_IF_ERROR(t.Put("acct/a", EncodeU64(kTotal / 2)));
+                 return t.Put("acct/b", EncodeU64(kTotal / 2));
+               }).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, errors{0}, reads{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937 rng(w);
+      // Keep writing until the readers have overlapped with the writers for a while.
+      for (int i = 0; i < 400 || reads.load() < 50; ++i) {
+        uint64_t amount = rng() % 100;
+        Status st = e.Txn([&](KvTxn& t) -> Status {
+          ASSIGN_OR_RETURN(auto a, t.Get("acct/a"));
+          ASSIGN_OR_RETURN(auto b, t.Get("acct/b"));
+          uint64_t va = ByteReader(*a).U64(), vb = ByteReader(*b).U64();
+          if (va < amount) return Status::OK();
+          RETURN_IF_ERROR(t.Put("acct/a", EncodeU64(va - amount)));
+          return t.Put("acct/b", EncodeU64(vb + amount));
+        });
+        if (!st.ok()) errors++;
+      }
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        Status st = e.Txn(
+            [&](KvTxn& t) -> Status {
+              uint64_t sum = 0;
+              RETURN_IF_ERROR(
+                  t.Scan("acct/", PrefixEnd("acct/"), 0, [&](std::string_view, std::string_view v) {
+                    sum += ByteReader(v).U64();
+                    return true;
+                  }));
+              if (sum != kTotal) bad++;
+              return Status::OK();
+            },
+            true);
+        if (!st.ok()) errors++;
+        reads++;
+      }
+    });
+  }
+  threads[0].join();
+  threads[1].join();
+  stop = true;
+  for (size_t i = 2; i < threads.size(); ++i) threads[i].join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_GT(reads.load(), 0);
+}
+
+TYPED_TEST(KvEngineTest, InstancesOfOneUrlShareData) {
+  KvEngine& e = *this->engine_;
+  auto other = this->OpenAnother();
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(PutCommitted(e, "from-first", "1").ok());
+  EXPECT_EQ(GetCommitted(*other, "from-first"), "1");
+  ASSERT_TRUE(PutCommitted(*other, "from-second", "2").ok());
+  EXPECT_EQ(GetCommitted(e, "from-second"), "2");
+}
+
+// ---- PrefixEnd ----
+
+TEST(PrefixEnd, IncrementsLastByte) {
+  EXPECT_EQ(PrefixEnd("abc"), "abd");
+  EXPECT_EQ(PrefixEnd(std::string("a\0", 2)), "a\x01");
+  EXPECT_EQ(PrefixEnd("a\x7f"), "a\x80");
+  EXPECT_EQ(PrefixEnd("a\xfe"), "a\xff");
+}
+
+TEST(PrefixEnd, DropsTrailingFF) {
+  EXPECT_EQ(PrefixEnd("a\xff"), "b");
+  EXPECT_EQ(PrefixEnd("a\xff\xff"), "b");
+  EXPECT_EQ(PrefixEnd("\x01\xff"), "\x02");
+}
+
+TEST(PrefixEnd, NoUpperBound) {
+  EXPECT_EQ(PrefixEnd(""), "");
+  EXPECT_EQ(PrefixEnd("\xff"), "");
+  EXPECT_EQ(PrefixEnd("\xff\xff\xff"), "");
+}
+
+// ---- mem:// specifics ----
+
+TEST(MemEngine, DifferentNamesAreIsolated) {
+  std::string base = "mem://isolation-" + std::to_string(getpid());
+  auto a = OpenKvEngine(base + "-a");
+  auto b = OpenKvEngine(base + "-b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(PutCommitted(**a, "k", "a").ok());
+  EXPECT_EQ(GetCommitted(**b, "k"), std::nullopt);
+}
+
+TEST(MemEngine, DataOutlivesTheEngineObject) {
+  std::string url = "mem://outlive-" + std::to_string(getpid());
+  {
+    auto a = OpenKvEngine(url);
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(PutCommitted(**a, "k", "v").ok());
+  }
+  auto b = OpenKvEngine(url);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(GetCommitted(**b, "k"), "v");
+}
+
+// ---- sqlite3:// specifics ----
+
+TEST(SqliteEngine, ReopenKeepsData) {
+  TempDir dir;
+  std::string url = "sqlite3://" + dir.path() + "/meta.db";
+  {
+    auto e = OpenKvEngine(url);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_TRUE(PutCommitted(**e, std::string("k\0\xff", 3), std::string("v\0", 2)).ok());
+    ASSERT_TRUE(Increment(**e, "c").ok());
+  }
+  auto e = OpenKvEngine(url);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(GetCommitted(**e, std::string("k\0\xff", 3)), std::string("v\0", 2));
+  EXPECT_EQ(ReadCounter(**e, "c"), 1u);
+}
+
+TEST(SqliteEngine, RelativePathIsResolvedAgainstTheCurrentDirectory) {
+  TempDir dir;
+  std::string old_cwd = fs::current_path().string();
+  ASSERT_EQ(chdir(dir.path().c_str()), 0);
+  auto e = OpenKvEngine("sqlite3://vol.db");
+  // Connections opened later must still find the file after the cwd changes.
+  ASSERT_EQ(chdir(old_cwd.c_str()), 0);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ((*e)->Describe(), "sqlite3://vol.db");
+  EXPECT_TRUE(fs::exists(dir.path() + "/vol.db"));
+  // Force a second connection by running two transactions at once.
+  std::atomic<int> ok{0};
+  std::thread t1([&] { ok += PutCommitted(**e, "a", "1").ok(); });
+  std::thread t2([&] { ok += ScanCommitted(**e, "", "").size() <= 1; });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(ok.load(), 2);
+  EXPECT_FALSE(fs::exists(old_cwd + "/vol.db"));
+}
+
+TEST(SqliteEngine, TwoInstancesOnOneFileIncrementExactly) {
+  TempDir dir;
+  std::string url = "sqlite3://" + dir.path() + "/shared.db";
+  auto a = OpenKvEngine(url);
+  auto b = OpenKvEngine(url);
+  ASSERT_TRUE(a.ok() && b.ok());
+  constexpr int kThreadsPerEngine = 4, kPerThread = 250;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (KvEngine* e : {a->get(), b->get()}) {
+    for (int i = 0; i < kThreadsPerEngine; ++i) {
+      threads.emplace_back([&, e] {
+        for (int j = 0; j < kPerThread; ++j) failures += !Increment(*e, "counter").ok();
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ReadCounter(**a, "counter"), static_cast<uint64_t>(2 * kThreadsPerEngine * kPerThread));
+}
+
+// Real processes sharing the file. The parent closes its engine before forking so no
+// child inherits open SQLite connections (SQLite forbids using them across fork()).
+TEST(SqliteEngine, ProcessesSharingOneFileIncrementExactly) {
+  TempDir dir;
+  std::string url = "sqlite3://" + dir.path() + "/shared.db";
+  {
+    auto e = OpenKvEngine(url);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+  }
+  constexpr int kChildren = 3, kPerProcess = 400;
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      auto e = OpenKvEngine(url);
+      if (!e.ok()) {
+        fprintf(stderr, "child: %s\n", e.status().ToString().c_str());
+        _exit(2);
+      }
+      // Two threads per process: in-process queueing plus cross-process retries.
+      std::atomic<int> failures{0};
+      std::thread t([&] {
+        for (int i = 0; i < kPerProcess / 2; ++i) failures += !Increment(**e, "counter").ok();
+      });
+      for (int i = 0; i < kPerProcess / 2; ++i) failures += !Increment(**e, "counter").ok();
+      t.join();
+      if (failures.load() != 0) code = 3;
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  auto e = OpenKvEngine(url);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  int failures = 0;
+  for (int i = 0; i < kPerProcess; ++i) failures += !Increment(**e, "counter").ok();
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(ReadCounter(**e, "counter"), static_cast<uint64_t>((kChildren + 1) * kPerProcess));
+}
+
+// ---- OpenKvEngine errors ----
+
+TEST(OpenKvEngine, MalformedUrl) {
+  auto e = OpenKvEngine("just-a-path.db");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EINVAL);
+  EXPECT_NE(e.status().message().find("sqlite3://"), std::string::npos) << e.status().message();
+}
+
+TEST(OpenKvEngine, UnknownScheme) {
+  auto e = OpenKvEngine("tikv://pd:2379/vol");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EINVAL);
+  EXPECT_NE(e.status().message().find("tikv"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("sqlite3://"), std::string::npos) << e.status().message();
+}
+
+TEST(OpenKvEngine, UnknownSchemeMessageHidesPassword) {
+  auto e = OpenKvEngine("foo://user:hunter2@host:1/x");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().message().find("hunter2"), std::string::npos) << e.status().message();
+}
+
+TEST(OpenKvEngine, RedisAndPostgresAreNotInThisBuild) {
+  for (std::string url : {"redis://localhost:6379/1", "redis://:secret@10.0.0.1/2",
+                          "postgres://u@h:5432/db", "postgresql://u:p@h/db?sslmode=disable"}) {
+    auto e = OpenKvEngine(url);
+    ASSERT_FALSE(e.ok()) << url;
+    EXPECT_EQ(e.status().code(), EPROTONOSUPPORT) << url;
+    EXPECT_NE(e.status().message().find("not available in this build"), std::string::npos)
+        << e.status().message();
+    EXPECT_NE(e.status().message().find("sqlite3://"), std::string::npos) << e.status().message();
+    EXPECT_EQ(e.status().message().find("secret"), std::string::npos) << e.status().message();
+  }
+}
+
+TEST(OpenKvEngine, SqliteWithoutPath) {
+  auto e = OpenKvEngine("sqlite3://");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EINVAL);
+}
+
+TEST(OpenKvEngine, SqliteMissingParentDirectory) {
+  TempDir dir;
+  std::string missing = dir.path() + "/no/such/dir";
+  auto e = OpenKvEngine("sqlite3://" + missing + "/meta.db");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), ENOENT);
+  EXPECT_NE(e.status().message().find("does not exist"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find(missing), std::string::npos) << e.status().message();
+  EXPECT_FALSE(fs::exists(dir.path() + "/no"));
+}
+
+TEST(OpenKvEngine, SqliteGarbageFileIsRejectedAndUntouched) {
+  TempDir dir;
+  std::string path = dir.path() + "/garbage.db";
+  std::string garbage;
+  for (int i = 0; i < 10000; ++i) garbage.push_back(static_cast<char>((i * 131) ^ 0x5a));
+  WriteFile(path, garbage);
+  for (const std::string& content : {garbage, std::string("short")}) {
+    WriteFile(path, content);
+    auto e = OpenKvEngine("sqlite3://" + path);
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), EINVAL);
+    EXPECT_NE(e.status().message().find("not a TierFS metadata database"), std::string::npos)
+        << e.status().message();
+    EXPECT_EQ(ReadFile(path), content);
+    EXPECT_FALSE(fs::exists(path + "-wal"));
+    EXPECT_FALSE(fs::exists(path + "-shm"));
+    EXPECT_FALSE(fs::exists(path + "-journal"));
+  }
+}
+
+TEST(OpenKvEngine, SqliteDatabaseOfAnotherApplicationIsRejectedAndUntouched) {
+  TempDir dir;
+  std::string path = dir.path() + "/other.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO "
+                         "photos VALUES(1, 'x');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::string before = ReadFile(path);
+  auto e = OpenKvEngine("sqlite3://" + path);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EINVAL);
+  EXPECT_NE(e.status().message().find("not a TierFS metadata database"), std::string::npos)
+      << e.status().message();
+  EXPECT_NE(e.status().message().find("photos"), std::string::npos) << e.status().message();
+  EXPECT_EQ(ReadFile(path), before);
+  EXPECT_FALSE(fs::exists(path + "-wal"));
+}
+
+TEST(OpenKvEngine, SqlitePathIsADirectory) {
+  TempDir dir;
+  auto e = OpenKvEngine("sqlite3://" + dir.path());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EISDIR);
+}
+
+TEST(OpenKvEngine, SqliteUnreadableFile) {
+  if (geteuid() == 0) GTEST_SKIP() << "root can read any file";
+  TempDir dir;
+  std::string path = dir.path() + "/locked.db";
+  WriteFile(path, "");
+  ASSERT_EQ(chmod(path.c_str(), 0), 0);
+  auto e = OpenKvEngine("sqlite3://" + path);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EACCES);
+}
+
+TEST(OpenKvEngine, SqliteEmptyFileIsANewDatabase) {
+  TempDir dir;
+  std::string path = dir.path() + "/empty.db";
+  WriteFile(path, "");
+  auto e = OpenKvEngine("sqlite3://" + path);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_TRUE(PutCommitted(**e, "k", "v").ok());
+}
+
+// Not a pass/fail test: prints the small-write-transaction rate on tmpfs for the report.
+TEST(SqliteThroughput, SmallWriteTxnsOnDevShm) {
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  TempDir dir("/dev/shm");
+  auto opened = OpenKvEngine("sqlite3://" + dir.path() + "/bench.db");
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  KvEngine& e = **opened;
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kDuration = std::chrono::milliseconds(1000);
+  std::string value(100, 'v');
+  for (int threads : {1, 4}) {
+    std::atomic<int64_t> done{0}, failed{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    auto start = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (int64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          std::string key = "bench/" + std::to_string(threads) + "/" + std::to_string(t) + "/" +
+                            std::to_string(i);
+          Status st = e.Txn([&](KvTxn& txn) -> Status {
+            ASSIGN_OR_RETURN(auto old, txn.Get(key));
+            (void)old;
+            return txn.Put(key, value);
+          });
+          (st.ok() ? done : failed)++;
+        }
+      });
+    }
+    std::this_thread::sleep_for(kDuration);
+    stop = true;
+    for (auto& w : workers) w.join();
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    printf(
+        "[ SQLITE   ] %d thread(s): %.0f write txns/s (get+put of a %zu-byte value), %lld failed\n",
+        threads, static_cast<double>(done.load()) / secs, value.size(),
+        static_cast<long long>(failed.load()));
+    EXPECT_EQ(failed.load(), 0);
+  }
+  std::atomic<int64_t> reads{0};
+  auto start = Clock::now();
+  while (Clock::now() - start < kDuration) {
+    ASSERT_TRUE(e.Txn([&](KvTxn& txn) { return txn.Get("bench/1/0/1").status(); }, true).ok());
+    reads++;
+  }
+  printf("[ SQLITE   ] 1 thread: %.0f read-only txns/s\n",
+         static_cast<double>(reads.load()) /
+             std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+}  // namespace
+}  // namespace tierfs

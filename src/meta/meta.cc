@@ -366,6 +366,10 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
     // Still open here: keep the inode until the last Release; a dead session's sustained
     // inodes are reclaimed by any live client.
     RETURN_IF_ERROR(PutAttrTx(t, ino, *a));
+    {
+      std::lock_guard<std::mutex> l(open_mu_);
+      sustained_.insert(ino);  // harmless if this transaction is retried or fails
+    }
     return t.Put(keys::Sustained(sid_, ino), "");
   }
   RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
@@ -743,6 +747,11 @@ Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags) {
   return a;
 }
 
+void Meta::OpenCreated(Ino ino) {
+  std::lock_guard<std::mutex> l(open_mu_);
+  open_count_[ino]++;
+}
+
 bool Meta::IsOpen(Ino ino) {
   std::lock_guard<std::mutex> l(open_mu_);
   auto it = open_count_.find(ino);
@@ -756,6 +765,8 @@ Status Meta::Release(Ino ino) {
     if (it == open_count_.end()) return Status::OK();
     if (--it->second > 0) return Status::OK();
     open_count_.erase(it);
+    // Only inodes unlinked while open here need a transaction at the last close.
+    if (sustained_.erase(ino) == 0) return Status::OK();
   }
   int64_t usage = 0, inodes = 0;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {

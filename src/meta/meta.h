@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -154,6 +155,8 @@ class Meta {
   // Checks permissions for the open flags and counts the open, so that an unlinked file's
   // data stays until the last Release.
   Result<Attr> Open(const Ctx& ctx, Ino ino, int flags);
+  // Counts an open of an inode this client just created (no permission check, no read).
+  void OpenCreated(Ino ino);
   Status Release(Ino ino);
 
   // ---- file data layout ----
@@ -164,7 +167,9 @@ class Meta {
   Result<std::vector<uint32_t>> ListChunks(Ino ino);
   // Commits a slice window to chunk `index` and grows the length to at least `min_length`.
   // Sets mtime/ctime to mtime_ns.
-  Status WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns);
+  // `out`, when given, receives the inode's attributes after the commit.
+  Status WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns,
+                    Attr* out = nullptr);
   // mode: FALLOC_FL_* bits.
   Status Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t len);
   // Shares the slices of [off_in, off_in+len) into the output file; no data is copied.
@@ -216,6 +221,7 @@ class Meta {
 
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;
+  std::set<Ino> sustained_;  // unlinked while open here: delete at the last Release
 
   DeleteSliceFn delete_slice_;
   std::thread bg_;

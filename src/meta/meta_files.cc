@@ -85,7 +85,8 @@ Result<std::vector<uint32_t>> Meta::ListChunks(Ino ino) {
   return out;
 }
 
-Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns) {
+Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns,
+                        Attr* out) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   if (rec.pos + static_cast<uint64_t>(rec.len) > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk");
   int64_t usage = 0;
@@ -101,6 +102,7 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
       a.length = min_length;
     }
     a.mtime_ns = a.ctime_ns = mtime_ns;
+    if (out) *out = a;
     return PutAttrTx(t, ino, a);
   }));
   if (usage) AddUsage(usage, 0);

@@ -67,12 +67,13 @@ Status FileWriter::WritePiece(uint32_t chunk, uint32_t pos, const char* data, ui
   return Status::OK();
 }
 
-Status FileWriter::Flush() {
+Status FileWriter::Flush(Attr* attr, bool* committed) {
   std::lock_guard<std::mutex> l(mu_);
-  return FlushLocked();
+  return FlushLocked(attr, committed);
 }
 
-Status FileWriter::FlushLocked() {
+Status FileWriter::FlushLocked(Attr* attr, bool* committed) {
+  if (committed) *committed = false;
   Status first = error_;
   int64_t now = NowNanos();
   size_t i = 0;
@@ -87,7 +88,8 @@ Status FileWriter::FlushLocked() {
       rec.off = 0;
       rec.len = rec.size;
       uint64_t end = static_cast<uint64_t>(s.chunk) * kChunkSize + s.pos + rec.len;
-      st = meta_->WriteSlice(ino_, s.chunk, rec, end, now);
+      st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, attr);
+      if (st.ok() && committed) *committed = true;
       if (!st.ok()) {
         // Uploaded but not committed: the blocks leak until gc collects them; the data is
         // reported lost to the application instead of silently dropped.

@@ -29,8 +29,9 @@ class FileWriter {
   ~FileWriter();
 
   Status Write(uint64_t off, const char* data, size_t len);
-  // Uploads and commits everything buffered. Returns (and clears) a sticky error.
-  Status Flush();
+  // Uploads and commits everything buffered. Returns (and clears) a sticky error. When
+  // something was committed and `attr` is given, it receives the inode's new attributes.
+  Status Flush(Attr* attr = nullptr, bool* committed = nullptr);
   // Highest end offset written since the last commit (0 when clean).
   uint64_t PendingLength();
   bool Dirty();
@@ -43,7 +44,7 @@ class FileWriter {
     std::unique_ptr<SliceWriter> writer;
   };
   Status WritePiece(uint32_t chunk, uint32_t pos, const char* data, uint32_t len);
-  Status FlushLocked();
+  Status FlushLocked(Attr* attr = nullptr, bool* committed = nullptr);
 
   Ino ino_;
   Meta* meta_;

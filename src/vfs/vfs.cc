@@ -122,14 +122,15 @@ Status Vfs::FlushInode(InodeState& st) {
     w = st.writer;
   }
   if (!w || !w->Dirty()) return Status::OK();
-  Status s = w->Flush();
-  auto a = meta_->GetAttr(st.ino);
+  Attr a;
+  bool committed = false;
+  Status s = w->Flush(&a, &committed);
   std::lock_guard<std::mutex> l(st.mu);
   st.chunks.clear();
-  if (a.ok()) {
-    st.length = a->length;
-    st.seen_mtime = a->mtime_ns;
-    st.seen_length = a->length;
+  if (committed) {
+    st.length = a.length;
+    st.seen_mtime = a.mtime_ns;
+    st.seen_length = a.length;
   }
   return s;
 }
@@ -240,6 +241,10 @@ void Vfs::Forget(Ino ino) {
 
 Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
   ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags));
+  return OpenWithAttr(ino, a, flags);
+}
+
+Result<OpenResult> Vfs::OpenWithAttr(Ino ino, const Attr& a, int flags) {
   auto st = State(ino);
   auto h = std::make_shared<Handle>();
   h->ino = ino;
@@ -267,8 +272,8 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
                                                  uint32_t mode, int flags) {
   ASSIGN_OR_RETURN(Entry e, Mknod(ctx, parent, name, (mode & 07777) | S_IFREG, 0));
   // The creator may write even if the new mode forbids it (open(O_CREAT|O_WRONLY, 0444)).
-  Ctx root = Ctx::Root();
-  ASSIGN_OR_RETURN(OpenResult r, Open(root, e.ino, flags & ~O_TRUNC));
+  meta_->OpenCreated(e.ino);
+  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(e.ino, e.attr, flags));
   return std::make_pair(e, r);
 }
 

@@ -105,6 +105,7 @@ class Vfs {
   Status FlushAll();
 
  private:
+  Result<OpenResult> OpenWithAttr(Ino ino, const Attr& a, int flags);
   std::shared_ptr<InodeState> State(Ino ino);
   std::shared_ptr<Handle> GetHandle(uint64_t fh);
   uint64_t AddHandle(std::shared_ptr<Handle> h);
