@@ -250,33 +250,42 @@ void CachedStore::ReleaseBuffered(uint64_t bytes) {
 }
 
 void CachedStore::UploadAsync(std::string key, std::shared_ptr<const std::string> data,
-                              std::function<void(const Status&)> done) {
+                              std::function<void(const Status&)> done, bool in_caller) {
   {
     std::lock_guard<std::mutex> l(buf_mu_);
     ++uploads_in_flight_;
   }
+  if (in_caller) {
+    UploadNow(key, std::move(data), done);
+    return;
+  }
   upload_pool_->Submit([this, key = std::move(key), data = std::move(data), done = std::move(done)]() mutable {
-    Status st = PutWithRetry(key, *data);
-    uint64_t bytes = data->size();
-    if (st.ok()) {
-      bytes_uploaded_ += bytes;
-      cache_.Put(key, std::move(data));
-    } else {
-      upload_failures_++;
-      spdlog::error("upload of block {} failed: {}", key, st.ToString());
-    }
-    data.reset();
-    // Accounting settles before the writer hears of it, so that once Finish returns its
-    // bytes are no longer counted.
-    {
-      std::lock_guard<std::mutex> l(buf_mu_);
-      assert(buffered_ >= bytes);
-      buffered_ -= bytes;
-      --uploads_in_flight_;
-    }
-    buf_cv_.notify_all();
-    done(st);
+    UploadNow(key, std::move(data), done);
   });
+}
+
+void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::string> data,
+                            const std::function<void(const Status&)>& done) {
+  Status st = PutWithRetry(key, *data);
+  uint64_t bytes = data->size();
+  if (st.ok()) {
+    bytes_uploaded_ += bytes;
+    cache_.Put(key, std::move(data));
+  } else {
+    upload_failures_++;
+    spdlog::error("upload of block {} failed: {}", key, st.ToString());
+  }
+  data.reset();
+  // Accounting settles before the writer hears of it, so that once Finish returns its
+  // bytes are no longer counted.
+  {
+    std::lock_guard<std::mutex> l(buf_mu_);
+    assert(buffered_ >= bytes);
+    buffered_ -= bytes;
+    --uploads_in_flight_;
+  }
+  buf_cv_.notify_all();
+  done(st);
 }
 
 Status CachedStore::PutWithRetry(const std::string& key, std::string_view data) {

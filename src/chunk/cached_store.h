@@ -116,7 +116,12 @@ class CachedStore {
   // the task's last action, so the writer may be destroyed as soon as it returns.
   void AddBuffered(uint64_t bytes);
   void ReleaseBuffered(uint64_t bytes);
-  void UploadAsync(std::string key, std::shared_ptr<const std::string> data, std::function<void(const Status&)> done);
+  // Uploads on the upload pool, or in the calling thread when in_caller (the caller is
+  // about to wait for it anyway: saves two thread hand-offs per small file).
+  void UploadAsync(std::string key, std::shared_ptr<const std::string> data, std::function<void(const Status&)> done,
+                   bool in_caller = false);
+  void UploadNow(const std::string& key, std::shared_ptr<const std::string> data,
+                 const std::function<void(const Status&)>& done);
   Status PutWithRetry(const std::string& key, std::string_view data);
   // Deletes one block from the store and the cache; missing is fine.
   Status DeleteBlock(const std::string& key);

@@ -70,7 +70,7 @@ bool SliceWriter::Read(uint32_t off, uint32_t len, char* dst) {
   return true;
 }
 
-void SliceWriter::StartNextUpload() {
+void SliceWriter::StartNextUpload(bool in_caller) {
   uint32_t index = sent_++;
   std::string& buf = bufs_[index];
   std::string key = BlockKey(store_->config().volume, id_, index, static_cast<uint32_t>(buf.size()));
@@ -93,7 +93,8 @@ void SliceWriter::StartNextUpload() {
     store_->ReleaseBuffered(data->size());
     return;
   }
-  store_->UploadAsync(std::move(key), std::move(data), [this, index](const Status& st) { OnUploadDone(index, st); });
+  store_->UploadAsync(
+      std::move(key), std::move(data), [this, index](const Status& st) { OnUploadDone(index, st); }, in_caller);
 }
 
 void SliceWriter::OnUploadDone(uint32_t index, const Status& status) {
@@ -117,7 +118,8 @@ Status SliceWriter::Finish() {
   }
   state_ = State::kFinished;
   uint32_t blocks = BlockCount(length_, block_size_);
-  while (sent_ < blocks) StartNextUpload();
+  // The last block goes up in this thread, which waits for the uploads anyway.
+  while (sent_ < blocks) StartNextUpload(/*in_caller=*/sent_ + 1 == blocks);
   bufs_.clear();
   WaitUploads();
   {

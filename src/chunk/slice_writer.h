@@ -64,7 +64,7 @@ class SliceWriter {
   SliceWriter(CachedStore* store, uint64_t id);
 
   // Writer thread. Hands block `sent_` to the upload pool and advances sent_.
-  void StartNextUpload();
+  void StartNextUpload(bool in_caller = false);
   // Upload thread.
   void OnUploadDone(uint32_t index, const Status& status);
   void WaitUploads();
