@@ -40,9 +40,12 @@ bool SliceWriter::Write(uint32_t off, std::string_view data) {
         buf.reserve(std::min<size_t>(block_size_, std::max(need, buf.capacity() * 2)));
       }
       store_->AddBuffered(need - buf.size());
-      buf.resize(need);
     }
-    std::memcpy(buf.data() + span.offset_in_block, src, span.len);
+    // Writes are contiguous (off <= length), so a span starts inside or at the end of its
+    // buffer: overwrite the part that exists and append the rest (no zero-fill first).
+    size_t overlap = std::min<size_t>(span.len, buf.size() - span.offset_in_block);
+    std::memcpy(buf.data() + span.offset_in_block, src, overlap);
+    if (overlap < span.len) buf.append(src + overlap, span.len - overlap);
     src += span.len;
   }
   length_ = std::max<uint32_t>(length_, static_cast<uint32_t>(end));

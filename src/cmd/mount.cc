@@ -84,7 +84,15 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (!buffer.ok()) return fail(buffer.status().With("--buffer-size"));
   if (*buffer < (16u << 20)) return fail(Status::Err(EINVAL, "--buffer-size must be at least 16M"));
   struct stat st;
-  if (stat(mp.c_str(), &st) != 0) return fail(Status::Err(ENOENT, "mount point " + mp + " does not exist"));
+  if (stat(mp.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOTCONN) {
+      return fail(Status::Err(EBUSY, mp + " is the stale mount of a client that died; run `tierfs umount --force " +
+                                         mp + "` first"));
+    }
+    if (err == ENOENT) return fail(Status::Err(ENOENT, "mount point " + mp + " does not exist"));
+    return fail(Status::Err(err, "cannot use mount point " + mp + ": " + strerror(err)));
+  }
   if (!S_ISDIR(st.st_mode)) return fail(Status::Err(ENOTDIR, "mount point " + mp + " is not a directory"));
   if (IsMountPoint(mp)) {
     return fail(Status::Err(EBUSY, mp + " is already mounted (is a mount point); unmount it first"));

@@ -8,6 +8,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -23,6 +24,41 @@ struct Ctxt {
   Vfs* vfs;
   FuseOptions opts;
 };
+
+// Per-operation request counts and total latency, logged when the file system unmounts.
+enum Op { kOpLookup, kOpGetattr, kOpSetattr, kOpCreate, kOpOpen, kOpRead, kOpWrite, kOpFlush, kOpRelease,
+          kOpFsync, kOpMknod, kOpMkdir, kOpUnlink, kOpRmdir, kOpRename, kOpLink, kOpSymlink, kOpReadlink,
+          kOpOpendir, kOpReaddir, kOpReleasedir, kOpGetxattr, kOpSetxattr, kOpListxattr, kOpRemovexattr,
+          kOpAccess, kOpStatfs, kOpLock, kOpFallocate, kOpCopyFileRange, kOpForget, kOpCount };
+const char* const kOpNames[kOpCount] = {
+    "lookup", "getattr", "setattr", "create", "open", "read", "write", "flush", "release", "fsync", "mknod",
+    "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "opendir", "readdir", "releasedir",
+    "getxattr", "setxattr", "listxattr", "removexattr", "access", "statfs", "lock", "fallocate",
+    "copy_file_range", "forget"};
+std::atomic<uint64_t> g_op_count[kOpCount];
+std::atomic<uint64_t> g_op_ns[kOpCount];
+
+struct OpTimer {
+  explicit OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
+  ~OpTimer() {
+    g_op_count[op_].fetch_add(1, std::memory_order_relaxed);
+    g_op_ns[op_].fetch_add(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - start_).count()),
+        std::memory_order_relaxed);
+  }
+  Op op_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+void LogOpStats() {
+  for (int i = 0; i < kOpCount; ++i) {
+    uint64_t n = g_op_count[i].load();
+    if (n == 0) continue;
+    spdlog::info("fuse op {:<16} {:>10} requests, mean {:>8.1f} us", kOpNames[i], n,
+                 static_cast<double>(g_op_ns[i].load()) / 1000.0 / static_cast<double>(n));
+  }
+}
 
 Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
 const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
@@ -108,6 +144,7 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(kOpLookup);
   auto r = V(req)->Lookup(MakeCtx(req), parent, name);
   if (!r.ok()) {
     if (r.status().code() == ENOENT) {
@@ -124,6 +161,7 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  OpTimer timer(kOpForget);
   (void)nlookup;
   V(req)->Forget(ino);
   fuse_reply_none(req);
@@ -135,12 +173,14 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  OpTimer timer(kOpGetattr);
   auto r = V(req)->GetAttr(ino);
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
 }
 
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  OpTimer timer(kOpSetattr);
   uint32_t mask = 0;
   Attr in;
   if (to_set & FUSE_SET_ATTR_MODE) { mask |= kSetMode; in.mode = attr->st_mode; }
@@ -167,32 +207,38 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
 }
 
 void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  OpTimer timer(kOpReadlink);
   auto r = V(req)->Readlink(ino);
   if (!r.ok()) return Reply(req, r.status());
   fuse_reply_readlink(req, r->c_str());
 }
 
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  OpTimer timer(kOpMknod);
   auto r = V(req)->Mknod(MakeCtx(req), parent, name, mode, rdev);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  OpTimer timer(kOpMkdir);
   auto r = V(req)->Mkdir(MakeCtx(req), parent, name, mode);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(kOpUnlink);
   Reply(req, V(req)->Unlink(MakeCtx(req), parent, name));
 }
 
 void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(kOpRmdir);
   Reply(req, V(req)->Rmdir(MakeCtx(req), parent, name));
 }
 
 void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  OpTimer timer(kOpSymlink);
   auto r = V(req)->Symlink(MakeCtx(req), parent, name, link);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
@@ -200,6 +246,7 @@ void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* 
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
               unsigned int flags) {
+  OpTimer timer(kOpRename);
   uint32_t f = 0;
   if (flags & RENAME_NOREPLACE) f |= kRenameNoReplace;
   if (flags & RENAME_EXCHANGE) f |= kRenameExchange;
@@ -208,6 +255,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  OpTimer timer(kOpLink);
   auto r = V(req)->Link(MakeCtx(req), ino, newparent, newname);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
@@ -220,6 +268,7 @@ void FillOpen(fuse_file_info* fi, const OpenResult& o) {
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(kOpOpen);
   auto r = V(req)->Open(MakeCtx(req), ino, fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, *r);
@@ -227,6 +276,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  OpTimer timer(kOpCreate);
   auto r = V(req)->Create(MakeCtx(req), parent, name, mode, fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, r->second);
@@ -243,6 +293,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 thread_local std::vector<char> tls_read_buf;
 
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  OpTimer timer(kOpRead);
   if (tls_read_buf.size() < size) tls_read_buf.resize(size);
   auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data());
   if (!r.ok()) return Reply(req, r.status());
@@ -250,18 +301,29 @@ void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  OpTimer timer(kOpWrite);
   Status st = V(req)->Write(fi->fh, static_cast<uint64_t>(off), buf, size);
   if (!st.ok()) return Reply(req, st);
   fuse_reply_write(req, size);
 }
 
-void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Reply(req, V(req)->Flush(fi->fh, fi->lock_owner)); }
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  OpTimer timer(kOpFlush);
+  Reply(req, V(req)->Flush(fi->fh, fi->lock_owner));
+}
 
-void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Reply(req, V(req)->Release(fi->fh)); }
+void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  OpTimer timer(kOpRelease);
+  Reply(req, V(req)->Release(fi->fh));
+}
 
-void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { Reply(req, V(req)->Fsync(fi->fh)); }
+void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+  OpTimer timer(kOpFsync);
+  Reply(req, V(req)->Fsync(fi->fh));
+}
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(kOpOpendir);
   auto r = V(req)->Opendir(MakeCtx(req), ino);
   if (!r.ok()) return Reply(req, r.status());
   fi->fh = *r;
@@ -270,6 +332,7 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void DoReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  OpTimer timer(kOpReaddir);
   auto r = V(req)->Readdir(MakeCtx(req), fi->fh, static_cast<uint64_t>(off), plus);
   if (!r.ok()) return Reply(req, r.status());
   std::vector<char> buf(size);
@@ -316,7 +379,10 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   DoReaddir(req, ino, size, off, fi, true);
 }
 
-void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Reply(req, V(req)->Releasedir(fi->fh)); }
+void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  OpTimer timer(kOpReleasedir);
+  Reply(req, V(req)->Releasedir(fi->fh));
+}
 
 void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
   // Every metadata operation is committed before it is answered: nothing to sync.
@@ -324,6 +390,7 @@ void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
 }
 
 void OpStatfs(fuse_req_t req, fuse_ino_t) {
+  OpTimer timer(kOpStatfs);
   auto r = V(req)->GetStatFs();
   if (!r.ok()) return Reply(req, r.status());
   constexpr uint64_t kBsize = 4096;
@@ -343,10 +410,12 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 }
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  OpTimer timer(kOpSetxattr);
   Reply(req, V(req)->SetXattr(MakeCtx(req), ino, name, std::string(value, size), flags));
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  OpTimer timer(kOpGetxattr);
   auto r = V(req)->GetXattr(MakeCtx(req), ino, name);
   if (!r.ok()) return Reply(req, r.status());
   if (size == 0) return (void)fuse_reply_xattr(req, r->size());
@@ -355,6 +424,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 }
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  OpTimer timer(kOpListxattr);
   auto r = V(req)->ListXattr(MakeCtx(req), ino);
   if (!r.ok()) return Reply(req, r.status());
   std::string buf;
@@ -368,10 +438,14 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  OpTimer timer(kOpRemovexattr);
   Reply(req, V(req)->RemoveXattr(MakeCtx(req), ino, name));
 }
 
-void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) { Reply(req, V(req)->Access(MakeCtx(req), ino, mask)); }
+void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
+  OpTimer timer(kOpAccess);
+  Reply(req, V(req)->Access(MakeCtx(req), ino, mask));
+}
 
 // Waits for a blocking lock by retrying; an interrupted request (signal) returns EINTR.
 template <typename Fn>
@@ -387,6 +461,7 @@ Status RetryUntilGranted(fuse_req_t req, Fn try_lock) {
 }
 
 void OpFlock(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, int op) {
+  OpTimer timer(kOpLock);
   bool nb = op & LOCK_NB;
   int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   Vfs* vfs = V(req);
@@ -406,6 +481,7 @@ Meta::LockRange ToRange(const struct flock* l) {
 }
 
 void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock) {
+  OpTimer timer(kOpLock);
   auto r = V(req)->GetLk(fi->fh, fi->lock_owner, ToRange(lock));
   if (!r.ok()) return Reply(req, r.status());
   struct flock out = *lock;
@@ -419,6 +495,7 @@ void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock)
 }
 
 void OpSetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock, int sleep) {
+  OpTimer timer(kOpLock);
   Meta::LockRange want = ToRange(lock);
   want.pid = fuse_req_ctx(req)->pid;
   Vfs* vfs = V(req);
@@ -427,12 +504,14 @@ void OpSetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock,
 }
 
 void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  OpTimer timer(kOpFallocate);
   Reply(req, V(req)->Fallocate(MakeCtx(req), fi->fh, mode, static_cast<uint64_t>(offset),
                                static_cast<uint64_t>(length)));
 }
 
 void OpCopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
                      fuse_file_info* fi_out, size_t len, int) {
+  OpTimer timer(kOpCopyFileRange);
   auto r = V(req)->CopyFileRange(MakeCtx(req), fi_in->fh, static_cast<uint64_t>(off_in), fi_out->fh,
                                  static_cast<uint64_t>(off_out), len);
   if (!r.ok()) return Reply(req, r.status());
@@ -521,6 +600,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   fuse_loop_cfg_set_idle_threads(cfg, 8);
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
+  LogOpStats();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -123,11 +123,10 @@ Status ChecksumStore::Init() { return inner_->Init(); }
 
 Status ChecksumStore::Put(const std::string& key, std::string_view data) {
   if (data.size() > std::numeric_limits<uint32_t>::max()) return TooLarge(key, data.size());
-  std::string stored = EncodeFixedHeader(data.size());
-  stored.reserve(HeaderSize(data.size()) + data.size());
-  AppendChecksums(data, &stored);
-  stored.append(data);
-  return inner_->Put(key, stored);
+  std::string header = EncodeFixedHeader(data.size());
+  header.reserve(HeaderSize(data.size()));
+  AppendChecksums(data, &header);
+  return inner_->PutParts(key, {header, data});
 }
 
 Result<std::string> ChecksumStore::Get(const std::string& key, uint64_t off, int64_t len) {

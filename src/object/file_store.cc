@@ -246,11 +246,15 @@ int FileStore::CommitTemp(int fd, const std::string& tmp, const std::string& pat
   return err;
 }
 
-int FileStore::WriteAtomic(const std::string& path, std::string_view data, bool create_dirs) {
+int FileStore::WriteAtomic(const std::string& path, const std::vector<std::string_view>& parts, bool create_dirs) {
   std::string tmp;
   int fd = CreateTemp(path, create_dirs, &tmp);
   if (fd < 0) return -fd;
-  int err = WriteAll(fd, data);
+  int err = 0;
+  for (auto part : parts) {
+    err = WriteAll(fd, part);
+    if (err != 0) break;
+  }
   if (err != 0) {
     close(fd);
     unlink(tmp.c_str());
@@ -306,9 +310,11 @@ Status FileStore::Init() {
   return Status::OK();
 }
 
-Status FileStore::Put(const std::string& key, std::string_view data) {
+Status FileStore::Put(const std::string& key, std::string_view data) { return PutParts(key, {data}); }
+
+Status FileStore::PutParts(const std::string& key, const std::vector<std::string_view>& parts) {
   RETURN_IF_ERROR(ValidateKey(key));
-  int err = WriteAtomic(PathOf(key), data, /*create_dirs=*/true);
+  int err = WriteAtomic(PathOf(key), parts, /*create_dirs=*/true);
   if (err == 0) return Status::OK();
   // ENOENT here means a directory vanished twice in a row; it is not a missing object.
   return IoError("write", key, err == ENOENT ? EIO : err);
@@ -491,7 +497,7 @@ Status FileStore::UploadPart(const std::string& key, const std::string& upload_i
     return Status::Err(EINVAL, "invalid part number " + std::to_string(part_num) + " for object " + key +
                                    ": parts are numbered from 1");
   }
-  int err = WriteAtomic(UploadDir(upload_id) + "/" + std::to_string(part_num), data, /*create_dirs=*/false);
+  int err = WriteAtomic(UploadDir(upload_id) + "/" + std::to_string(part_num), {data}, /*create_dirs=*/false);
   if (err == 0) return Status::OK();
   if (err == ENOENT) {
     return Status::Err(ENOENT, "multipart upload " + upload_id + " of object " + key + " not found in " +

@@ -44,6 +44,7 @@ class FileStore : public ObjectStore {
   // mkdir -p the root, then proves it writable by creating and removing a probe file.
   Status Init() override;
   Status Put(const std::string& key, std::string_view data) override;
+  Status PutParts(const std::string& key, const std::vector<std::string_view>& parts) override;
   Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) override;
   Result<ObjectInfo> Head(const std::string& key) override;
   Status Delete(const std::string& key) override;
@@ -76,7 +77,7 @@ class FileStore : public ObjectStore {
   // failure.
   int CommitTemp(int fd, const std::string& tmp, const std::string& path);
   // Writes data to a temporary file next to path and renames it onto path.
-  int WriteAtomic(const std::string& path, std::string_view data, bool create_dirs);
+  int WriteAtomic(const std::string& path, const std::vector<std::string_view>& parts, bool create_dirs);
   Status WalkDir(const std::string& rel_dir, ListState* state);
   Status RemoveUploadDir(const std::string& dir);
   // Maps errno to the store's error codes: ENOSPC/EDQUOT -> ENOSPC, EACCES/EPERM/EROFS ->

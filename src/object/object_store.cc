@@ -10,6 +10,15 @@
 #include "object/mem_store.h"
 
 namespace tierfs {
+
+Status ObjectStore::PutParts(const std::string& key, const std::vector<std::string_view>& parts) {
+  std::string all;
+  size_t n = 0;
+  for (auto p : parts) n += p.size();
+  all.reserve(n);
+  for (auto p : parts) all.append(p);
+  return Put(key, all);
+}
 namespace {
 
 // Forwards to a store shared by several owners: "mem" buckets are shared by name within

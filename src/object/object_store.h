@@ -31,6 +31,9 @@ class ObjectStore {
   // Creates the bucket/directory if missing, and checks that it is usable (writable).
   virtual Status Init() = 0;
   virtual Status Put(const std::string& key, std::string_view data) = 0;
+  // Puts the concatenation of parts as one object. Backends that can send pieces (files,
+  // HTTP bodies) override it so that wrappers adding a header never copy the data.
+  virtual Status PutParts(const std::string& key, const std::vector<std::string_view>& parts);
   // Reads len bytes at offset off; len < 0 reads to the end. Reading past the end returns
   // what exists (possibly fewer bytes).
   virtual Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) = 0;
