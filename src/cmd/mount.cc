@@ -32,6 +32,7 @@ struct Args {
   bool background = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
+  std::string cache_size;  // empty: a quarter of buffer_size
   int upload_threads = 16, download_threads = 16;
   std::vector<std::string> options;
   bool read_only = false;
@@ -110,10 +111,18 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   StoreConfig cfg;
   cfg.volume = fmt.name;
   cfg.block_size = fmt.block_size;
-  // One memory budget for data: a quarter caches blocks for reads (and readahead), the rest
-  // holds written data until it is uploaded. Peak memory is this plus a fixed overhead.
-  cfg.cache_bytes = *buffer / 4;
-  cfg.buffer_bytes = *buffer - cfg.cache_bytes;
+  // One memory budget for data: by default a quarter caches blocks for reads (and
+  // readahead), the rest holds written data until it is uploaded, so peak memory is the
+  // buffer size plus a fixed overhead. An explicit --cache-size comes on top.
+  if (a.cache_size.empty()) {
+    cfg.cache_bytes = *buffer / 4;
+    cfg.buffer_bytes = *buffer - cfg.cache_bytes;
+  } else {
+    auto cache = ParseSize(a.cache_size);
+    if (!cache.ok()) return fail(cache.status().With("--cache-size"));
+    cfg.cache_bytes = *cache;
+    cfg.buffer_bytes = *buffer;
+  }
   cfg.upload_threads = a.upload_threads;
   cfg.download_threads = a.download_threads;
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
@@ -243,6 +252,8 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_option("--buffer-size", a->buffer_size,
                   "Memory for data: 3/4 for written data awaiting upload, 1/4 for the read block cache")
       ->capture_default_str();
+  sub->add_option("--cache-size", a->cache_size,
+                  "Memory block cache for reads, on top of --buffer-size (default: a quarter of it, taken from it)");
   sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");

@@ -78,13 +78,19 @@ void Vfs::FlusherLoop() {
     {
       std::lock_guard<std::mutex> g(mu_);
       int64_t now = MonoNanos();
-      for (auto& [ino, st] : inodes_) {
+      for (auto it = dirty_.begin(); it != dirty_.end();) {
+        auto st = it->second.lock();
         std::shared_ptr<FileWriter> w;
-        {
+        if (st) {
           std::lock_guard<std::mutex> s(st->mu);
           w = st->writer;
         }
-        if (w && w->Dirty() && w->DirtySinceNs() && now - w->DirtySinceNs() > opts_.flush_age_ns) due.push_back(st);
+        if (!w || !w->Dirty()) {
+          it = dirty_.erase(it);
+          continue;
+        }
+        if (w->DirtySinceNs() && now - w->DirtySinceNs() > opts_.flush_age_ns) due.push_back(st);
+        ++it;
       }
     }
     for (auto& st : due) {
@@ -389,6 +395,10 @@ Status Vfs::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
     w = st.writer;
   }
   RETURN_IF_ERROR(w->Write(off, data, size));
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    dirty_.try_emplace(st.ino, h->state);
+  }
   {
     std::lock_guard<std::mutex> l(st.mu);
     st.length = std::max(st.length, off + size);

@@ -123,6 +123,7 @@ class Vfs {
   std::mutex mu_;  // guards inodes_ and handles_
   std::map<Ino, std::shared_ptr<InodeState>> inodes_;
   std::map<uint64_t, std::shared_ptr<Handle>> handles_;
+  std::map<Ino, std::weak_ptr<InodeState>> dirty_;  // inodes written since their last commit
   uint64_t next_fh_ = 1;
 
   std::thread flusher_;
