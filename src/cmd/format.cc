@@ -49,7 +49,7 @@ int Run(const Args& a) {
   Status st = CheckName(a.name);
   if (!st.ok()) return Fail("format", st);
   auto bs = ParseSize(a.block_size);
-  if (!bs.ok()) return Fail("format", bs.status());
+  if (!bs.ok()) return Fail("format", bs.status().With("--block-size"));
   if (*bs < (64u << 10) || *bs > (16u << 20) || (*bs & (*bs - 1)) != 0) {
     return Fail("format", Status::Err(EINVAL, "--block-size must be a power of two between 64K and 16M, not " +
                                                   a.block_size));

@@ -314,7 +314,7 @@ void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   OpTimer timer(kOpRelease);
-  Reply(req, V(req)->Release(fi->fh));
+  Reply(req, V(req)->Release(fi->fh, fi->flock_release, fi->lock_owner));
 }
 
 void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {

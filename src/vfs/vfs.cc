@@ -183,6 +183,12 @@ Result<Attr> Vfs::GetAttr(Ino ino) {
 }
 
 Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in, uint64_t fh) {
+  if (mask & (kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow)) {
+    // Buffered writes commit with their own mtime: commit them first so that times set
+    // explicitly afterwards (cp -a, tar -x, touch) are the ones that stay.
+    auto st = State(ino);
+    RETURN_IF_ERROR(FlushInode(*st));
+  }
   if (mask & kSetSize) {
     auto st = State(ino);
     RETURN_IF_ERROR(FlushInode(*st));
@@ -247,6 +253,17 @@ void Vfs::Forget(Ino ino) {
 
 Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
   ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags));
+  if ((flags & O_TRUNC) && a.IsRegular()) {
+    // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
+    // Permission to write was checked by Meta::Open.
+    Attr zero;
+    auto t = SetAttr(Ctx::Root(), ino, kSetSize, zero, /*fh=*/1);
+    if (!t.ok()) {
+      meta_->Release(ino).ok();
+      return t.status();
+    }
+    a = *t;
+  }
   return OpenWithAttr(ino, a, flags);
 }
 
@@ -432,7 +449,7 @@ Status Vfs::Fsync(uint64_t fh) {
   return FlushInode(*h->state);
 }
 
-Status Vfs::Release(uint64_t fh) {
+Status Vfs::Release(uint64_t fh, bool flock_release, uint64_t lock_owner) {
   std::shared_ptr<Handle> h;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -442,6 +459,11 @@ Status Vfs::Release(uint64_t fh) {
     handles_.erase(it);
   }
   Status s = FlushInode(*h->state);
+  if (flock_release && h->locked) {
+    // The last descriptor of an open file description is gone: its flock goes with it.
+    Status ls = meta_->Flock(h->ino, lock_owner, F_UNLCK);
+    if (!ls.ok()) spdlog::warn("releasing flock of inode {} failed: {}", h->ino, ls.ToString());
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     std::lock_guard<std::mutex> g(h->state->mu);

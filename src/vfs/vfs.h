@@ -76,7 +76,8 @@ class Vfs {
   // close(2) of one file descriptor: commits buffered data, drops the owner's locks.
   Status Flush(uint64_t fh, uint64_t lock_owner);
   Status Fsync(uint64_t fh);
-  Status Release(uint64_t fh);
+  // flock_release: the kernel asks to drop the flock of lock_owner (last close of the file).
+  Status Release(uint64_t fh, bool flock_release = false, uint64_t lock_owner = 0);
   Status Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len);
   Result<uint64_t> CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out, uint64_t off_out,
                                  uint64_t len);

@@ -1,0 +1,1297 @@
+"""Every FUSE operation through real syscalls on a mounted TierFS volume."""
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import json
+import mmap
+import os
+import random
+import socket
+import stat
+import threading
+import time
+import unittest
+
+import harness
+from harness import Volume, is_mounted, msg, run, tierfs, wait_for
+
+os.umask(0o022)
+
+libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+AT_FDCWD = -100
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class Flock(ctypes.Structure):
+    _fields_ = [("l_type", ctypes.c_short), ("l_whence", ctypes.c_short),
+                ("l_start", ctypes.c_int64), ("l_len", ctypes.c_int64), ("l_pid", ctypes.c_int)]
+
+
+class Dirent(ctypes.Structure):
+    _fields_ = [("d_ino", ctypes.c_uint64), ("d_off", ctypes.c_int64), ("d_reclen", ctypes.c_ushort),
+                ("d_type", ctypes.c_ubyte), ("d_name", ctypes.c_char * 256)]
+
+
+libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(Timespec), ctypes.c_int]
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+libc.opendir.argtypes = [ctypes.c_char_p]
+libc.opendir.restype = ctypes.c_void_p
+libc.readdir.argtypes = [ctypes.c_void_p]
+libc.readdir.restype = ctypes.POINTER(Dirent)
+libc.telldir.argtypes = [ctypes.c_void_p]
+libc.telldir.restype = ctypes.c_long
+libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
+libc.seekdir.restype = None
+libc.closedir.argtypes = [ctypes.c_void_p]
+
+
+def _check(ret, what):
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def renameat2(old, new, flags):
+    _check(libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags), "renameat2")
+
+
+def utimensat(path, atime, mtime):
+    """atime/mtime: (sec, nsec) tuples, or UTIME_NOW / UTIME_OMIT."""
+    def ts(v):
+        return Timespec(0, v) if isinstance(v, int) else Timespec(*v)
+    times = (Timespec * 2)(ts(atime), ts(mtime))
+    _check(libc.utimensat(AT_FDCWD, os.fsencode(path), times, 0), "utimensat")
+
+
+def fallocate(fd, mode, offset, length):
+    _check(libc.fallocate(fd, mode, offset, length), "fallocate")
+
+
+def getlk(fd, ltype, start, length):
+    fl = Flock(ltype, os.SEEK_SET, start, length, 0)
+    res = fcntl.fcntl(fd, fcntl.F_GETLK, bytes(fl))
+    return Flock.from_buffer_copy(res)
+
+
+def setlk(fd, ltype, start, length, wait=False):
+    fl = Flock(ltype, os.SEEK_SET, start, length, 0)
+    fcntl.fcntl(fd, fcntl.F_SETLKW if wait else fcntl.F_SETLK, bytes(fl))
+
+
+def in_child(fn, *args):
+    """Runs fn(*args) in a forked child and returns its JSON-able result (exceptions become
+    {"error": errno})."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            try:
+                res = {"ok": fn(*args)}
+            except OSError as e:
+                res = {"errno": e.errno, "error": str(e)}
+            except BaseException as e:  # noqa: B902 - report anything to the parent
+                res = {"exc": repr(e)}
+            os.write(w, json.dumps(res).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WEXITSTATUS(status) != 0 or not chunks:
+        raise AssertionError("child failed with status %d" % status)
+    return json.loads(b"".join(chunks))
+
+
+def write_file(path, data, mode="wb"):
+    with open(path, mode) as f:
+        f.write(data)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class BasicIOTest(harness.TierFSTestCase):
+    def test_create_write_read_seek(self):
+        p = os.path.join(self.work, "f")
+        fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            self.assertEqual(os.write(fd, b"hello world"), 11)
+            self.assertEqual(os.lseek(fd, 0, os.SEEK_SET), 0)
+            self.assertEqual(os.read(fd, 5), b"hello")
+            self.assertEqual(os.lseek(fd, -5, os.SEEK_END), 6)
+            self.assertEqual(os.read(fd, 100), b"world")
+            self.assertEqual(os.read(fd, 100), b"")
+            os.lseek(fd, 6, os.SEEK_SET)
+            os.write(fd, b"WORLD!!")
+            self.assertEqual(os.pread(fd, 100, 0), b"hello WORLD!!")
+            self.assertEqual(os.fstat(fd).st_size, 13)
+        finally:
+            os.close(fd)
+        st = os.stat(p)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o644)
+        self.assertEqual(st.st_size, 13)
+        self.assertEqual(st.st_nlink, 1)
+        self.assertEqual((st.st_uid, st.st_gid), (0, 0))
+        self.assertEqual(read_file(p), b"hello WORLD!!")
+
+    def test_open_flags(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"0123456789")
+        with self.assertRaises(FileExistsError):
+            os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with self.assertRaises(FileNotFoundError):
+            os.open(os.path.join(self.work, "missing"), os.O_RDONLY)
+        with self.assertRaises(FileNotFoundError):
+            os.open(os.path.join(self.work, "nodir", "x"), os.O_CREAT | os.O_WRONLY, 0o644)
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, b"AB")
+        os.close(fd)
+        self.assertEqual(read_file(p), b"0123456789AB")
+        fd = os.open(p, os.O_RDONLY)
+        with self.assertRaises(OSError) as cm:
+            os.write(fd, b"x")
+        self.assertEqual(cm.exception.errno, errno.EBADF)
+        os.close(fd)
+        fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+        self.assertEqual(os.fstat(fd).st_size, 0)
+        os.close(fd)
+        self.assertEqual(os.stat(p).st_size, 0)
+        with self.assertRaises(IsADirectoryError):
+            os.open(self.work, os.O_WRONLY)
+        with self.assertRaises(NotADirectoryError):
+            os.open(p, os.O_RDONLY | os.O_DIRECTORY)
+
+    def test_o_trunc_then_shorter_write(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"a long first version of the file")
+        fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, b"short")
+        os.close(fd)
+        self.assertEqual(read_file(p), b"short")
+        self.assertEqual(os.stat(p).st_size, 5)
+        with open(p, "w") as f:        # Python's "w" is O_WRONLY|O_CREAT|O_TRUNC
+            f.write("xy")
+        self.assertEqual(read_file(p), b"xy")
+
+    def test_pwrite_beyond_eof_leaves_zeros(self):
+        p = os.path.join(self.work, "f")
+        fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+        os.pwrite(fd, b"tail", (1 << 20) + 7)
+        os.close(fd)
+        data = read_file(p)
+        self.assertEqual(len(data), (1 << 20) + 11)
+        self.assertEqual(data[:(1 << 20) + 7], bytes((1 << 20) + 7))
+        self.assertEqual(data[-4:], b"tail")
+
+    def test_unlink_while_open(self):
+        p = os.path.join(self.work, "f")
+        fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            payload = os.urandom(300000)
+            os.write(fd, payload)
+            os.fsync(fd)
+            os.unlink(p)
+            self.assertFalse(os.path.exists(p))
+            self.assertNotIn("f", os.listdir(self.work))
+            self.assertEqual(os.fstat(fd).st_nlink, 0)
+            self.assertEqual(os.pread(fd, len(payload) + 10, 0), payload)
+            os.pwrite(fd, b"more", len(payload))
+            self.assertEqual(os.pread(fd, 10, len(payload)), b"more")
+            # The name is free for a new file meanwhile.
+            write_file(p, b"new")
+            self.assertEqual(read_file(p), b"new")
+            self.assertEqual(os.pread(fd, 4, len(payload)), b"more")
+        finally:
+            os.close(fd)
+        self.assertEqual(read_file(p), b"new")
+
+    def test_mmap_shared_write(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, bytes(1 << 20))
+        with open(p, "r+b") as f:
+            m = mmap.mmap(f.fileno(), 0)
+            m[4096:4096 + 5] = b"mmap!"
+            m[-3:] = b"end"
+            m.flush()
+            m.close()
+        data = read_file(p)
+        self.assertEqual(data[4096:4101], b"mmap!")
+        self.assertEqual(data[-3:], b"end")
+        self.assertEqual(len(data), 1 << 20)
+        with open(p, "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            self.assertEqual(m[4096:4101], b"mmap!")
+            m.close()
+
+    def test_fsync_commits_without_close(self):
+        p = os.path.join(self.work, "f")
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, os.urandom(1500000))
+            os.fsync(fd)
+            self.assertEqual(self.vol.info_json(p)["length"], 1500000)
+            os.write(fd, os.urandom(700000))
+            os.fdatasync(fd)
+            self.assertEqual(self.vol.info_json(p)["length"], 2200000)
+        finally:
+            os.close(fd)
+
+    def test_directory_fsync(self):
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        write_file(os.path.join(d, "x"), b"x")
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fd = os.open(self.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def test_statfs(self):
+        sv = os.statvfs(self.mnt)
+        self.assertGreater(sv.f_bsize, 0)
+        self.assertGreater(sv.f_frsize, 0)
+        self.assertGreater(sv.f_blocks, 0)
+        self.assertLessEqual(sv.f_bfree, sv.f_blocks)
+        self.assertLessEqual(sv.f_bavail, sv.f_bfree)
+        self.assertGreaterEqual(sv.f_namemax, 255)
+        self.assertGreater(sv.f_files, 0)
+        self.assertLessEqual(sv.f_ffree, sv.f_files)
+        used0 = (sv.f_blocks - sv.f_bfree) * sv.f_frsize
+        files0 = sv.f_files - sv.f_ffree
+        for i in range(4):
+            write_file(os.path.join(self.work, "s%d" % i), os.urandom(4 << 20))
+
+        def grown():
+            s = os.statvfs(self.mnt)
+            return ((s.f_blocks - s.f_bfree) * s.f_frsize >= used0 + (16 << 20)
+                    and s.f_files - s.f_ffree >= files0 + 4)
+        self.assertTrue(wait_for(grown, timeout=30),
+                        "statfs does not account 16 MiB / 4 inodes written: before used=%d files=%d, now %r"
+                        % (used0, files0, os.statvfs(self.mnt)))
+
+    def test_copy_file_range(self):
+        src = os.path.join(self.work, "src")
+        dst = os.path.join(self.work, "dst")
+        data = os.urandom(5 << 20)
+        write_file(src, data)
+        write_file(dst, b"D" * 100)
+        fs, fd_ = os.open(src, os.O_RDONLY), os.open(dst, os.O_RDWR)
+        try:
+            done = 0
+            want = 3 << 20
+            while done < want:
+                n = os.copy_file_range(fs, fd_, want - done, (1 << 20) + 3 + done, 50 + done)
+                self.assertGreater(n, 0)
+                done += n
+        finally:
+            os.close(fs)
+            os.close(fd_)
+        out = read_file(dst)
+        self.assertEqual(len(out), 50 + (3 << 20))
+        self.assertEqual(out[:50], b"D" * 50)
+        self.assertEqual(out[50:], data[(1 << 20) + 3:(1 << 20) + 3 + (3 << 20)])
+        self.assertEqual(read_file(src), data, "source changed by copy_file_range")
+
+    def test_fallocate(self):
+        p = os.path.join(self.work, "f")
+        data = os.urandom(3 << 20)
+        write_file(p, data)
+        fd = os.open(p, os.O_RDWR)
+        try:
+            # Plain allocation beyond EOF extends the file with zeros.
+            fallocate(fd, 0, 0, 4 << 20)
+            self.assertEqual(os.fstat(fd).st_size, 4 << 20)
+            os.posix_fallocate(fd, (4 << 20), 1000)
+            self.assertEqual(os.fstat(fd).st_size, (4 << 20) + 1000)
+            # KEEP_SIZE beyond EOF: size unchanged.
+            fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 8 << 20)
+            self.assertEqual(os.fstat(fd).st_size, (4 << 20) + 1000)
+            # Punch a hole across a block boundary.
+            off, ln = (1 << 20) - 5000, (1 << 20) + 10000
+            fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, ln)
+            self.assertEqual(os.fstat(fd).st_size, (4 << 20) + 1000)
+        finally:
+            os.close(fd)
+        out = read_file(p)
+        expect = bytearray(data + bytes((1 << 20) + 1000))
+        expect[off:off + ln] = bytes(ln)
+        self.assertEqual(len(out), len(expect))
+        self.assertTrue(out == bytes(expect), "content after fallocate/punch hole differs")
+
+    def test_access(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.chmod(p, 0o755)
+        self.assertTrue(os.access(p, os.R_OK | os.W_OK | os.X_OK))
+        self.assertFalse(os.access(os.path.join(self.work, "nope"), os.F_OK))
+
+
+class NamespaceTest(harness.TierFSTestCase):
+    def test_mkdir_rmdir(self):
+        d = os.path.join(self.work, "d")
+        os.mkdir(d, 0o750)
+        st = os.stat(d)
+        self.assertTrue(stat.S_ISDIR(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o750)
+        with self.assertRaises(FileExistsError):
+            os.mkdir(d)
+        write_file(os.path.join(d, "f"), b"x")
+        with self.assertRaises(OSError) as cm:
+            os.rmdir(d)
+        self.assertEqual(cm.exception.errno, errno.ENOTEMPTY)
+        os.mkdir(os.path.join(d, "sub"))
+        os.unlink(os.path.join(d, "f"))
+        with self.assertRaises(OSError) as cm:
+            os.rmdir(d)
+        self.assertEqual(cm.exception.errno, errno.ENOTEMPTY)
+        with self.assertRaises(NotADirectoryError):
+            write_file(os.path.join(self.work, "file"), b"")
+            os.rmdir(os.path.join(self.work, "file"))
+        with self.assertRaises(FileNotFoundError):
+            os.rmdir(os.path.join(self.work, "missing"))
+        os.rmdir(os.path.join(d, "sub"))
+        os.rmdir(d)
+        self.assertFalse(os.path.exists(d))
+        with self.assertRaises(FileNotFoundError):
+            os.stat(d)
+        # Name can be reused as a file.
+        write_file(d, b"now a file")
+        self.assertEqual(read_file(d), b"now a file")
+
+    def test_mkdir_umask(self):
+        old = os.umask(0o027)
+        try:
+            os.mkdir(os.path.join(self.work, "d"), 0o777)
+            fd = os.open(os.path.join(self.work, "f"), os.O_CREAT | os.O_WRONLY, 0o666)
+            os.close(fd)
+        finally:
+            os.umask(old)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.work, "d")).st_mode), 0o750)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.work, "f")).st_mode), 0o640)
+
+    def test_directory_link_counts(self):
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        self.assertEqual(os.stat(d).st_nlink, 2)
+        for i in range(3):
+            os.mkdir(os.path.join(d, "s%d" % i))
+        write_file(os.path.join(d, "file"), b"")
+        self.assertEqual(os.stat(d).st_nlink, 5)
+        os.rmdir(os.path.join(d, "s0"))
+        self.assertEqual(os.stat(d).st_nlink, 4)
+        os.mkdir(os.path.join(self.work, "other"))
+        os.rename(os.path.join(d, "s1"), os.path.join(self.work, "other", "s1"))
+        self.assertEqual(os.stat(d).st_nlink, 3)
+        self.assertEqual(os.stat(os.path.join(self.work, "other")).st_nlink, 3)
+
+    def test_unlink_errors(self):
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        with self.assertRaises(OSError) as cm:
+            os.unlink(d)
+        self.assertIn(cm.exception.errno, (errno.EISDIR, errno.EPERM))
+        with self.assertRaises(FileNotFoundError):
+            os.unlink(os.path.join(self.work, "missing"))
+        write_file(os.path.join(self.work, "f"), b"x")
+        with self.assertRaises(NotADirectoryError):
+            os.stat(os.path.join(self.work, "f", "x"))
+
+    def test_long_names(self):
+        ok = "n" * 255
+        write_file(os.path.join(self.work, ok), b"x")
+        self.assertIn(ok, os.listdir(self.work))
+        with self.assertRaises(OSError) as cm:
+            write_file(os.path.join(self.work, "n" * 256), b"x")
+        self.assertEqual(cm.exception.errno, errno.ENAMETOOLONG)
+
+    def test_unusual_names(self):
+        names = ["space name", "ünïcødé", "emoji-\U0001F600", "new\nline", "-dash", ".hidden", "a" * 200, "semi;colon"]
+        for n in names:
+            write_file(os.path.join(self.work, n), n.encode())
+        self.assertEqual(sorted(os.listdir(self.work)), sorted(names))
+        for n in names:
+            self.assertEqual(read_file(os.path.join(self.work, n)), n.encode())
+
+    def test_rename_file_over_existing(self):
+        a, b = os.path.join(self.work, "a"), os.path.join(self.work, "b")
+        write_file(a, b"AAAA")
+        write_file(b, b"BBBBBBBB")
+        ino_a = os.stat(a).st_ino
+        fd_b = os.open(b, os.O_RDONLY)
+        try:
+            os.rename(a, b)
+            self.assertFalse(os.path.exists(a))
+            self.assertEqual(read_file(b), b"AAAA")
+            self.assertEqual(os.stat(b).st_ino, ino_a)
+            # The replaced file stays readable through its open descriptor.
+            self.assertEqual(os.pread(fd_b, 100, 0), b"BBBBBBBB")
+        finally:
+            os.close(fd_b)
+        self.assertEqual(sorted(os.listdir(self.work)), ["b"])
+        # Rename to itself is a no-op.
+        os.rename(b, b)
+        self.assertEqual(read_file(b), b"AAAA")
+        # Across directories.
+        os.mkdir(os.path.join(self.work, "d"))
+        os.rename(b, os.path.join(self.work, "d", "c"))
+        self.assertEqual(read_file(os.path.join(self.work, "d", "c")), b"AAAA")
+        with self.assertRaises(FileNotFoundError):
+            os.rename(os.path.join(self.work, "missing"), os.path.join(self.work, "x"))
+
+    def test_rename_over_hard_link_of_itself(self):
+        a, b = os.path.join(self.work, "a"), os.path.join(self.work, "b")
+        write_file(a, b"same")
+        os.link(a, b)
+        os.rename(a, b)   # POSIX: both names refer to the same file, nothing happens
+        self.assertTrue(os.path.exists(a))
+        self.assertTrue(os.path.exists(b))
+        self.assertEqual(os.stat(b).st_nlink, 2)
+
+    def test_rename_directories(self):
+        w = self.work
+        for n in ("src", "empty", "full", "src/inner"):
+            os.mkdir(os.path.join(w, n))
+        write_file(os.path.join(w, "src", "f"), b"srcfile")
+        write_file(os.path.join(w, "full", "g"), b"g")
+        write_file(os.path.join(w, "file"), b"file")
+        with self.assertRaises(OSError) as cm:
+            os.rename(os.path.join(w, "src"), os.path.join(w, "full"))
+        self.assertIn(cm.exception.errno, (errno.ENOTEMPTY, errno.EEXIST))
+        with self.assertRaises(NotADirectoryError):
+            os.rename(os.path.join(w, "src"), os.path.join(w, "file"))
+        with self.assertRaises(IsADirectoryError):
+            os.rename(os.path.join(w, "file"), os.path.join(w, "empty"))
+        with self.assertRaises(OSError) as cm:
+            os.rename(os.path.join(w, "src"), os.path.join(w, "src", "inner", "x"))
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        os.rename(os.path.join(w, "src"), os.path.join(w, "empty"))
+        self.assertFalse(os.path.exists(os.path.join(w, "src")))
+        self.assertEqual(read_file(os.path.join(w, "empty", "f")), b"srcfile")
+        self.assertTrue(os.path.isdir(os.path.join(w, "empty", "inner")))
+        # Moving a directory into another updates '..'.
+        os.rename(os.path.join(w, "empty"), os.path.join(w, "full", "moved"))
+        self.assertEqual(os.stat(os.path.join(w, "full", "moved", "..")).st_ino, os.stat(os.path.join(w, "full")).st_ino)
+        self.assertEqual(read_file(os.path.join(w, "full", "moved", "f")), b"srcfile")
+        self.assertEqual(sorted(os.listdir(w)), ["file", "full"])
+
+    def test_renameat2_noreplace(self):
+        a, b, c = (os.path.join(self.work, n) for n in "abc")
+        write_file(a, b"A")
+        write_file(b, b"B")
+        with self.assertRaises(OSError) as cm:
+            renameat2(a, b, RENAME_NOREPLACE)
+        self.assertEqual(cm.exception.errno, errno.EEXIST)
+        self.assertEqual(read_file(a), b"A")
+        self.assertEqual(read_file(b), b"B")
+        renameat2(a, c, RENAME_NOREPLACE)
+        self.assertFalse(os.path.exists(a))
+        self.assertEqual(read_file(c), b"A")
+
+    def test_renameat2_exchange(self):
+        a, b = os.path.join(self.work, "a"), os.path.join(self.work, "b")
+        write_file(a, b"AAA")
+        write_file(b, b"BBBBB")
+        ia, ib = os.stat(a).st_ino, os.stat(b).st_ino
+        renameat2(a, b, RENAME_EXCHANGE)
+        self.assertEqual(read_file(a), b"BBBBB")
+        self.assertEqual(read_file(b), b"AAA")
+        self.assertEqual((os.stat(a).st_ino, os.stat(b).st_ino), (ib, ia))
+        # File <-> directory in different parents.
+        d = os.path.join(self.work, "dir")
+        os.mkdir(d)
+        os.mkdir(os.path.join(d, "sub"))
+        write_file(os.path.join(d, "sub", "inside"), b"in")
+        renameat2(a, os.path.join(d, "sub"), RENAME_EXCHANGE)
+        self.assertTrue(os.path.isdir(a))
+        self.assertEqual(read_file(os.path.join(a, "inside")), b"in")
+        self.assertEqual(read_file(os.path.join(d, "sub")), b"BBBBB")
+        self.assertEqual(os.stat(a + "/..").st_ino, os.stat(self.work).st_ino)
+        with self.assertRaises(FileNotFoundError):
+            renameat2(b, os.path.join(self.work, "missing"), RENAME_EXCHANGE)
+        self.assertEqual(read_file(b), b"AAA")
+
+    def test_hard_links(self):
+        a = os.path.join(self.work, "a")
+        write_file(a, b"shared")
+        os.mkdir(os.path.join(self.work, "d"))
+        b = os.path.join(self.work, "d", "b")
+        os.link(a, b)
+        sa, sb = os.stat(a), os.stat(b)
+        self.assertEqual(sa.st_ino, sb.st_ino)
+        self.assertEqual(sa.st_nlink, 2)
+        c = os.path.join(self.work, "c")
+        os.link(b, c)
+        self.assertEqual(os.stat(a).st_nlink, 3)
+        with open(c, "ab") as f:
+            f.write(b"+more")
+        self.assertEqual(read_file(a), b"shared+more")
+        self.assertEqual(read_file(b), b"shared+more")
+        with self.assertRaises(FileExistsError):
+            os.link(a, c)
+        with self.assertRaises(OSError) as cm:
+            os.link(os.path.join(self.work, "d"), os.path.join(self.work, "dlink"))
+        self.assertIn(cm.exception.errno, (errno.EPERM, errno.EISDIR))
+        os.unlink(a)
+        self.assertEqual(os.stat(b).st_nlink, 2)
+        os.unlink(c)
+        self.assertEqual(os.stat(b).st_nlink, 1)
+        self.assertEqual(read_file(b), b"shared+more")
+        os.chmod(b, 0o600)
+        os.link(b, a)
+        self.assertEqual(stat.S_IMODE(os.stat(a).st_mode), 0o600)
+
+    def test_symlink_readlink(self):
+        w = self.work
+        write_file(os.path.join(w, "target"), b"T")
+        os.symlink("target", os.path.join(w, "rel"))
+        os.symlink("../" + os.path.basename(w) + "/target", os.path.join(w, "up"))
+        os.symlink("nowhere/at/all", os.path.join(w, "dangling"))
+        longt = "x/" * 1000 + "end"
+        os.symlink(longt, os.path.join(w, "long"))
+        self.assertEqual(os.readlink(os.path.join(w, "rel")), "target")
+        self.assertEqual(os.readlink(os.path.join(w, "long")), longt)
+        st = os.lstat(os.path.join(w, "rel"))
+        self.assertTrue(stat.S_ISLNK(st.st_mode))
+        self.assertEqual(st.st_size, len("target"))
+        self.assertEqual(read_file(os.path.join(w, "rel")), b"T")
+        self.assertEqual(read_file(os.path.join(w, "up")), b"T")
+        with self.assertRaises(FileNotFoundError):
+            os.stat(os.path.join(w, "dangling"))
+        self.assertTrue(os.path.islink(os.path.join(w, "dangling")))
+        with self.assertRaises(FileExistsError):
+            os.symlink("x", os.path.join(w, "rel"))
+        with self.assertRaises(OSError) as cm:
+            os.readlink(os.path.join(w, "target"))
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        # A symlink to a directory traverses.
+        os.mkdir(os.path.join(w, "realdir"))
+        write_file(os.path.join(w, "realdir", "in"), b"in")
+        os.symlink("realdir", os.path.join(w, "dirlink"))
+        self.assertEqual(read_file(os.path.join(w, "dirlink", "in")), b"in")
+        os.unlink(os.path.join(w, "dirlink"))
+        self.assertTrue(os.path.isdir(os.path.join(w, "realdir")))
+
+    def test_readdir_listing_and_types(self):
+        w = self.work
+        expect = {}
+        for i in range(300):
+            n = "file-%04d" % i
+            write_file(os.path.join(w, n), b"")
+            expect[n] = "f"
+        for i in range(20):
+            os.mkdir(os.path.join(w, "dir-%02d" % i))
+            expect["dir-%02d" % i] = "d"
+        for i in range(10):
+            os.symlink("file-0000", os.path.join(w, "link-%d" % i))
+            expect["link-%d" % i] = "l"
+        seen = {}
+        with os.scandir(w) as it:
+            for e in it:
+                self.assertNotIn(e.name, seen, "duplicate entry %s" % e.name)
+                seen[e.name] = ("l" if e.is_symlink() else "d" if e.is_dir(follow_symlinks=False) else
+                                "f" if e.is_file(follow_symlinks=False) else "?")
+                self.assertEqual(e.inode(), os.lstat(e.path).st_ino, e.name)
+        self.assertEqual(seen, expect)
+        self.assertEqual(os.listdir(os.path.join(w, "dir-00")), [])
+
+    def _read_all(self, d):
+        out = []
+        while True:
+            ctypes.set_errno(0)
+            pos = libc.telldir(d)
+            ent = libc.readdir(d)
+            if not ent:
+                self.assertEqual(ctypes.get_errno(), 0, "readdir failed")
+                return out
+            name = ent.contents.d_name.decode()
+            out.append((pos, name))
+
+    def test_seekdir_telldir(self):
+        w = self.work
+        names = ["entry-with-a-longish-name-%05d" % i for i in range(1500)]
+        for n in names:
+            os.close(os.open(os.path.join(w, n), os.O_CREAT | os.O_WRONLY, 0o644))
+        d = libc.opendir(os.fsencode(w))
+        self.assertTrue(d)
+        try:
+            entries = self._read_all(d)
+            listed = [n for _, n in entries if n not in (".", "..")]
+            self.assertEqual(sorted(listed), sorted(names))
+            self.assertEqual(len(listed), len(set(listed)))
+            rng = random.Random(1234)
+            for idx in [0, 1, len(entries) // 2, len(entries) - 1] + rng.sample(range(len(entries)), 10):
+                libc.seekdir(d, entries[idx][0])
+                rest = [n for _, n in self._read_all(d)]
+                self.assertEqual(rest, [n for _, n in entries[idx:]],
+                                 "seekdir to the cookie of entry %d does not resume there" % idx)
+        finally:
+            libc.closedir(d)
+
+    def test_readdir_while_unlinking(self):
+        w = self.work
+        names = ["n%04d" % i for i in range(1200)]
+        for n in names:
+            os.close(os.open(os.path.join(w, n), os.O_CREAT | os.O_WRONLY, 0o644))
+        d = libc.opendir(os.fsencode(w))
+        try:
+            seen = []
+            removed = set()
+            while True:
+                ent = libc.readdir(d)
+                if not ent:
+                    break
+                name = ent.contents.d_name.decode()
+                if name in (".", ".."):
+                    continue
+                seen.append(name)
+                if len(seen) % 3 == 0:
+                    # Remove an entry already returned: entries not touched must still come
+                    # exactly once.
+                    os.unlink(os.path.join(w, name))
+                    removed.add(name)
+        finally:
+            libc.closedir(d)
+        self.assertEqual(len(seen), len(set(seen)), "readdir returned duplicates while entries were removed")
+        self.assertEqual(set(seen), set(names))
+        self.assertEqual(sorted(os.listdir(w)), sorted(set(names) - removed))
+
+
+class AttrTest(harness.TierFSTestCase):
+    def test_chmod(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        for mode in (0o600, 0o755, 0o4755, 0o2711, 0o1777, 0o000, 0o7777):
+            os.chmod(p, mode)
+            self.assertEqual(stat.S_IMODE(os.stat(p).st_mode), mode, oct(mode))
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        os.chmod(d, 0o1777)
+        st = os.stat(d)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o1777)
+        self.assertTrue(stat.S_ISDIR(st.st_mode))
+
+    def test_chmod_changes_ctime_not_mtime(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.utime(p, ns=(1_000_000_000, 1_000_000_000))
+        c0 = os.stat(p).st_ctime_ns
+        os.chmod(p, 0o640)
+        st = os.stat(p)
+        self.assertEqual(st.st_mtime_ns, 1_000_000_000)
+        self.assertGreaterEqual(st.st_ctime_ns, c0)
+
+    def test_chown(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.chown(p, 1000, 1001)
+        st = os.stat(p)
+        self.assertEqual((st.st_uid, st.st_gid), (1000, 1001))
+        os.chown(p, -1, 2002)
+        st = os.stat(p)
+        self.assertEqual((st.st_uid, st.st_gid), (1000, 2002))
+        os.chown(p, 3003, -1)
+        st = os.stat(p)
+        self.assertEqual((st.st_uid, st.st_gid), (3003, 2002))
+        os.symlink("f", os.path.join(self.work, "l"))
+        os.lchown(os.path.join(self.work, "l"), 4004, 4004)
+        self.assertEqual(os.lstat(os.path.join(self.work, "l")).st_uid, 4004)
+        self.assertEqual(os.stat(p).st_uid, 3003)
+
+    def test_chown_clears_setuid(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.chmod(p, 0o6755)
+        os.chown(p, 1000, 1000)
+        self.assertEqual(stat.S_IMODE(os.stat(p).st_mode) & 0o4000, 0, "chown must clear the setuid bit")
+
+    def test_truncate(self):
+        p = os.path.join(self.work, "f")
+        data = os.urandom(2 << 20)
+        write_file(p, data)
+        os.truncate(p, 1000)
+        self.assertEqual(os.stat(p).st_size, 1000)
+        self.assertEqual(read_file(p), data[:1000])
+        os.truncate(p, 5 << 20)
+        out = read_file(p)
+        self.assertEqual(len(out), 5 << 20)
+        self.assertEqual(out[:1000], data[:1000])
+        self.assertEqual(out[1000:], bytes((5 << 20) - 1000), "extending truncate must read as zeros")
+        fd = os.open(p, os.O_RDWR)
+        os.ftruncate(fd, 10)
+        self.assertEqual(os.fstat(fd).st_size, 10)
+        os.close(fd)
+        self.assertEqual(read_file(p), data[:10])
+        os.truncate(p, 0)
+        self.assertEqual(read_file(p), b"")
+
+    def test_utime_exact(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.utime(p, ns=(1_234_567_890_123_456_789, 987_654_321_987_654_321))
+        st = os.stat(p)
+        self.assertEqual(st.st_atime_ns, 1_234_567_890_123_456_789)
+        self.assertEqual(st.st_mtime_ns, 987_654_321_987_654_321)
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        os.utime(d, ns=(5_000_000_001, 6_000_000_002))
+        self.assertEqual(os.stat(d).st_mtime_ns, 6_000_000_002)
+        os.symlink("f", os.path.join(self.work, "l"))
+        os.utime(os.path.join(self.work, "l"), ns=(7_000_000_003, 8_000_000_004), follow_symlinks=False)
+        self.assertEqual(os.lstat(os.path.join(self.work, "l")).st_mtime_ns, 8_000_000_004)
+        self.assertEqual(os.stat(p).st_mtime_ns, 987_654_321_987_654_321)
+
+    def test_utime_before_close_sticks(self):
+        # cp -a and tar set times on the open descriptor after writing, then close.
+        p = os.path.join(self.work, "f")
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, os.urandom(300000))
+            os.utime(fd, ns=(1_111_111_111_000_000_001, 1_222_222_222_000_000_002))
+        finally:
+            os.close(fd)
+        st = os.stat(p)
+        self.assertEqual(st.st_mtime_ns, 1_222_222_222_000_000_002, "close after futimens changed mtime")
+        self.assertEqual(st.st_atime_ns, 1_111_111_111_000_000_001)
+        # The same through the path while the file is still open for writing.
+        fd = os.open(p, os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"more", 10)
+            os.utime(p, ns=(5_000_000_000, 6_000_000_000))
+        finally:
+            os.close(fd)
+        self.assertEqual(os.stat(p).st_mtime_ns, 6_000_000_000)
+        # Whatever the client still does with the written data in the background must not
+        # overwrite the times set afterwards: check again once a remount has flushed it all.
+        q = os.path.join(self.work, "g")
+        fd = os.open(q, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, os.urandom(200000))
+            os.utime(fd, ns=(3_000_000_000, 4_000_000_000))
+        finally:
+            os.close(fd)
+        self.vol.remount()
+        self.assertEqual(os.stat(p).st_mtime_ns, 6_000_000_000, "mtime changed after close (seen after remount)")
+        self.assertEqual(os.stat(q).st_mtime_ns, 4_000_000_000, "mtime changed after close (seen after remount)")
+
+    def test_utimensat_now_and_omit(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        utimensat(p, (100, 111), (200, 222))
+        st = os.stat(p)
+        self.assertEqual((st.st_atime_ns, st.st_mtime_ns), (100_000_000_111, 200_000_000_222))
+        utimensat(p, UTIME_OMIT, (300, 333))
+        st = os.stat(p)
+        self.assertEqual((st.st_atime_ns, st.st_mtime_ns), (100_000_000_111, 300_000_000_333))
+        utimensat(p, (400, 444), UTIME_OMIT)
+        st = os.stat(p)
+        self.assertEqual((st.st_atime_ns, st.st_mtime_ns), (400_000_000_444, 300_000_000_333))
+        before = time.time_ns()
+        utimensat(p, UTIME_NOW, UTIME_OMIT)
+        after = time.time_ns()
+        st = os.stat(p)
+        self.assertEqual(st.st_mtime_ns, 300_000_000_333)
+        # "now" is the current time, not the value 2^30-1 or an old time.
+        self.assertGreaterEqual(st.st_atime_ns, before - 1_000_000_000)
+        self.assertLessEqual(st.st_atime_ns, after + 1_000_000_000)
+        utimensat(p, UTIME_OMIT, UTIME_NOW)
+        st = os.stat(p)
+        self.assertGreaterEqual(st.st_mtime_ns, before - 1_000_000_000)
+        self.assertLessEqual(st.st_mtime_ns, time.time_ns() + 1_000_000_000)
+
+    def test_write_updates_mtime(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.utime(p, ns=(1_000_000_000, 1_000_000_000))
+        with open(p, "ab") as f:
+            f.write(b"y")
+        self.assertGreater(os.stat(p).st_mtime_ns, 1_000_000_000)
+        os.utime(p, ns=(1_000_000_000, 1_000_000_000))
+        os.truncate(p, 0)
+        self.assertGreater(os.stat(p).st_mtime_ns, 1_000_000_000)
+
+    def test_create_updates_dir_mtime(self):
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        os.utime(d, ns=(1_000_000_000, 1_000_000_000))
+        write_file(os.path.join(d, "f"), b"")
+        self.assertGreater(os.stat(d).st_mtime_ns, 1_000_000_000)
+        os.utime(d, ns=(1_000_000_000, 1_000_000_000))
+        os.unlink(os.path.join(d, "f"))
+        self.assertGreater(os.stat(d).st_mtime_ns, 1_000_000_000)
+
+    def test_setgid_directory_inheritance(self):
+        d = os.path.join(self.work, "sgid")
+        os.mkdir(d)
+        os.chown(d, -1, 1234)
+        os.chmod(d, 0o2775)
+        self.assertEqual(stat.S_IMODE(os.stat(d).st_mode), 0o2775)
+        write_file(os.path.join(d, "f"), b"x")
+        st = os.stat(os.path.join(d, "f"))
+        self.assertEqual(st.st_gid, 1234, "file in a setgid dir must take the directory's gid")
+        self.assertEqual(st.st_uid, 0)
+        os.mkdir(os.path.join(d, "sub"))
+        st = os.stat(os.path.join(d, "sub"))
+        self.assertEqual(st.st_gid, 1234)
+        self.assertTrue(st.st_mode & stat.S_ISGID, "subdirectory must inherit the setgid bit")
+        os.mkdir(os.path.join(d, "sub", "deeper"))
+        st = os.stat(os.path.join(d, "sub", "deeper"))
+        self.assertEqual(st.st_gid, 1234)
+        self.assertTrue(st.st_mode & stat.S_ISGID)
+        os.mknod(os.path.join(d, "fifo"), stat.S_IFIFO | 0o644)
+        self.assertEqual(os.stat(os.path.join(d, "fifo")).st_gid, 1234)
+        os.symlink("f", os.path.join(d, "ln"))
+        self.assertEqual(os.lstat(os.path.join(d, "ln")).st_gid, 1234)
+        # Without setgid: creator's gid.
+        plain = os.path.join(self.work, "plain")
+        os.mkdir(plain)
+        os.chown(plain, -1, 1234)
+        write_file(os.path.join(plain, "f"), b"x")
+        self.assertEqual(os.stat(os.path.join(plain, "f")).st_gid, 0)
+
+
+class XattrTest(harness.TierFSTestCase):
+    def test_set_get_list_remove(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        self.assertEqual([a for a in os.listxattr(p) if a.startswith("user.")], [])
+        os.setxattr(p, "user.one", b"1")
+        os.setxattr(p, "user.two", b"\x00binary\xff\x00")
+        os.setxattr(p, "user.empty", b"")
+        self.assertEqual(os.getxattr(p, "user.one"), b"1")
+        self.assertEqual(os.getxattr(p, "user.two"), b"\x00binary\xff\x00")
+        self.assertEqual(os.getxattr(p, "user.empty"), b"")
+        self.assertEqual(sorted(a for a in os.listxattr(p) if a.startswith("user.")),
+                         ["user.empty", "user.one", "user.two"])
+        os.setxattr(p, "user.one", b"uno")
+        self.assertEqual(os.getxattr(p, "user.one"), b"uno")
+        os.removexattr(p, "user.one")
+        with self.assertRaises(OSError) as cm:
+            os.getxattr(p, "user.one")
+        self.assertEqual(cm.exception.errno, errno.ENODATA)
+        with self.assertRaises(OSError) as cm:
+            os.removexattr(p, "user.one")
+        self.assertEqual(cm.exception.errno, errno.ENODATA)
+        self.assertEqual(sorted(a for a in os.listxattr(p) if a.startswith("user.")), ["user.empty", "user.two"])
+
+    def test_create_replace_flags(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        os.setxattr(p, "user.k", b"v1", os.XATTR_CREATE)
+        with self.assertRaises(OSError) as cm:
+            os.setxattr(p, "user.k", b"v2", os.XATTR_CREATE)
+        self.assertEqual(cm.exception.errno, errno.EEXIST)
+        self.assertEqual(os.getxattr(p, "user.k"), b"v1")
+        os.setxattr(p, "user.k", b"v3", os.XATTR_REPLACE)
+        self.assertEqual(os.getxattr(p, "user.k"), b"v3")
+        with self.assertRaises(OSError) as cm:
+            os.setxattr(p, "user.missing", b"v", os.XATTR_REPLACE)
+        self.assertEqual(cm.exception.errno, errno.ENODATA)
+        self.assertNotIn("user.missing", os.listxattr(p))
+
+    def test_large_and_many(self):
+        p = os.path.join(self.work, "f")
+        write_file(p, b"x")
+        big = os.urandom(60000)
+        os.setxattr(p, "user.big", big)
+        self.assertEqual(os.getxattr(p, "user.big"), big)
+        for i in range(100):
+            os.setxattr(p, "user.k%03d" % i, ("v%d" % i).encode())
+        names = [a for a in os.listxattr(p) if a.startswith("user.k")]
+        self.assertEqual(sorted(names), ["user.k%03d" % i for i in range(100)])
+        self.assertEqual(os.getxattr(p, "user.k042"), b"v42")
+
+    def test_directory_xattr_and_missing(self):
+        d = os.path.join(self.work, "d")
+        os.mkdir(d)
+        os.setxattr(d, "user.dir", b"yes")
+        self.assertEqual(os.getxattr(d, "user.dir"), b"yes")
+        with self.assertRaises(FileNotFoundError):
+            os.getxattr(os.path.join(self.work, "missing"), "user.x")
+        with self.assertRaises(OSError) as cm:
+            os.getxattr(d, "user.none")
+        self.assertEqual(cm.exception.errno, errno.ENODATA)
+
+    def test_xattr_follows_hard_link_and_survives_rename(self):
+        a = os.path.join(self.work, "a")
+        write_file(a, b"x")
+        os.setxattr(a, "user.tag", b"t")
+        os.link(a, os.path.join(self.work, "b"))
+        self.assertEqual(os.getxattr(os.path.join(self.work, "b"), "user.tag"), b"t")
+        os.rename(a, os.path.join(self.work, "c"))
+        self.assertEqual(os.getxattr(os.path.join(self.work, "c"), "user.tag"), b"t")
+
+
+class SpecialFilesTest(harness.TierFSTestCase):
+    def test_fifo(self):
+        p = os.path.join(self.work, "fifo")
+        os.mkfifo(p, 0o640)
+        st = os.stat(p)
+        self.assertTrue(stat.S_ISFIFO(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o640)
+        got = []
+
+        def reader():
+            with open(p, "rb") as f:
+                got.append(f.read())
+        t = threading.Thread(target=reader)
+        t.start()
+        with open(p, "wb") as f:
+            f.write(b"through the fifo")
+        t.join(30)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(got, [b"through the fifo"])
+        os.mknod(os.path.join(self.work, "fifo2"), stat.S_IFIFO | 0o600)
+        self.assertTrue(stat.S_ISFIFO(os.stat(os.path.join(self.work, "fifo2")).st_mode))
+
+    def test_unix_socket(self):
+        p = os.path.join(self.work, "sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            srv.bind(p)
+            srv.listen(1)
+            self.assertTrue(stat.S_ISSOCK(os.stat(p).st_mode))
+            cli = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            cli.settimeout(30)
+            cli.connect(p)
+            conn, _ = srv.accept()
+            cli.sendall(b"ping")
+            self.assertEqual(conn.recv(4), b"ping")
+            conn.close()
+            cli.close()
+        finally:
+            srv.close()
+        self.assertTrue(stat.S_ISSOCK(os.lstat(p).st_mode))
+        os.unlink(p)
+        self.assertFalse(os.path.lexists(p))
+
+    def test_device_nodes(self):
+        c = os.path.join(self.work, "chr")
+        b = os.path.join(self.work, "blk")
+        os.mknod(c, stat.S_IFCHR | 0o640, os.makedev(1, 3))
+        os.mknod(b, stat.S_IFBLK | 0o660, os.makedev(7, 42))
+        sc, sb = os.lstat(c), os.lstat(b)
+        self.assertTrue(stat.S_ISCHR(sc.st_mode))
+        self.assertTrue(stat.S_ISBLK(sb.st_mode))
+        self.assertEqual((os.major(sc.st_rdev), os.minor(sc.st_rdev)), (1, 3))
+        self.assertEqual((os.major(sb.st_rdev), os.minor(sb.st_rdev)), (7, 42))
+        self.assertEqual(stat.S_IMODE(sc.st_mode), 0o640)
+        big = os.path.join(self.work, "bigdev")
+        os.mknod(big, stat.S_IFCHR | 0o600, os.makedev(300, 70000))
+        sbig = os.lstat(big)
+        self.assertEqual((os.major(sbig.st_rdev), os.minor(sbig.st_rdev)), (300, 70000))
+        os.rename(c, c + "2")
+        self.assertEqual(os.lstat(c + "2").st_rdev, sc.st_rdev)
+
+    def test_regular_mknod(self):
+        p = os.path.join(self.work, "reg")
+        os.mknod(p, stat.S_IFREG | 0o604)
+        st = os.stat(p)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(st.st_size, 0)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o604)
+
+
+def _child_try_flock(path, how):
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
+        return "locked"
+    except BlockingIOError:
+        return "busy"
+    finally:
+        os.close(fd)
+
+
+def _child_try_setlk(path, ltype, start, length):
+    fd = os.open(path, os.O_RDWR)
+    try:
+        setlk(fd, ltype, start, length)
+        return "locked"
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return "busy"
+        raise
+    finally:
+        os.close(fd)
+
+
+def _child_getlk(path, ltype, start, length):
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fl = getlk(fd, ltype, start, length)
+        return [fl.l_type, fl.l_start, fl.l_len, fl.l_pid]
+    finally:
+        os.close(fd)
+
+
+class LockTest(harness.TierFSTestCase):
+    def setUp(self):
+        super().setUp()
+        self.p = os.path.join(self.work, "lockfile")
+        write_file(self.p, b"x" * 1000)
+
+    def test_flock_exclusive_and_shared(self):
+        fd = os.open(self.p, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.assertEqual(in_child(_child_try_flock, self.p, fcntl.LOCK_EX), {"ok": "busy"})
+            self.assertEqual(in_child(_child_try_flock, self.p, fcntl.LOCK_SH), {"ok": "busy"})
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self.assertEqual(in_child(_child_try_flock, self.p, fcntl.LOCK_EX), {"ok": "locked"})
+            # Non-blocking: a lock the exited child failed to release must fail the test,
+            # not hang it.
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.fail("flock still held after the holder closed its descriptor and exited")
+            self.assertEqual(in_child(_child_try_flock, self.p, fcntl.LOCK_SH), {"ok": "locked"})
+            self.assertEqual(in_child(_child_try_flock, self.p, fcntl.LOCK_EX), {"ok": "busy"})
+        finally:
+            os.close(fd)
+        # Closing the descriptor released the lock.
+        self.assertEqual(in_child(_child_try_flock, self.p, fcntl.LOCK_EX), {"ok": "locked"})
+
+    def test_fcntl_conflicts_and_getlk(self):
+        fd = os.open(self.p, os.O_RDWR)
+        try:
+            setlk(fd, fcntl.F_WRLCK, 0, 100)
+            setlk(fd, fcntl.F_RDLCK, 500, 100)
+            me = os.getpid()
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_WRLCK, 50, 10), {"ok": "busy"})
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_RDLCK, 99, 1), {"ok": "busy"})
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_WRLCK, 100, 100), {"ok": "locked"})
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_RDLCK, 550, 10), {"ok": "locked"})
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_WRLCK, 550, 10), {"ok": "busy"})
+            got = in_child(_child_getlk, self.p, fcntl.F_WRLCK, 0, 1000)["ok"]
+            self.assertEqual(got[0], fcntl.F_WRLCK, got)
+            self.assertEqual(got[1:3], [0, 100], got)
+            self.assertEqual(got[3], me, "F_GETLK must report the holder's pid")
+            got = in_child(_child_getlk, self.p, fcntl.F_WRLCK, 200, 400)["ok"]
+            self.assertEqual(got[0], fcntl.F_RDLCK, got)
+            self.assertEqual(got[3], me)
+            got = in_child(_child_getlk, self.p, fcntl.F_RDLCK, 200, 100)["ok"]
+            self.assertEqual(got[0], fcntl.F_UNLCK, got)
+            # Unlocking part of the range frees that part only.
+            setlk(fd, fcntl.F_UNLCK, 0, 50)
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_WRLCK, 0, 50), {"ok": "locked"})
+            self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_WRLCK, 60, 1), {"ok": "busy"})
+        finally:
+            os.close(fd)
+        self.assertEqual(in_child(_child_try_setlk, self.p, fcntl.F_WRLCK, 0, 0), {"ok": "locked"},
+                         "closing the descriptor must release the process's locks")
+
+    def test_fcntl_blocking_lock_waits_for_release(self):
+        fd = os.open(self.p, os.O_RDWR)
+        setlk(fd, fcntl.F_WRLCK, 0, 0)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                cfd = os.open(self.p, os.O_RDWR)
+                setlk(cfd, fcntl.F_WRLCK, 0, 0, wait=True)
+                os.write(w, b"got")
+                os.close(cfd)
+            finally:
+                os._exit(0)
+        os.close(w)
+        try:
+            # The child is blocked while we hold the lock (it cannot have written yet).
+            import select
+            ready, _, _ = select.select([r], [], [], 0.5)
+            self.assertEqual(ready, [], "F_SETLKW returned while a conflicting lock was held")
+            setlk(fd, fcntl.F_UNLCK, 0, 0)
+            ready, _, _ = select.select([r], [], [], 60)
+            self.assertEqual(ready, [r], "F_SETLKW did not return after the lock was released")
+            self.assertEqual(os.read(r, 3), b"got")
+        finally:
+            os.close(r)
+            os.close(fd)
+            if not wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, timeout=30):
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+
+
+def _second_mount(testcase):
+    mnt2 = os.path.join(testcase.vol.dir, "mnt2-" + testcase._testMethodName)
+    os.mkdir(mnt2)
+    res = testcase.vol.mount_at(mnt2)
+
+    def cleanup():
+        if is_mounted(mnt2):
+            tierfs("umount", mnt2)
+    testcase.addCleanup(cleanup)
+    testcase.assertEqual(res[0], 0, msg(*res))
+    return mnt2
+
+
+class TwoMountLockTest(harness.TierFSTestCase):
+    """Locks are held in the metadata engine, so two mounts of one volume see each other's."""
+
+    def test_locks_conflict_across_mounts(self):
+        p1 = os.path.join(self.work, "lockfile")
+        write_file(p1, b"x" * 100)
+        mnt2 = _second_mount(self)
+        p2 = os.path.join(mnt2, os.path.relpath(p1, self.mnt))
+        self.assertTrue(wait_for(lambda: os.path.exists(p2), timeout=30))
+        fd = os.open(p1, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.assertEqual(in_child(_child_try_flock, p2, fcntl.LOCK_EX), {"ok": "busy"},
+                             "flock held through one mount is not seen through the other")
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self.assertEqual(in_child(_child_try_flock, p2, fcntl.LOCK_EX), {"ok": "locked"})
+            setlk(fd, fcntl.F_WRLCK, 10, 10)
+            self.assertEqual(in_child(_child_try_setlk, p2, fcntl.F_WRLCK, 15, 1), {"ok": "busy"},
+                             "fcntl lock held through one mount is not seen through the other")
+            self.assertEqual(in_child(_child_try_setlk, p2, fcntl.F_WRLCK, 30, 1), {"ok": "locked"})
+        finally:
+            os.close(fd)
+        self.assertEqual(in_child(_child_try_setlk, p2, fcntl.F_WRLCK, 15, 1), {"ok": "locked"})
+
+
+def _as_user(uid, gid, fn, *args):
+    def wrapped():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+        return fn(*args)
+    return in_child(wrapped)
+
+
+def _create_things(d):
+    with open(os.path.join(d, "userfile"), "wb") as f:
+        f.write(b"by user")
+    os.mkdir(os.path.join(d, "userdir"))
+    os.symlink("userfile", os.path.join(d, "userlink"))
+    return os.getuid()
+
+
+def _try_create(path):
+    with open(path, "wb") as f:
+        f.write(b"x")
+    return "created"
+
+
+def _try_read(path):
+    with open(path, "rb") as f:
+        return f.read().decode()
+
+
+def _try_chmod(path):
+    os.chmod(path, 0o777)
+    return "chmodded"
+
+
+class NonRootTest(harness.TierFSTestCase):
+    MOUNT_ARGS = ["-o", "allow_other"]
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # The temporary directory is private to root; let uid 1000 reach the mountpoint.
+        os.chmod(cls.vol.dir, 0o755)
+        os.chmod(cls.vol.mnt, 0o755)
+
+    def setUp(self):
+        super().setUp()
+        os.chmod(self.work, 0o755)
+        self.shared = os.path.join(self.work, "shared")
+        os.mkdir(self.shared)
+        os.chmod(self.shared, 0o777)
+
+    def test_files_owned_by_creating_user(self):
+        res = _as_user(1000, 1000, _create_things, self.shared)
+        self.assertEqual(res, {"ok": 1000}, res)
+        for n in ("userfile", "userdir"):
+            st = os.stat(os.path.join(self.shared, n))
+            self.assertEqual((st.st_uid, st.st_gid), (1000, 1000), n)
+        st = os.lstat(os.path.join(self.shared, "userlink"))
+        self.assertEqual((st.st_uid, st.st_gid), (1000, 1000))
+        self.assertEqual(read_file(os.path.join(self.shared, "userfile")), b"by user")
+
+    def test_setgid_dir_with_non_root_creator(self):
+        d = os.path.join(self.work, "group")
+        os.mkdir(d)
+        os.chown(d, 0, 1234)
+        os.chmod(d, 0o2777)
+        res = _as_user(1000, 1000, _create_things, d)
+        self.assertEqual(res, {"ok": 1000}, res)
+        st = os.stat(os.path.join(d, "userfile"))
+        self.assertEqual((st.st_uid, st.st_gid), (1000, 1234))
+        st = os.stat(os.path.join(d, "userdir"))
+        self.assertEqual((st.st_uid, st.st_gid), (1000, 1234))
+        self.assertTrue(st.st_mode & stat.S_ISGID)
+
+    def test_permission_checks(self):
+        private = os.path.join(self.work, "private")
+        os.mkdir(private, 0o755)
+        res = _as_user(1000, 1000, _try_create, os.path.join(private, "nope"))
+        self.assertEqual(res.get("errno"), errno.EACCES, res)
+        self.assertFalse(os.path.exists(os.path.join(private, "nope")))
+        secret = os.path.join(self.work, "secret")
+        write_file(secret, b"s")
+        os.chmod(secret, 0o600)
+        res = _as_user(1000, 1000, _try_read, secret)
+        self.assertEqual(res.get("errno"), errno.EACCES, res)
+        os.chmod(secret, 0o644)
+        self.assertEqual(_as_user(1000, 1000, _try_read, secret), {"ok": "s"})
+        res = _as_user(1000, 1000, _try_chmod, secret)
+        self.assertEqual(res.get("errno"), errno.EPERM, res)
+        res = _as_user(1000, 1000, _try_create, secret)
+        self.assertEqual(res.get("errno"), errno.EACCES, res)
+        self.assertEqual(read_file(secret), b"s")
+
+    def test_sticky_directory(self):
+        tmp = os.path.join(self.work, "tmp")
+        os.mkdir(tmp)
+        os.chmod(tmp, 0o1777)
+        victim = os.path.join(tmp, "rootfile")
+        write_file(victim, b"r")
+        os.chmod(victim, 0o666)
+
+        def try_unlink(p):
+            os.unlink(p)
+            return "unlinked"
+        res = _as_user(1000, 1000, try_unlink, victim)
+        self.assertEqual(res.get("errno"), errno.EPERM, res)
+        self.assertTrue(os.path.exists(victim))
+        res = _as_user(1000, 1000, _try_create, os.path.join(tmp, "mine"))
+        self.assertEqual(res, {"ok": "created"})
+        self.assertEqual(_as_user(1000, 1000, try_unlink, os.path.join(tmp, "mine")), {"ok": "unlinked"})
+
+
+if __name__ == "__main__":
+    harness.main()
