@@ -40,7 +40,10 @@ bool IsPermanent(int code) {
 }  // namespace
 
 CachedStore::CachedStore(std::unique_ptr<ObjectStore> store, StoreConfig cfg)
-    : store_(std::move(store)), cfg_(std::move(cfg)), cache_(cfg_.cache_bytes) {
+    : store_(std::move(store)),
+      cfg_(std::move(cfg)),
+      pool_(BufferPool::Create(std::min<uint64_t>(64ull << 20, std::max<uint64_t>(cfg_.buffer_bytes / 4, 8ull << 20)))),
+      cache_(cfg_.cache_bytes) {
   assert(cfg_.block_size > 0);
   int up = std::max(1, cfg_.upload_threads);
   int down = std::max(1, cfg_.download_threads);

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "chunk/block_cache.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "object/object_store.h"
 
@@ -60,6 +61,7 @@ class CachedStore {
   ObjectStore* store() { return store_.get(); }
   const StoreConfig& config() const { return cfg_; }
   BlockCache* cache() { return &cache_; }
+  BufferPool* pool() { return pool_.get(); }
 
   // Fills dst with bytes [off, off+len) of slice `id`, which is `size` bytes long. Whole
   // blocks go through the memory cache, one fetch per block however many readers want it.
@@ -128,6 +130,7 @@ class CachedStore {
 
   std::unique_ptr<ObjectStore> store_;
   const StoreConfig cfg_;
+  std::shared_ptr<BufferPool> pool_;  // recycles block memory of writes and fetches
   BlockCache cache_;
 
   std::mutex mu_;  // guards inflight_

@@ -37,7 +37,15 @@ bool SliceWriter::Write(uint32_t off, std::string_view data) {
       // Grow geometrically but never past one block, so a small file holds a small buffer
       // and a full block holds exactly block_size bytes.
       if (need > buf.capacity()) {
-        buf.reserve(std::min<size_t>(block_size_, std::max(need, buf.capacity() * 2)));
+        // A write that starts a block and is large looks like a stream: take the whole
+        // block at once rather than growing (and copying) several times.
+        size_t want = (span.offset_in_block == 0 && span.len >= block_size_ / 8)
+                          ? block_size_
+                          : std::min<size_t>(block_size_, std::max(need, buf.capacity() * 2));
+        std::string bigger = store_->pool()->Take(want);
+        bigger.append(buf);
+        store_->pool()->Give(std::move(buf));
+        buf = std::move(bigger);
       }
       store_->AddBuffered(need - buf.size());
     }
@@ -79,7 +87,15 @@ void SliceWriter::StartNextUpload(bool in_caller) {
   std::string key = BlockKey(store_->config().volume, id_, index, static_cast<uint32_t>(buf.size()));
   sent_keys_.push_back(key);
   // The buffer moves into the shared block that the upload and then the cache hold.
-  auto data = std::make_shared<const std::string>(std::move(buf));
+  if (buf.capacity() > 2 * buf.size() && buf.capacity() > 65536) {
+    // A short last block in a block-sized buffer: keep a right-sized copy so that the
+    // cache's byte count matches the memory it holds.
+    std::string fit = store_->pool()->Take(buf.size());
+    fit.append(buf);
+    store_->pool()->Give(std::move(buf));
+    buf = std::move(fit);
+  }
+  auto data = store_->pool()->Share(std::move(buf));
   buf = std::string();
   bool skip;
   {

@@ -1,0 +1,63 @@
+#include "common/buffer_pool.h"
+
+namespace tierfs {
+
+namespace {
+constexpr size_t kMinClass = 4096;
+size_t ClassSize(int c) { return kMinClass << c; }
+}  // namespace
+
+std::shared_ptr<BufferPool> BufferPool::Create(size_t max_idle_bytes) {
+  return std::shared_ptr<BufferPool>(new BufferPool(max_idle_bytes));
+}
+
+int BufferPool::ClassOf(size_t capacity) {
+  int c = 0;
+  while (c < kClasses - 1 && ClassSize(c) < capacity) ++c;
+  return c;
+}
+
+std::string BufferPool::Take(size_t capacity) {
+  int c = ClassOf(capacity);
+  if (ClassSize(c) >= capacity) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!free_[c].empty()) {
+      std::string buf = std::move(free_[c].back());
+      free_[c].pop_back();
+      idle_ -= buf.capacity();
+      return buf;
+    }
+  }
+  std::string buf;
+  buf.reserve(std::max(capacity, ClassSize(c)));
+  return buf;
+}
+
+void BufferPool::Give(std::string&& buf) {
+  size_t cap = buf.capacity();
+  if (cap < kMinClass) return;
+  // The largest class whose size the buffer can hold.
+  int c = ClassOf(cap);
+  if (ClassSize(c) > cap) --c;
+  if (c < 0) return;
+  buf.clear();
+  std::lock_guard<std::mutex> l(mu_);
+  if (idle_ + cap > max_idle_) return;  // freed when buf goes out of scope
+  idle_ += cap;
+  free_[c].push_back(std::move(buf));
+}
+
+std::shared_ptr<const std::string> BufferPool::Share(std::string&& buf) {
+  std::shared_ptr<BufferPool> self = shared_from_this();
+  return std::shared_ptr<const std::string>(new std::string(std::move(buf)), [self](const std::string* p) {
+    self->Give(std::move(*const_cast<std::string*>(p)));
+    delete p;
+  });
+}
+
+size_t BufferPool::idle_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return idle_;
+}
+
+}  // namespace tierfs

@@ -1,0 +1,47 @@
+#include "common/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace tierfs {
+
+TEST(BufferPool, RecyclesSharedBlocks) {
+  auto pool = BufferPool::Create(1 << 20);
+  std::string a = pool->Take(60000);
+  EXPECT_GE(a.capacity(), 60000u);
+  EXPECT_TRUE(a.empty());
+  a.append(60000, 'x');
+  const char* mem = a.data();
+  {
+    auto block = pool->Share(std::move(a));
+    EXPECT_EQ(block->size(), 60000u);
+    EXPECT_EQ(pool->idle_bytes(), 0u);
+  }
+  EXPECT_GT(pool->idle_bytes(), 0u);
+  std::string b = pool->Take(50000);
+  EXPECT_EQ(b.data(), mem);  // the same memory came back
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(pool->idle_bytes(), 0u);
+}
+
+TEST(BufferPool, BoundsIdleMemory) {
+  auto pool = BufferPool::Create(100000);
+  std::string a = pool->Take(65536), b = pool->Take(65536);
+  pool->Give(std::move(a));
+  pool->Give(std::move(b));  // over the limit: freed
+  EXPECT_LE(pool->idle_bytes(), 100000u);
+  EXPECT_GT(pool->idle_bytes(), 0u);
+}
+
+TEST(BufferPool, BlockOutlivesItsPoolHandle) {
+  std::shared_ptr<const std::string> block;
+  {
+    auto pool = BufferPool::Create(1 << 20);
+    std::string s = pool->Take(4096);
+    s = "data";
+    block = pool->Share(std::move(s));
+  }
+  EXPECT_EQ(*block, "data");
+  block.reset();  // returns to a pool kept alive by the block itself
+}
+
+}  // namespace tierfs
