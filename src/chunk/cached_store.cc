@@ -42,7 +42,7 @@ bool IsPermanent(int code) {
 CachedStore::CachedStore(std::unique_ptr<ObjectStore> store, StoreConfig cfg)
     : store_(std::move(store)),
       cfg_(std::move(cfg)),
-      pool_(BufferPool::Create(std::min<uint64_t>(64ull << 20, std::max<uint64_t>(cfg_.buffer_bytes / 4, 8ull << 20)))),
+      pool_(BufferPool::Create(std::min<uint64_t>(32ull << 20, std::max<uint64_t>(cfg_.buffer_bytes / 8, 8ull << 20)))),
       cache_(cfg_.cache_bytes) {
   assert(cfg_.block_size > 0);
   int up = std::max(1, cfg_.upload_threads);
@@ -273,7 +273,7 @@ void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::s
   uint64_t bytes = data->size();
   if (st.ok()) {
     bytes_uploaded_ += bytes;
-    cache_.Put(key, std::move(data));
+    if (cfg_.cache_writes) cache_.Put(key, std::move(data));
   } else {
     upload_failures_++;
     spdlog::error("upload of block {} failed: {}", key, st.ToString());

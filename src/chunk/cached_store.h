@@ -32,6 +32,10 @@ struct StoreConfig {
   int upload_threads = 16;
   int download_threads = 16;
   uint64_t buffer_bytes = 300 << 20;  // write-buffer budget, for callers of WaitBufferBelow
+  // Keep uploaded blocks in the memory cache. Off by default: this client's kernel page
+  // cache already holds what it wrote, and caching every written block would fill the
+  // cache with fresh memory (page faults on every write) and evict blocks read for real.
+  bool cache_writes = false;
 };
 
 struct StoreStats {

@@ -39,9 +39,10 @@ class SliceWriterTest : public ::testing::Test {
  protected:
   static constexpr uint32_t kBlock = 64 << 10;
 
-  void Make(uint32_t block_size = kBlock, int upload_threads = 4) {
+  void Make(uint32_t block_size = kBlock, int upload_threads = 4, bool cache_writes = false) {
     StoreConfig cfg;
     cfg.volume = "vol";
+    cfg.cache_writes = cache_writes;
     cfg.block_size = block_size;
     cfg.upload_threads = upload_threads;
     auto fake = std::make_unique<FakeStore>();
@@ -242,8 +243,8 @@ TEST_F(SliceWriterTest, DestructorWithoutFinishAborts) {
   EXPECT_EQ(fake_->Count(), 1u);
 }
 
-TEST_F(SliceWriterTest, UploadedBlocksAreServedFromTheCache) {
-  Make();
+TEST_F(SliceWriterTest, UploadedBlocksAreServedFromTheCacheWhenAsked) {
+  Make(kBlock, 4, /*cache_writes=*/true);
   auto w = store_->NewSliceWriter(14);
   std::string data = RandomBytes(2 * kBlock + 77, 14);
   ASSERT_TRUE(w->Write(0, data));
@@ -253,6 +254,19 @@ TEST_F(SliceWriterTest, UploadedBlocksAreServedFromTheCache) {
   ASSERT_TRUE(store_->ReadSlice(14, size, 0, size, out.data()).ok());
   EXPECT_TRUE(out == data);
   EXPECT_EQ(fake_->gets.load(), 0);
+}
+
+TEST_F(SliceWriterTest, UploadedBlocksSkipTheCacheByDefault) {
+  Make();
+  auto w = store_->NewSliceWriter(16);
+  std::string data = RandomBytes(kBlock, 16);
+  ASSERT_TRUE(w->Write(0, data));
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(store_->cache()->stats().blocks, 0u);
+  std::string out(data.size(), '\0');
+  ASSERT_TRUE(store_->ReadSlice(16, kBlock, 0, kBlock, out.data()).ok());
+  EXPECT_TRUE(out == data);
+  EXPECT_EQ(fake_->gets.load(), 1);
 }
 
 TEST_F(SliceWriterTest, ReadSeesBlocksWhileUploading) {

@@ -1,5 +1,6 @@
 // tierfs mount META-URL MOUNTPOINT [-d] [--log FILE] [cache and buffer options] [-o opts]
 #include <fcntl.h>
+#include <malloc.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -33,7 +34,7 @@ struct Args {
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
   std::string cache_size;  // empty: a quarter of buffer_size
-  int upload_threads = 16, download_threads = 16;
+  int upload_threads = 16, download_threads = 8;
   std::vector<std::string> options;
   bool read_only = false;
 };
@@ -59,6 +60,12 @@ void SetupLogging(const std::string& file, bool foreground) {
 // Everything after validation: open the volume, mount, serve until unmounted. `ready` is
 // called exactly once with the outcome of mounting.
 int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
+  // Block-sized buffers come and go all the time: keep them in the heap (not separate
+  // mappings) and keep freed memory mapped, so reuse costs no page faults. Peak memory is
+  // bounded by --buffer-size anyway.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_ARENA_MAX, 4);
   std::string mp = AbsPath(a.mountpoint);
   bool ro = a.read_only;
   std::vector<std::string> mount_opts;
@@ -111,12 +118,13 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   StoreConfig cfg;
   cfg.volume = fmt.name;
   cfg.block_size = fmt.block_size;
-  // One memory budget for data: by default a quarter caches blocks for reads (and
-  // readahead), the rest holds written data until it is uploaded, so peak memory is the
-  // buffer size plus a fixed overhead. An explicit --cache-size comes on top.
+  // One memory budget for data, so that peak memory is the buffer size plus a fixed
+  // overhead. An explicit --cache-size comes on top.
+  // Half holds written data awaiting upload, a quarter caches blocks, and the last
+  // quarter covers blocks in flight (prefetches) and recycled buffers.
   if (a.cache_size.empty()) {
     cfg.cache_bytes = *buffer / 4;
-    cfg.buffer_bytes = *buffer - cfg.cache_bytes;
+    cfg.buffer_bytes = *buffer / 2;
   } else {
     auto cache = ParseSize(a.cache_size);
     if (!cache.ok()) return fail(cache.status().With("--cache-size"));
@@ -250,7 +258,8 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_option("--dir-entry-cache", a->dir_entry_cache, "Kernel directory entry cache timeout, seconds")
       ->capture_default_str();
   sub->add_option("--buffer-size", a->buffer_size,
-                  "Memory for data: 3/4 for written data awaiting upload, 1/4 for the read block cache")
+                  "Memory for data: 1/2 for written data awaiting upload, 1/4 for the read block cache, 1/4 "
+                  "for prefetches and recycled buffers")
       ->capture_default_str();
   sub->add_option("--cache-size", a->cache_size,
                   "Memory block cache for reads, on top of --buffer-size (default: a quarter of it, taken from it)");

@@ -19,7 +19,7 @@ struct FuseOptions {
   double entry_timeout = 1.0;
   double dir_entry_timeout = 1.0;
   std::vector<std::string> mount_options;  // -o values: allow_other, default_permissions, ro, ...
-  int max_threads = 32;
+  int max_threads = 16;
 };
 
 // Mounts, calls on_ready once the kernel mount exists, and serves requests until the file

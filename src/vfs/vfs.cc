@@ -28,7 +28,15 @@ struct InodeState {
   int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
   uint64_t seen_length = 0;
   int opens = 0;
+  // The kernel asks for security.capability before every write(2); a recent "no such
+  // xattr" answer is remembered for the attribute-cache time (1 s).
+  int64_t no_caps_until_ns = 0;
 };
+
+namespace {
+constexpr const char* kCapsXattr = "security.capability";
+constexpr int64_t kNegativeXattrNs = 1'000'000'000;
+}  // namespace
 
 struct Handle {
   Ino ino = 0;
@@ -297,6 +305,11 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
   // The creator may write even if the new mode forbids it (open(O_CREAT|O_WRONLY, 0444)).
   meta_->OpenCreated(e.ino);
   ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(e.ino, e.attr, flags));
+  {
+    auto st = State(e.ino);
+    std::lock_guard<std::mutex> l(st->mu);
+    st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
+  }
   return std::make_pair(e, r);
 }
 
@@ -566,11 +579,36 @@ Result<StatFs> Vfs::GetStatFs() { return meta_->GetStatFs(); }
 
 Result<std::string> Vfs::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (name == kInfoXattr) return LayoutJson(ino);
-  return meta_->GetXattr(ctx, ino, name);
+  bool caps = name == kCapsXattr;
+  std::shared_ptr<InodeState> st;
+  if (caps) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = inodes_.find(ino);
+    if (it != inodes_.end()) st = it->second;
+  }
+  if (st) {
+    std::lock_guard<std::mutex> l(st->mu);
+    if (st->no_caps_until_ns > MonoNanos()) return Status::Err(ENODATA, "no xattr " + name);
+  }
+  auto r = meta_->GetXattr(ctx, ino, name);
+  if (st && r.status().code() == ENODATA) {
+    std::lock_guard<std::mutex> l(st->mu);
+    st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
+  }
+  return r;
+}
+
+void Vfs::ForgetXattrCache(Ino ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = inodes_.find(ino);
+  if (it == inodes_.end()) return;
+  std::lock_guard<std::mutex> g(it->second->mu);
+  it->second->no_caps_until_ns = 0;
 }
 
 Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
   if (name == kInfoXattr) return Status::Err(EPERM, "tierfs.info is read-only");
+  ForgetXattrCache(ino);
   return meta_->SetXattr(ctx, ino, name, value, flags);
 }
 
@@ -578,6 +616,7 @@ Result<std::vector<std::string>> Vfs::ListXattr(const Ctx& ctx, Ino ino) { retur
 
 Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (name == kInfoXattr) return Status::Err(EPERM, "tierfs.info is read-only");
+  ForgetXattrCache(ino);
   return meta_->RemoveXattr(ctx, ino, name);
 }
 

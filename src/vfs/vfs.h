@@ -116,6 +116,7 @@ class Vfs {
   void Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len);
   Attr MergePending(Ino ino, Attr a);
   void FlusherLoop();
+  void ForgetXattrCache(Ino ino);
 
   Meta* meta_;
   CachedStore* store_;
