@@ -200,7 +200,9 @@ class Meta {
                      std::pair<Ino, Attr>* out);
   // Drops one link of `ino` inside txn; frees or parks the inode when it was the last.
   Status DropLink(KvTxn& t, Ino ino, Attr* attr, int64_t now);
-  Status DeleteFileData(Ino ino, int64_t budget_keys, bool* done);
+  // Deletes the chunk records of unlinked files, several files per transaction; sets
+  // `finished` to how many of inos (a prefix) are now gone entirely.
+  Status DeleteFilesData(const std::vector<Ino>& inos, size_t* finished);
   Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
   Status FlushCounters();

@@ -244,35 +244,41 @@ Status Meta::UnrefSlice(KvTxn& t, uint64_t id, uint32_t size) {
   return t.Put(keys::PendingSlice(id, size), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
 }
 
-Status Meta::DeleteFileData(Ino ino, int64_t budget_keys, bool* done) {
-  *done = false;
+Status Meta::DeleteFilesData(const std::vector<Ino>& inos, size_t* finished) {
+  constexpr size_t kBudget = 1000;  // keys visited per transaction
   return engine_->Txn([&](KvTxn& t) {
-    *done = false;
-    std::vector<std::pair<std::string, SliceRecord>> recs;
-    RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(ino), static_cast<size_t>(budget_keys),
-                               [&](std::string_view k, std::string_view v) {
-                                 SliceRecord r;
-                                 if (DecodeSliceRecord(v, &r)) recs.emplace_back(std::string(k), r);
-                                 return true;
-                               }));
-    for (auto& [k, r] : recs) {
-      RETURN_IF_ERROR(UnrefSlice(t, r.id, r.size));
-      RETURN_IF_ERROR(t.Delete(k));
+    *finished = 0;
+    size_t budget = kBudget;
+    for (Ino ino : inos) {
+      std::vector<std::pair<std::string, SliceRecord>> recs;
+      RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(ino), budget, [&](std::string_view k, std::string_view v) {
+        SliceRecord r;
+        if (DecodeSliceRecord(v, &r)) recs.emplace_back(std::string(k), r);
+        return true;
+      }));
+      for (auto& [k, r] : recs) {
+        RETURN_IF_ERROR(UnrefSlice(t, r.id, r.size));
+        RETURN_IF_ERROR(t.Delete(k));
+      }
+      if (recs.size() >= budget) return Status::OK();  // this file needs another round
+      budget -= recs.size();
+      // No records left: drop truncation masks and the pending-file record.
+      std::vector<std::string> rules;
+      std::string prefix = keys::TruncRulesPrefix(ino);
+      RETURN_IF_ERROR(ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view) {
+        rules.emplace_back(k);
+        return true;
+      }));
+      for (auto& k : rules) {
+        RETURN_IF_ERROR(t.Delete(k));
+        RETURN_IF_ERROR(
+            t.Delete(keys::PendingTrunc(ino, keys::DecodeU64(std::string_view(k).substr(prefix.size())))));
+      }
+      RETURN_IF_ERROR(t.Delete(keys::PendingFile(ino)));
+      ++*finished;
+      if (budget <= 1 + rules.size()) return Status::OK();
+      budget -= 1 + rules.size();
     }
-    if (static_cast<int64_t>(recs.size()) >= budget_keys) return Status::OK();
-    // No records left: drop truncation masks and the pending-file record.
-    std::vector<std::string> rules;
-    std::string prefix = keys::TruncRulesPrefix(ino);
-    RETURN_IF_ERROR(ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view) {
-      rules.emplace_back(k);
-      return true;
-    }));
-    for (auto& k : rules) {
-      RETURN_IF_ERROR(t.Delete(k));
-      RETURN_IF_ERROR(t.Delete(keys::PendingTrunc(ino, keys::DecodeU64(std::string_view(k).substr(prefix.size())))));
-    }
-    RETURN_IF_ERROR(t.Delete(keys::PendingFile(ino)));
-    *done = true;
     return Status::OK();
   });
 }

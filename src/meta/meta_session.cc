@@ -208,15 +208,20 @@ Status Meta::CleanPendingSlices() {
         });
       },
       true));
+  std::vector<std::pair<uint64_t, uint32_t>> deleted;
   for (auto [id, size] : pending) {
     Status st = delete_slice_(id, size);
     if (!st.ok()) {
       spdlog::warn("deleting the blocks of slice {} failed, will retry: {}", id, st.ToString());
       continue;
     }
-    RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return t.Delete(keys::PendingSlice(id, size)); }));
+    deleted.emplace_back(id, size);
   }
-  return Status::OK();
+  // One transaction forgets every slice whose blocks are gone.
+  return engine_->Txn([&](KvTxn& t) {
+    for (auto [id, size] : deleted) RETURN_IF_ERROR(t.Delete(keys::PendingSlice(id, size)));
+    return Status::OK();
+  });
 }
 
 Status Meta::RunCleanupOnce() {
@@ -250,9 +255,10 @@ Status Meta::RunCleanupOnce() {
         });
       },
       true));
-  for (Ino ino : files) {
-    bool done = false;
-    for (int round = 0; round < 1000 && !done; ++round) RETURN_IF_ERROR(DeleteFileData(ino, 1000, &done));
+  for (size_t pos = 0, rounds = 0; pos < files.size() && rounds < 100000; ++rounds) {
+    size_t finished = 0;
+    RETURN_IF_ERROR(DeleteFilesData(std::vector<Ino>(files.begin() + static_cast<long>(pos), files.end()), &finished));
+    pos += finished;
   }
   return CleanPendingSlices();
 }

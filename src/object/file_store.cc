@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#include <climits>
 
 #include <algorithm>
 #include <cerrno>
@@ -66,9 +68,11 @@ std::string RandomHex() {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(MonoNanos());
   }());
-  // getpid() keeps a forked child, which inherits the generator state, from repeating the
-  // parent's names.
-  uint64_t v = rng() ^ (static_cast<uint64_t>(getpid()) << 40);
+  // Mixing in the pid separates processes that share a bucket. It is read once per thread:
+  // a child forked later would repeat its parent's names, but O_EXCL catches collisions and
+  // tierfs never forks after opening a store.
+  thread_local uint64_t pid = static_cast<uint64_t>(getpid());
+  uint64_t v = rng() ^ (pid << 40);
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
   return buf;
@@ -114,6 +118,26 @@ int WriteAll(int fd, std::string_view data) {
       return errno;
     }
     data.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+// Writes every part, with as few system calls as the kernel allows (one writev usually).
+int WriteAllParts(int fd, std::vector<std::string_view> parts) {
+  while (!parts.empty()) {
+    std::vector<iovec> iov;
+    for (auto p : parts) iov.push_back({const_cast<char*>(p.data()), p.size()});
+    ssize_t n = writev(fd, iov.data(), static_cast<int>(std::min<size_t>(iov.size(), IOV_MAX)));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (!parts.empty() && left >= parts.front().size()) {
+      left -= parts.front().size();
+      parts.erase(parts.begin());
+    }
+    if (!parts.empty()) parts.front().remove_prefix(left);
   }
   return 0;
 }
@@ -250,11 +274,7 @@ int FileStore::WriteAtomic(const std::string& path, const std::vector<std::strin
   std::string tmp;
   int fd = CreateTemp(path, create_dirs, &tmp);
   if (fd < 0) return -fd;
-  int err = 0;
-  for (auto part : parts) {
-    err = WriteAll(fd, part);
-    if (err != 0) break;
-  }
+  int err = WriteAllParts(fd, parts);
   if (err != 0) {
     close(fd);
     unlink(tmp.c_str());
