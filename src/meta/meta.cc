@@ -730,8 +730,15 @@ Status Meta::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
 
 // ---- open files ----
 
-Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags) {
-  ASSIGN_OR_RETURN(Attr a, GetAttr(ino));
+Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRecord>* first_chunk) {
+  Attr a;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+        if (first_chunk && a.IsRegular() && a.length > 0) return ReadChunkTx(t, ino, 0, first_chunk);
+        return Status::OK();
+      },
+      true));
   int mask = 0;
   switch (flags & O_ACCMODE) {
     case O_RDONLY: mask = R_OK; break;

@@ -154,7 +154,9 @@ class Meta {
   // ---- open files ----
   // Checks permissions for the open flags and counts the open, so that an unlinked file's
   // data stays until the last Release.
-  Result<Attr> Open(const Ctx& ctx, Ino ino, int flags);
+  // With first_chunk, a regular file's chunk 0 records come back from the same
+  // transaction (a small file is then read without another metadata round trip).
+  Result<Attr> Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRecord>* first_chunk = nullptr);
   // Counts an open of an inode this client just created (no permission check, no read).
   void OpenCreated(Ino ino);
   Status Release(Ino ino);

@@ -17,7 +17,9 @@ namespace {
 constexpr uint64_t kInodeBatch = 256;
 constexpr uint64_t kSliceBatch = 1024;
 
-// Reads a chunk's records and the file's truncation masks inside a transaction.
+}  // namespace
+
+namespace internal {
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out) {
   out->clear();
   RETURN_IF_ERROR(ScanPrefix(t, keys::ChunkPrefix(ino, index), 0, [&](std::string_view k, std::string_view v) {
@@ -42,7 +44,7 @@ Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* 
   std::sort(out->begin(), out->end(), [](const SliceRecord& a, const SliceRecord& b) { return a.seq < b.seq; });
   return Status::OK();
 }
-}  // namespace
+}  // namespace internal
 
 Result<uint64_t> Meta::NextId(const char* counter, uint64_t batch, uint64_t* next, uint64_t* end) {
   std::lock_guard<std::mutex> l(id_mu_);

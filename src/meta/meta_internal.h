@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "common/encoding.h"
 #include "meta/attr.h"
@@ -42,6 +43,9 @@ inline std::string EncodeDentry(Ino ino, uint32_t mode) {
 
 // Space charged for a file of this length (4 KiB granularity, like a block device).
 inline int64_t ChargedBytes(uint64_t length) { return static_cast<int64_t>((length + 4095) / 4096 * 4096); }
+
+// A chunk's records plus the file's truncation masks as hole records, in commit order.
+Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out);
 
 inline Status ScanPrefix(KvTxn& t, const std::string& prefix, size_t limit, const KvTxn::ScanFn& fn) {
   return t.Scan(prefix, PrefixEnd(prefix), limit, fn);

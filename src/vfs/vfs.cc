@@ -260,7 +260,9 @@ void Vfs::Forget(Ino ino) {
 }
 
 Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
-  ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags));
+  std::vector<SliceRecord> first_chunk;
+  bool want_chunk = !(flags & O_TRUNC) && (flags & O_ACCMODE) != O_WRONLY;
+  ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags, want_chunk ? &first_chunk : nullptr));
   if ((flags & O_TRUNC) && a.IsRegular()) {
     // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
     // Permission to write was checked by Meta::Open.
@@ -272,7 +274,13 @@ Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
     }
     a = *t;
   }
-  return OpenWithAttr(ino, a, flags);
+  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(ino, a, flags));
+  if (want_chunk && a.IsRegular() && a.length > 0) {
+    auto st = State(ino);
+    std::lock_guard<std::mutex> l(st->mu);
+    if (!(st->writer && st->writer->Dirty())) st->chunks[0] = BuildSliceMap(std::move(first_chunk));
+  }
+  return r;
 }
 
 Result<OpenResult> Vfs::OpenWithAttr(Ino ino, const Attr& a, int flags) {
