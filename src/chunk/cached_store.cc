@@ -110,6 +110,16 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
         l.unlock();
         return GetRange(key, off_in_block, len, dst);
       }
+      if (off_in_block == 0 && len == block_len) {
+        // One read consumes the whole block (a small file, an aligned large read): the
+        // kernel's page cache keeps it for re-reads, so caching it here as well would only
+        // cost fresh memory on every read. Readahead still fills the cache.
+        l.unlock();
+        auto got = GetBlock(key, block_len);
+        if (!got.ok()) return got.status();
+        std::memcpy(dst, (*got)->data(), len);
+        return Status::OK();
+      }
       fetch = std::make_shared<Fetch>();
       inflight_.emplace(key, fetch);
       owner = true;

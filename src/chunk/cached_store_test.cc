@@ -66,9 +66,11 @@ TEST_F(CachedStoreTest, ReadsWholeAndPartialRanges) {
   Make();
   const uint32_t size = 3 * kBlock + 1234;
   std::string data = PutSlice(7, size);
-  auto all = Read(7, size, 0, size);
+  // Skipping the first byte keeps block 0 from being consumed whole (which bypasses the
+  // cache, see WholeBlockReadsBypassTheCache).
+  auto all = Read(7, size, 1, size - 1);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_TRUE(*all == data);
+  EXPECT_TRUE(*all == data.substr(1));
   std::mt19937 rng(1);
   for (int i = 0; i < 200; ++i) {
     uint32_t off = rng() % size;
@@ -196,11 +198,30 @@ TEST_F(CachedStoreTest, SmallRandomReadsAreRangedAndNotCached) {
   EXPECT_EQ(fake_->gets.load(), gets);
 }
 
+TEST_F(CachedStoreTest, WholeBlockReadsBypassTheCache) {
+  Make();
+  std::string data = PutSlice(13, kBlock);
+  auto got = Read(13, kBlock, 0, kBlock);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(*got == data);
+  EXPECT_EQ(fake_->gets.load(), 1);
+  EXPECT_EQ(fake_->ranged_gets.load(), 0);
+  EXPECT_EQ(store_->stats().cache_blocks, 0u);
+  // A cached block still serves whole reads.
+  store_->Prefetch(13, kBlock, 0, kBlock);
+  for (int i = 0; i < 500 && !store_->cache()->Contains(Key(13, 0, kBlock)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(store_->cache()->Contains(Key(13, 0, kBlock)));
+  ASSERT_TRUE(Read(13, kBlock, 0, kBlock).ok());
+  EXPECT_EQ(fake_->gets.load(), 2);
+}
+
 TEST_F(CachedStoreTest, SmallReadJoinsAnInFlightFetch) {
   Make();
   std::string data = PutSlice(12, kBlock);
   fake_->get_delay_ms = 300;
-  std::thread big([&] { EXPECT_TRUE(Read(12, kBlock, 0, kBlock).ok()); });
+  std::thread big([&] { EXPECT_TRUE(Read(12, kBlock, 0, kBlock - 1).ok()); });
   // Wait until the whole-block get has started.
   for (int i = 0; i < 500 && fake_->gets.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   auto got = Read(12, kBlock, 10, 10);
@@ -258,7 +279,7 @@ TEST_F(CachedStoreTest, DeleteSliceRemovesBlocksAndCache) {
   const uint32_t size = 2 * kBlock + 10;
   PutSlice(40, size);
   PutSlice(41, 100);
-  ASSERT_TRUE(Read(40, size, 0, size).ok());
+  ASSERT_TRUE(Read(40, size, 1, size - 1).ok());
   EXPECT_EQ(store_->stats().cache_blocks, 3u);
   fake_->Remove(Key(40, 2, size));  // a missing block is fine
   ASSERT_TRUE(store_->DeleteSlice(40, size).ok());
