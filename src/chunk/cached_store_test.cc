@@ -16,13 +16,7 @@ namespace tierfs {
 namespace {
 
 using testing::FakeStore;
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using testing::RandomBytes;
 
 class CachedStoreTest : public ::testing::Test {
  protected:

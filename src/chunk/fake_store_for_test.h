@@ -8,12 +8,21 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 
 #include "object/object_store.h"
 
 namespace tierfs::testing {
+
+// n reproducible pseudo-random bytes.
+inline std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
 
 class FakeStore : public ObjectStore {
  public:

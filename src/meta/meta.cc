@@ -387,23 +387,29 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
   return Status::OK();
 }
 
+// Loads, for unlink and rmdir, a directory the caller may change (write and search) and the
+// entry `name` in it, applying the sticky-directory rule.
+static Status LoadEntryToRemove(const Meta& m, KvTxn& t, const Ctx& ctx, Ino parent, const std::string& name,
+                                Attr* pa, Ino* ino, uint32_t* type, Attr* a) {
+  RETURN_IF_ERROR(GetAttrTx(t, parent, pa));
+  if (!pa->IsDir()) return NotDir(parent);
+  RETURN_IF_ERROR(m.CheckAccess(ctx, *pa, W_OK | X_OK));
+  RETURN_IF_ERROR(GetDentryTx(t, parent, name, ino, type));
+  RETURN_IF_ERROR(GetAttrTx(t, *ino, a));
+  return CheckSticky(ctx, *pa, *a);
+}
+
 Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   int64_t usage = 0, inodes = 0;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
     usage = inodes = 0;
-    Attr pa;
-    RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
-    if (!pa.IsDir()) return NotDir(parent);
-    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    Attr pa, a;
     Ino ino;
     uint32_t type;
-    RETURN_IF_ERROR(GetDentryTx(t, parent, name, &ino, &type));
+    RETURN_IF_ERROR(LoadEntryToRemove(*this, t, ctx, parent, name, &pa, &ino, &type, &a));
     if (type == S_IFDIR) return Status::Err(EISDIR, "'" + name + "' is a directory");
-    Attr a;
-    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-    RETURN_IF_ERROR(CheckSticky(ctx, pa, a));
     int64_t now = NowNanos();
     RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
     pa.mtime_ns = pa.ctime_ns = now;
@@ -425,17 +431,11 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
-    Attr pa;
-    RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
-    if (!pa.IsDir()) return NotDir(parent);
-    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    Attr pa, a;
     Ino ino;
     uint32_t type;
-    RETURN_IF_ERROR(GetDentryTx(t, parent, name, &ino, &type));
+    RETURN_IF_ERROR(LoadEntryToRemove(*this, t, ctx, parent, name, &pa, &ino, &type, &a));
     if (type != S_IFDIR) return Status::Err(ENOTDIR, "'" + name + "' is not a directory");
-    Attr a;
-    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-    RETURN_IF_ERROR(CheckSticky(ctx, pa, a));
     bool empty = true;
     RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 1, [&](std::string_view, std::string_view) {
       empty = false;
