@@ -13,6 +13,7 @@ void RegisterMount(CLI::App& app, int* exit_code);
 void RegisterUmount(CLI::App& app, int* exit_code);
 void RegisterStatus(CLI::App& app, int* exit_code);
 void RegisterInfo(CLI::App& app, int* exit_code);
+void RegisterGc(CLI::App& app, int* exit_code);
 void RegisterVersion(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -121,6 +121,13 @@ class Meta {
   void StopBackground();
   // Runs one round of background work now (tests, `gc`).
   Status RunCleanupOnce();
+  // Sets how unreferenced slices are deleted without starting the background thread (gc).
+  void SetSliceDeleter(DeleteSliceFn delete_slice) { delete_slice_ = std::move(delete_slice); }
+  // Calls fn for every slice a chunk record refers to (once per record), scanning the whole
+  // namespace in batches of read transactions; for gc and fsck.
+  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn);
+  // Slices whose blocks await deletion ("X" records).
+  Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
   Result<StatFs> GetStatFs();
 
   // ---- namespace ----

@@ -332,4 +332,51 @@ Status Meta::ApplyTruncRule(Ino ino, uint64_t seq, bool* done) {
   });
 }
 
+Status Meta::ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn) {
+  constexpr size_t kBatch = 10000;
+  std::string from = "A";
+  const std::string end = PrefixEnd("A");
+  for (;;) {
+    std::vector<std::pair<uint64_t, uint32_t>> refs;
+    std::string last;
+    size_t seen = 0;
+    RETURN_IF_ERROR(engine_->Txn(
+        [&](KvTxn& t) {
+          refs.clear();
+          seen = 0;
+          return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
+            ++seen;
+            last.assign(k);
+            // "A" ino(8) "C" index(4) seq(8): a chunk record.
+            if (k.size() == 22 && k[9] == 'C') {
+              SliceRecord r;
+              if (DecodeSliceRecord(v, &r) && r.id) refs.emplace_back(r.id, r.size);
+            }
+            return true;
+          });
+        },
+        true));
+    for (auto [id, size] : refs) fn(id, size);
+    if (seen < kBatch) return Status::OK();
+    from = last;
+    from.push_back('\0');  // the smallest key after `last`
+  }
+}
+
+Result<std::vector<std::pair<uint64_t, uint32_t>>> Meta::PendingSlices() {
+  std::vector<std::pair<uint64_t, uint32_t>> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 0, [&](std::string_view k, std::string_view) {
+          uint64_t id;
+          uint32_t size;
+          if (keys::ParseSliceKey(k, &id, &size)) out.emplace_back(id, size);
+          return true;
+        });
+      },
+      true));
+  return out;
+}
+
 }  // namespace tierfs

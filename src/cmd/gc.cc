@@ -1,0 +1,87 @@
+// tierfs gc META-URL [--delete] [--min-age 1h] [--json]: report, and with --delete remove,
+// block objects no file refers to, and carry out pending deletions.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/size.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+#include "vfs/gc.h"
+
+namespace tierfs::cmd {
+namespace {
+
+struct Args {
+  std::string meta_url, min_age = "1h";
+  bool delete_garbage = false, json = false;
+};
+
+// "90", "90s", "15m", "1h", "2d" -> nanoseconds.
+Result<int64_t> ParseAge(const std::string& text) {
+  char* end = nullptr;
+  double v = strtod(text.c_str(), &end);
+  std::string unit(end ? end : "");
+  double mult = 1;
+  if (unit.empty() || unit == "s") mult = 1;
+  else if (unit == "m") mult = 60;
+  else if (unit == "h") mult = 3600;
+  else if (unit == "d") mult = 86400;
+  else return Status::Err(EINVAL, "bad --min-age '" + text + "': expected a number with s, m, h or d");
+  if (end == text.c_str() || v < 0) return Status::Err(EINVAL, "bad --min-age '" + text + "'");
+  return static_cast<int64_t>(v * mult * 1e9);
+}
+
+int Run(const Args& a) {
+  auto age = ParseAge(a.min_age);
+  if (!age.ok()) return Fail("gc", age.status());
+  auto meta = OpenVolume(a.meta_url, false);
+  if (!meta.ok()) return Fail("gc", meta.status());
+  const FormatRecord& f = (*meta)->format();
+  auto store = CreateObjectStore(f.storage, f.bucket);
+  if (!store.ok()) return Fail("gc", store.status());
+  GcOptions opts;
+  opts.delete_garbage = a.delete_garbage;
+  opts.min_age_ns = *age;
+  opts.progress = [](const std::string& m) { std::cerr << "gc: " << m << std::endl; };
+  auto r = CollectGarbage(meta->get(), store->get(), opts);
+  if (!r.ok()) return Fail("gc", r.status());
+  if (a.json) {
+    nlohmann::json j = {{"objects", r->objects},       {"object_bytes", r->object_bytes},
+                        {"referenced", r->referenced}, {"leaked", r->leaked},
+                        {"leaked_bytes", r->leaked_bytes}, {"young", r->young},
+                        {"pending", r->pending},       {"pending_slices", r->pending_slices},
+                        {"foreign", r->foreign},       {"deleted", r->deleted},
+                        {"leaked_keys", r->leaked_keys}};
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << "objects:     " << r->objects << " (" << FormatSize(r->object_bytes) << ")\n"
+            << "in use:      " << r->referenced << "\n"
+            << "leaked:      " << r->leaked << " (" << FormatSize(r->leaked_bytes) << ")"
+            << (a.delete_garbage ? ", deleted " + std::to_string(r->deleted) : std::string(", use --delete to remove"))
+            << "\n"
+            << "too young:   " << r->young << " (newer than --min-age " << a.min_age << ", left alone)\n"
+            << "pending:     " << r->pending_slices << " slices awaiting deletion ("
+            << (a.delete_garbage ? "processed" : "use --delete to process now") << ")\n"
+            << "not blocks:  " << r->foreign << "\n";
+  for (const auto& k : r->leaked_keys) std::cout << "  leaked " << k << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterGc(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("gc", "Find (and with --delete remove) objects no file refers to");
+  sub->add_option("META-URL", a->meta_url, "Metadata engine of the volume")->required();
+  sub->add_flag("--delete", a->delete_garbage, "Delete leaked objects and carry out pending deletions");
+  sub->add_option("--min-age", a->min_age, "Never touch objects younger than this (s, m, h, d)")
+      ->capture_default_str();
+  sub->add_flag("--json", a->json, "Print the report as JSON");
+  sub->callback([a, exit_code] { *exit_code = Run(*a); });
+}
+
+}  // namespace tierfs::cmd

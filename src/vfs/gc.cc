@@ -1,0 +1,123 @@
+#include "vfs/gc.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "chunk/block_key.h"
+#include "common/clock.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+
+namespace tierfs {
+
+Status DeleteSliceObjects(ObjectStore* store, const std::string& volume, uint32_t block_size, uint64_t id,
+                          uint32_t size) {
+  Status first;
+  for (uint32_t i = 0; i < BlockCount(size, block_size); ++i) {
+    Status st = store->Delete(BlockKey(volume, id, i, BlockLength(size, block_size, i)));
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+// "ID_INDEX_LEN" as the last key component, whatever the directories before it.
+static bool LooksLikeBlock(const std::string& key) {
+  std::string name = key.substr(key.rfind('/') + 1);
+  int fields = 0;
+  bool digit = false;
+  for (char c : name) {
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (c == '_' && digit) {
+      fields++;
+      digit = false;
+    } else {
+      return false;
+    }
+  }
+  return digit && fields == 2;
+}
+
+Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions& opts) {
+  const std::string volume = meta->format().name;
+  const uint32_t block_size = meta->format().block_size;
+  auto say = [&](const std::string& m) {
+    if (opts.progress) opts.progress(m);
+  };
+  GcReport r;
+
+  // 1. Every slice the namespace refers to, and the slices already awaiting deletion.
+  std::unordered_set<uint64_t> referenced, pending;
+  uint64_t refs = 0;
+  RETURN_IF_ERROR(meta->ForEachSliceRef([&](uint64_t id, uint32_t) {
+    referenced.insert(id);
+    if (++refs % 1000000 == 0) say("scanned " + std::to_string(refs) + " slice references");
+  }));
+  ASSIGN_OR_RETURN(auto pending_slices, meta->PendingSlices());
+  for (auto [id, size] : pending_slices) pending.insert(id);
+  r.pending_slices = pending_slices.size();
+  say("metadata: " + std::to_string(referenced.size()) + " slices in use, " + std::to_string(pending.size()) +
+      " awaiting deletion");
+
+  // 2. Every object under the volume's prefix. Listed after the scan: an object committed
+  //    in between is young, and young objects are never touched.
+  const std::string prefix = volume + "/chunks/";
+  const int64_t now = NowNanos();
+  std::string after;
+  for (;;) {
+    ASSIGN_OR_RETURN(auto page, store->List(prefix, after, 1000));
+    if (page.empty()) break;
+    after = page.back().key;
+    for (const auto& o : page) {
+      r.objects++;
+      r.object_bytes += o.size;
+      std::string vol;
+      uint64_t id;
+      uint32_t index, len;
+      bool block = ParseBlockKey(o.key, &vol, &id, &index, &len) && vol == volume;
+      if (!block && !LooksLikeBlock(o.key)) {
+        r.foreign++;
+        continue;
+      }
+      // A block-named object outside its fan-out directory can never be read: garbage.
+      if (block && referenced.count(id)) {
+        r.referenced++;
+        continue;
+      }
+      if (block && pending.count(id)) {
+        r.pending++;
+        continue;
+      }
+      if (o.mtime_ns && now - o.mtime_ns < opts.min_age_ns) {
+        r.young++;
+        continue;
+      }
+      r.leaked++;
+      r.leaked_bytes += o.size;
+      if (r.leaked_keys.size() < 100) r.leaked_keys.push_back(o.key);
+      if (opts.delete_garbage) {
+        Status st = store->Delete(o.key);
+        if (st.ok()) {
+          r.deleted++;
+        } else {
+          spdlog::warn("gc: deleting leaked object {} failed: {}", o.key, st.ToString());
+        }
+      }
+    }
+    if (r.objects % 100000 < 1000) say("listed " + std::to_string(r.objects) + " objects");
+  }
+
+  // 3. Pending deletions (and the rest of the background cleanup) when deleting.
+  if (opts.delete_garbage) {
+    meta->SetSliceDeleter([store, volume, block_size](uint64_t id, uint32_t size) {
+      return DeleteSliceObjects(store, volume, block_size, id, size);
+    });
+    Status st = meta->RunCleanupOnce();
+    meta->SetSliceDeleter(nullptr);
+    RETURN_IF_ERROR(st);
+  }
+  return r;
+}
+
+}  // namespace tierfs
