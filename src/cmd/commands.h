@@ -14,6 +14,7 @@ void RegisterUmount(CLI::App& app, int* exit_code);
 void RegisterStatus(CLI::App& app, int* exit_code);
 void RegisterInfo(CLI::App& app, int* exit_code);
 void RegisterGc(CLI::App& app, int* exit_code);
+void RegisterFsck(CLI::App& app, int* exit_code);
 void RegisterVersion(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

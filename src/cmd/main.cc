@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tierfs::cmd::RegisterStatus(app, &exit_code);
   tierfs::cmd::RegisterInfo(app, &exit_code);
   tierfs::cmd::RegisterGc(app, &exit_code);
+  tierfs::cmd::RegisterFsck(app, &exit_code);
   tierfs::cmd::RegisterVersion(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -126,6 +126,11 @@ class Meta {
   // Calls fn for every slice a chunk record refers to (once per record), scanning the whole
   // namespace in batches of read transactions; for gc and fsck.
   Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn);
+  // Calls fn for every inode with attributes, in inode order (batched read transactions).
+  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn);
+  // fsck repairs, each one transaction: set a link count; drop a directory entry.
+  Status RepairLinkCount(Ino ino, uint32_t nlink);
+  Status RepairRemoveEntry(Ino parent, const std::string& name);
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
   Result<StatFs> GetStatFs();

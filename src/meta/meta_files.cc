@@ -379,4 +379,45 @@ Result<std::vector<std::pair<uint64_t, uint32_t>>> Meta::PendingSlices() {
   return out;
 }
 
+Status Meta::ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn) {
+  constexpr size_t kBatch = 10000;
+  std::string from = "A";
+  const std::string end = PrefixEnd("A");
+  for (;;) {
+    std::vector<std::pair<Ino, Attr>> batch;
+    std::string last;
+    size_t seen = 0;
+    RETURN_IF_ERROR(engine_->Txn(
+        [&](KvTxn& t) {
+          batch.clear();
+          seen = 0;
+          return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
+            ++seen;
+            last.assign(k);
+            Attr a;
+            if (k.size() == 10 && k[9] == 'I' && DecodeAttr(v, &a)) batch.emplace_back(keys::DecodeU64(k.substr(1, 8)), a);
+            return true;
+          });
+        },
+        true));
+    for (auto& [ino, a] : batch) fn(ino, a);
+    if (seen < kBatch) return Status::OK();
+    from = last;
+    from.push_back('\0');
+  }
+}
+
+Status Meta::RepairLinkCount(Ino ino, uint32_t nlink) {
+  return engine_->Txn([&](KvTxn& t) {
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    a.nlink = nlink;
+    return PutAttrTx(t, ino, a);
+  });
+}
+
+Status Meta::RepairRemoveEntry(Ino parent, const std::string& name) {
+  return engine_->Txn([&](KvTxn& t) { return t.Delete(keys::Dentry(parent, name)); });
+}
+
 }  // namespace tierfs

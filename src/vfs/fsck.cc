@@ -1,0 +1,172 @@
+#include "vfs/fsck.h"
+
+#include <sys/stat.h>
+
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "chunk/block_key.h"
+#include "chunk/slice_map.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+
+namespace tierfs {
+
+size_t FsckReport::Remaining() const {
+  size_t n = 0;
+  for (const auto& p : problems) n += p.repaired ? 0 : 1;
+  return n;
+}
+
+namespace {
+
+std::string Join(const std::string& dir, const std::string& name) { return dir == "/" ? "/" + name : dir + "/" + name; }
+
+// Checks that every block object the file's slice windows need exists with its size.
+void CheckFileData(Meta* meta, ObjectStore* store, Ino ino, const std::string& path,
+                   std::unordered_set<std::string>* checked, FsckReport* r) {
+  const std::string& volume = meta->format().name;
+  const uint32_t bs = meta->format().block_size;
+  auto chunks = meta->ListChunks(ino);
+  if (!chunks.ok()) {
+    r->problems.push_back({"missing-object", path, "cannot list chunks: " + chunks.status().message()});
+    return;
+  }
+  for (uint32_t idx : *chunks) {
+    auto recs = meta->ReadChunk(ino, idx);
+    if (!recs.ok()) continue;
+    for (const ChunkSegment& s : BuildSliceMap(std::move(*recs))) {
+      if (s.id == 0) continue;
+      for (const BlockSpan& span : BlockSpans(s.size, bs, s.off, s.len)) {
+        uint32_t len = BlockLength(s.size, bs, span.index);
+        std::string key = BlockKey(volume, s.id, span.index, len);
+        if (!checked->insert(key).second) continue;
+        r->objects_checked++;
+        auto head = store->Head(key);
+        if (!head.ok()) {
+          r->problems.push_back({"missing-object", path, key + ": " + head.status().message()});
+        } else if (head->size != len) {
+          r->problems.push_back({"bad-object-size", path,
+                                 key + " holds " + std::to_string(head->size) + " bytes, expected " +
+                                     std::to_string(len)});
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions& opts) {
+  FsckReport r;
+  Ctx root = Ctx::Root();
+  auto say = [&](const std::string& m) {
+    if (opts.progress) opts.progress(m);
+  };
+  // Resolve the starting directory.
+  Ino start = kRootIno;
+  std::string start_path = "/";
+  {
+    std::string rest = opts.path;
+    size_t pos = 0;
+    while (pos < rest.size()) {
+      size_t slash = rest.find('/', pos);
+      std::string part = rest.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+      if (!part.empty() && part != ".") {
+        auto e = meta->Lookup(root, start, part);
+        if (!e.ok()) return e.status().With("resolving --path " + opts.path);
+        start = e->first;
+        start_path = Join(start_path, part);
+      }
+      if (slash == std::string::npos) break;
+      pos = slash + 1;
+    }
+  }
+  const bool whole = start == kRootIno;
+
+  std::unordered_map<Ino, uint32_t> links, subdirs;
+  std::unordered_map<Ino, Attr> attrs;
+  std::unordered_map<Ino, std::string> paths;
+  std::unordered_set<std::string> checked_objects;
+  std::deque<Ino> queue{start};
+  auto sa = meta->GetAttr(start);
+  if (!sa.ok()) return sa.status();
+  attrs[start] = *sa;
+  paths[start] = start_path;
+  if (!sa->IsDir()) return Status::Err(ENOTDIR, start_path + " is not a directory");
+
+  while (!queue.empty()) {
+    Ino dir = queue.front();
+    queue.pop_front();
+    r.dirs++;
+    const std::string dir_path = paths[dir];
+    auto entries = meta->Readdir(root, dir, true);
+    if (!entries.ok()) {
+      r.problems.push_back({"dangling-entry", dir_path, "cannot list: " + entries.status().message()});
+      continue;
+    }
+    for (const DirEntry& e : *entries) {
+      std::string p = Join(dir_path, e.name);
+      if (e.attr.mode == 0) {
+        FsckProblem prob{"dangling-entry", p, "entry points at inode " + std::to_string(e.ino) + ", which does not exist"};
+        if (opts.repair) prob.repaired = meta->RepairRemoveEntry(dir, e.name).ok();
+        r.problems.push_back(prob);
+        continue;
+      }
+      if ((e.attr.mode & S_IFMT) != e.type) {
+        r.problems.push_back({"type-mismatch", p, "entry says type " + std::to_string(e.type >> 12) +
+                                                      ", inode has " + std::to_string((e.attr.mode & S_IFMT) >> 12)});
+      }
+      links[e.ino]++;
+      bool first = attrs.emplace(e.ino, e.attr).second;
+      if (first) paths[e.ino] = p;
+      if (e.attr.IsDir()) {
+        subdirs[dir]++;
+        if (first) queue.push_back(e.ino);
+      } else if (first) {
+        if (e.attr.IsRegular()) {
+          r.files++;
+          if (opts.check_objects) CheckFileData(meta, store, e.ino, p, &checked_objects, &r);
+        } else {
+          r.others++;
+        }
+      }
+      if ((r.files + r.dirs + r.others) % 10000 == 0) {
+        say("checked " + std::to_string(r.files + r.dirs + r.others) + " inodes, " +
+            std::to_string(r.objects_checked) + " objects");
+      }
+    }
+  }
+
+  // Link counts: directories always (their count depends only on their children); files
+  // only over the whole volume, where every link was seen.
+  for (auto& [ino, a] : attrs) {
+    uint32_t want;
+    if (a.IsDir()) {
+      want = 2 + subdirs[ino];
+    } else if (whole) {
+      want = links[ino];
+    } else {
+      continue;
+    }
+    if (a.nlink != want) {
+      FsckProblem prob{"link-count", paths[ino],
+                       "link count " + std::to_string(a.nlink) + ", entries say " + std::to_string(want)};
+      if (opts.repair) prob.repaired = meta->RepairLinkCount(ino, want).ok();
+      r.problems.push_back(prob);
+    }
+  }
+
+  // Inodes nothing points at (open-but-unlinked files have no links and are fine).
+  if (whole) {
+    RETURN_IF_ERROR(meta->ForEachInode([&](Ino ino, const Attr& a) {
+      if (a.nlink == 0 || attrs.count(ino)) return;
+      r.problems.push_back({"orphan", "<inode " + std::to_string(ino) + ">",
+                            "inode with " + std::to_string(a.nlink) + " links is in no directory"});
+    }));
+  }
+  return r;
+}
+
+}  // namespace tierfs

@@ -1,0 +1,44 @@
+// Consistency check of a volume: every directory entry points at an inode of the type it
+// says, link counts match the entries, every inode is reachable, and every block object a
+// file needs exists with the right size. Broken files are reported by path.
+//
+// Repairs only what needs no guess: wrong link counts are set to what the entries say, and
+// entries pointing at missing inodes are removed. Missing data and unreachable inodes are
+// reported, never invented or deleted. Runs from one thread; best run unmounted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierfs {
+
+class Meta;
+class ObjectStore;
+
+struct FsckOptions {
+  std::string path = "/";  // check this subtree only (link counts of files need "/")
+  bool repair = false;
+  bool check_objects = true;
+  std::function<void(const std::string&)> progress;
+};
+
+struct FsckProblem {
+  std::string kind;  // dangling-entry, type-mismatch, link-count, orphan, missing-object, bad-object-size
+  std::string path;
+  std::string detail;
+  bool repaired = false;
+};
+
+struct FsckReport {
+  uint64_t dirs = 0, files = 0, others = 0, objects_checked = 0;
+  std::vector<FsckProblem> problems;
+  size_t Remaining() const;
+};
+
+Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions& opts);
+
+}  // namespace tierfs
