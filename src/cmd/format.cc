@@ -42,6 +42,7 @@ Status CheckName(const std::string& name) {
 
 struct Args {
   std::string meta_url, name, storage = "file", bucket, block_size = "4M";
+  int session_timeout = 60;
   bool force = false;
 };
 
@@ -69,6 +70,10 @@ int Run(const Args& a) {
   rec.bucket = bucket;
   rec.block_size = static_cast<uint32_t>(*bs);
   rec.created_ns = NowNanos();
+  if (a.session_timeout < 1 || a.session_timeout > 86400) {
+    return Fail("format", Status::Err(EINVAL, "--session-timeout must be between 1 and 86400 seconds"));
+  }
+  rec.session_timeout_s = a.session_timeout;
   st = Meta::Format(engine->get(), rec, a.force);
   if (!st.ok()) return Fail("format", st);
   std::cout << "formatted volume " << rec.name << " (uuid " << rec.uuid << ")\n"
@@ -88,6 +93,10 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
   sub->add_option("--storage", args->storage, "Object storage type: file or mem")->capture_default_str();
   sub->add_option("--bucket", args->bucket, "Bucket: for --storage file, the directory holding the blocks");
   sub->add_option("--block-size", args->block_size, "Block size, a power of two from 64K to 16M")
+      ->capture_default_str();
+  sub->add_option("--session-timeout", args->session_timeout,
+                  "Seconds without heartbeat after which a client counts as dead and its locks and "
+                  "open-unlinked files are reclaimed")
       ->capture_default_str();
   sub->add_flag("--force", args->force, "Erase an existing volume in META-URL and format anew");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });

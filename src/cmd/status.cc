@@ -24,6 +24,7 @@ int Run(const std::string& meta_url, bool json) {
   nlohmann::json j = {{"name", f.name},       {"uuid", f.uuid},
                       {"storage", f.storage}, {"bucket", f.bucket},
                       {"block_size", f.block_size}, {"format_version", f.version},
+                      {"session_timeout_s", f.session_timeout_s},
                       {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes}};
   nlohmann::json ss = nlohmann::json::array();
   for (const auto& s : *sessions) {

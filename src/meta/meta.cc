@@ -48,7 +48,7 @@ bool Ctx::InGroup(uint32_t g) const {
 std::string FormatRecord::ToJson() const {
   nlohmann::json j = {{"name", name},         {"uuid", uuid},       {"storage", storage},
                       {"bucket", bucket},     {"block_size", block_size}, {"version", version},
-                      {"created_ns", created_ns}};
+                      {"created_ns", created_ns}, {"session_timeout_s", session_timeout_s}};
   return j.dump();
 }
 
@@ -63,6 +63,7 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.block_size = j.value("block_size", 4u << 20);
   r.version = j.value("version", 1);
   r.created_ns = j.value("created_ns", int64_t{0});
+  r.session_timeout_s = j.value("session_timeout_s", 60);
   if (r.version > 1) {
     return Status::Err(EPROTO, "volume format version " + std::to_string(r.version) +
                                    " is newer than this tierfs understands (1); upgrade tierfs");
@@ -123,7 +124,10 @@ Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaO
 }
 
 Meta::Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format)
-    : engine_(std::move(engine)), opts_(opts), format_(std::move(format)) {}
+    : engine_(std::move(engine)), opts_(opts), format_(std::move(format)) {
+  if (opts_.session_timeout_ns == 0) opts_.session_timeout_ns = int64_t{format_.session_timeout_s} * 1000000000;
+  if (opts_.heartbeat_ns == 0) opts_.heartbeat_ns = std::max<int64_t>(opts_.session_timeout_ns / 5, 500000000);
+}
 
 Meta::~Meta() { StopBackground(); }
 

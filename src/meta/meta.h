@@ -53,6 +53,9 @@ struct FormatRecord {
   uint32_t block_size = 4 << 20;
   int version = 1;
   int64_t created_ns = 0;
+  // A client silent this long is dead; any live client then drops its locks and reclaims
+  // its open-but-unlinked files. Clients send a heartbeat every fifth of it.
+  int session_timeout_s = 60;
 
   std::string ToJson() const;
   static Result<FormatRecord> FromJson(const std::string& json);
@@ -91,8 +94,9 @@ constexpr uint32_t kRenameNoReplace = 1;
 constexpr uint32_t kRenameExchange = 2;
 
 struct MetaOptions {
-  int64_t heartbeat_ns = 12'000'000'000;       // how often a live session proves it is alive
-  int64_t session_timeout_ns = 60'000'000'000;  // a session silent this long is dead
+  // 0: from the volume's format record (session_timeout_s, heartbeat a fifth of it).
+  int64_t heartbeat_ns = 0;
+  int64_t session_timeout_ns = 0;
   bool read_only = false;
 };
 
@@ -220,6 +224,7 @@ class Meta {
   Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
   Status FlushCounters();
+  Status PurgeSession(uint64_t sid);
   Status CleanDeadSessions();
   Status CleanPendingSlices();
   void BackgroundLoop();

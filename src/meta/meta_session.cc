@@ -115,7 +115,8 @@ Result<std::vector<SessionInfo>> Meta::ListSessions() {
 
 // Removes everything a session left: its sustained (open-unlinked) inodes, its locks and
 // its records. Used for our own clean shutdown and for dead sessions of other clients.
-static Status PurgeSession(Meta* m, KvEngine* engine, uint64_t sid) {
+Status Meta::PurgeSession(uint64_t sid) {
+  KvEngine* engine = engine_.get();
   std::vector<Ino> sustained, locked;
   RETURN_IF_ERROR(engine->Txn(
       [&](KvTxn& t) {
@@ -132,18 +133,24 @@ static Status PurgeSession(Meta* m, KvEngine* engine, uint64_t sid) {
       },
       true));
   for (Ino ino : sustained) {
+    bool reclaimed = false;
+    uint64_t reclaimed_length = 0;
     RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {
+      reclaimed = false;
       RETURN_IF_ERROR(t.Delete(keys::Sustained(sid, ino)));
       Attr a;
       Status st = GetAttrTx(t, ino, &a);
       if (st.code() == ENOENT) return Status::OK();
       RETURN_IF_ERROR(st);
       if (a.nlink > 0) return Status::OK();
+      reclaimed = true;
+      reclaimed_length = a.length;
       RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
       return t.Put(keys::PendingFile(ino), keys::EncodeU64(a.length));
     }));
+    // Charged to the volume until now (the dead client never closed it).
+    if (reclaimed) AddUsage(-ChargedBytes(reclaimed_length), -1);
   }
-  (void)m;
   for (Ino ino : locked) {
     RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {
       std::vector<std::string> dead;
@@ -166,7 +173,7 @@ static Status PurgeSession(Meta* m, KvEngine* engine, uint64_t sid) {
 Status Meta::CloseSession() {
   if (sid_ == 0) return Status::OK();
   RETURN_IF_ERROR(FlushCounters());
-  RETURN_IF_ERROR(PurgeSession(this, engine_.get(), sid_));
+  RETURN_IF_ERROR(PurgeSession(sid_));
   sid_ = 0;
   return Status::OK();
 }
@@ -189,7 +196,7 @@ Status Meta::CleanDeadSessions() {
   for (uint64_t sid : dead) {
     spdlog::warn("session {} missed its heartbeats for {} s: cleaning its locks and open files", sid,
                  opts_.session_timeout_ns / 1000000000);
-    RETURN_IF_ERROR(PurgeSession(this, engine_.get(), sid));
+    RETURN_IF_ERROR(PurgeSession(sid));
   }
   return Status::OK();
 }
