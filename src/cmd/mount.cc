@@ -37,6 +37,7 @@ struct Args {
   int upload_threads = 16, download_threads = 8;
   std::vector<std::string> options;
   bool read_only = false;
+  bool no_default_permissions = false;
 };
 
 void SetupLogging(const std::string& file, bool foreground) {
@@ -83,6 +84,11 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     }
   }
   if (ro) mount_opts.push_back("ro");
+  // The kernel checks permissions with the attributes it caches, including for paths it
+  // resolves from its own dentry cache without asking us; TierFS checks them again.
+  bool has_dp = false;
+  for (const auto& o : mount_opts) has_dp |= o == "default_permissions";
+  if (!has_dp && !a.no_default_permissions) mount_opts.push_back("default_permissions");
 
   auto fail = [&](const Status& st) {
     ready(st);
@@ -267,6 +273,9 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
+  sub->add_flag("--no-default-permissions", a->no_default_permissions,
+                "Leave permission checks to TierFS alone (exact only with --entry-cache 0 "
+                "--dir-entry-cache 0: the kernel resolves cached paths without asking)");
   sub->callback([a, exit_code] { *exit_code = a->background ? RunBackground(*a) : RunForeground(*a); });
 }
 

@@ -217,8 +217,15 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
       changed = true;
     }
     if (mask & kSetMode) {
-      if (!owner) return Status::Err(EPERM, "only the owner may change the mode");
       uint32_t mode = in.mode & 07777;
+      // The kernel clears set-user-ID / set-group-ID on behalf of a writer who is not the
+      // owner: allow exactly that change (only those bits removed) to anyone who may write.
+      const uint32_t ids = S_ISUID | S_ISGID;
+      const uint32_t old_mode = a.mode & 07777;
+      bool kill_priv = (mode & ~ids) == (old_mode & ~ids) && (mode & ids & ~old_mode) == 0 && mode != old_mode;
+      if (!owner && !(kill_priv && CheckAccess(ctx, a, W_OK).ok())) {
+        return Status::Err(EPERM, "only the owner may change the mode");
+      }
       if (ctx.uid != 0 && !a.IsDir() && !ctx.InGroup(a.gid)) mode &= ~S_ISGID;
       a.mode = (a.mode & S_IFMT) | mode;
       changed = true;
