@@ -112,7 +112,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     return fail(Status::Err(EBUSY, mp + " is already mounted (is a mount point); unmount it first"));
   }
 
-  auto meta = OpenVolume(a.meta_url, ro);
+  auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
   if (!meta.ok()) return fail(meta.status());
   const FormatRecord& fmt = (*meta)->format();
   auto store = CreateObjectStore(fmt.storage, fmt.bucket);

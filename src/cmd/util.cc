@@ -20,10 +20,11 @@ int Fail(const std::string& what, const Status& st) {
   return 1;
 }
 
-Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only) {
+Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns) {
   ASSIGN_OR_RETURN(auto engine, OpenKvEngine(meta_url));
   MetaOptions opts;
   opts.read_only = read_only;
+  opts.dir_attr_cache_ns = dir_attr_cache_ns;
   return Meta::Open(std::move(engine), opts);
 }
 

@@ -152,7 +152,31 @@ Status Meta::CheckAccess(const Ctx& ctx, const Attr& a, int mask) const {
   return Status::OK();
 }
 
+void Meta::RememberDir(Ino ino, const Attr& a) {
+  if (opts_.dir_attr_cache_ns <= 0) return;
+  std::lock_guard<std::mutex> l(dir_cache_mu_);
+  if (dir_cache_.size() > 4096) dir_cache_.clear();
+  auto it = dir_cache_.find(ino);
+  // Commits of one directory can finish out of order: keep the newest state.
+  if (it != dir_cache_.end() && it->second.attr.ctime_ns > a.ctime_ns) return;
+  dir_cache_[ino] = CachedDir{a, MonoNanos() + opts_.dir_attr_cache_ns};
+}
+
+void Meta::ForgetDir(Ino ino) {
+  if (opts_.dir_attr_cache_ns <= 0) return;
+  std::lock_guard<std::mutex> l(dir_cache_mu_);
+  dir_cache_.erase(ino);
+}
+
 Result<Attr> Meta::GetAttr(Ino ino) {
+  if (opts_.dir_attr_cache_ns > 0) {
+    std::lock_guard<std::mutex> l(dir_cache_mu_);
+    auto it = dir_cache_.find(ino);
+    if (it != dir_cache_.end()) {
+      if (it->second.expires_mono_ns > MonoNanos()) return it->second.attr;
+      dir_cache_.erase(it);
+    }
+  }
   Attr a;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return GetAttrTx(t, ino, &a); }, true));
   return a;
@@ -189,6 +213,7 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
 }
 
 Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in) {
+  ForgetDir(ino);
   Attr out;
   int64_t usage = 0;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
@@ -273,6 +298,7 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   ASSIGN_OR_RETURN(Ino ino, NextInode());
+  Attr parent_after;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
     Attr pa;
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
@@ -300,8 +326,10 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     if (a.IsDir()) pa.nlink++;
     RETURN_IF_ERROR(PutAttrTx(t, parent, pa));
     *out = {ino, a};
+    parent_after = pa;
     return Status::OK();
   }));
+  RememberDir(parent, parent_after);
   AddUsage(0, 1);
   return Status::OK();
 }
@@ -414,6 +442,7 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   int64_t usage = 0, inodes = 0;
+  Attr parent_after;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
     usage = inodes = 0;
     Attr pa, a;
@@ -430,8 +459,10 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
       usage = -ChargedBytes(a.IsRegular() ? a.length : 0);
       inodes = -1;
     }
+    parent_after = pa;
     return Status::OK();
   }));
+  RememberDir(parent, parent_after);
   AddUsage(usage, inodes);
   return Status::OK();
 }
@@ -441,11 +472,13 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
   if (name == "..") return Status::Err(ENOTEMPTY, "cannot remove '..'");
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  ForgetDir(parent);
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
     Attr pa, a;
     Ino ino;
     uint32_t type;
     RETURN_IF_ERROR(LoadEntryToRemove(*this, t, ctx, parent, name, &pa, &ino, &type, &a));
+    ForgetDir(ino);
     if (type != S_IFDIR) return Status::Err(ENOTDIR, "'" + name + "' is not a directory");
     bool empty = true;
     RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 1, [&](std::string_view, std::string_view) {
@@ -486,6 +519,8 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
   if ((flags & kRenameExchange) && (flags & kRenameNoReplace)) return Status::Err(EINVAL, "bad rename flags");
   if (flags & ~(kRenameExchange | kRenameNoReplace)) return Status::Err(EINVAL, "unsupported rename flags");
   int64_t usage = 0, inodes = 0;
+  ForgetDir(parent);
+  ForgetDir(new_parent);
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
     usage = inodes = 0;
     int64_t now = NowNanos();
@@ -516,6 +551,8 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       if (!st.ok()) dino = 0;
     }
     if (dino) RETURN_IF_ERROR(GetAttrTx(t, dino, &da));
+    ForgetDir(sino);
+    if (dino) ForgetDir(dino);
     if (dino == sino) return Status::OK();  // both names are links to one inode: nothing to do
     if (dino && (flags & kRenameNoReplace)) return Status::Err(EEXIST, "'" + new_name + "' exists");
     if (!dino && (flags & kRenameExchange)) return Status::Err(ENOENT, "'" + new_name + "' does not exist");
@@ -591,6 +628,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
 
 Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name) {
   RETURN_IF_ERROR(CheckName(new_name));
+  ForgetDir(new_parent);
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   Attr out;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
@@ -699,6 +737,7 @@ Status Meta::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const st
     if (!v.ok()) return v.status();
     if ((flags & XATTR_CREATE) && v->has_value()) return Status::Err(EEXIST, "xattr " + name + " exists");
     if ((flags & XATTR_REPLACE) && !v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
+    ForgetDir(ino);
     a.ctime_ns = NowNanos();
     RETURN_IF_ERROR(PutAttrTx(t, ino, a));
     return t.Put(keys::Xattr(ino, name), value);
@@ -733,6 +772,7 @@ Status Meta::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
     auto v = t.Get(keys::Xattr(ino, name));
     if (!v.ok()) return v.status();
     if (!v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
+    ForgetDir(ino);
     a.ctime_ns = NowNanos();
     RETURN_IF_ERROR(PutAttrTx(t, ino, a));
     return t.Delete(keys::Xattr(ino, name));

@@ -98,6 +98,11 @@ struct MetaOptions {
   int64_t heartbeat_ns = 0;
   int64_t session_timeout_ns = 0;
   bool read_only = false;
+  // Directory attributes this client just committed (a create, unlink, rename... in it)
+  // answer GetAttr for this long without a transaction: the kernel asks for them right after
+  // each such change. 0 turns it off. Mounts use their attribute-cache timeout, which is
+  // the staleness the kernel's own cache already allows.
+  int64_t dir_attr_cache_ns = 0;
 };
 
 // Called by background work to delete a slice's blocks from object storage.
@@ -243,6 +248,15 @@ class Meta {
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;
   std::set<Ino> sustained_;  // unlinked while open here: delete at the last Release
+
+  void RememberDir(Ino ino, const Attr& a);
+  void ForgetDir(Ino ino);
+  struct CachedDir {
+    Attr attr;
+    int64_t expires_mono_ns;
+  };
+  std::mutex dir_cache_mu_;
+  std::map<Ino, CachedDir> dir_cache_;
 
   DeleteSliceFn delete_slice_;
   std::thread bg_;
