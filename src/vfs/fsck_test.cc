@@ -12,31 +12,15 @@
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "vfs/mem_volume_for_test.h"
 
 namespace tierfs {
 namespace {
 
-std::atomic<int> g_n{0};
-constexpr uint32_t kBlock = 64 << 10;
-
-class FsckTest : public ::testing::Test {
+class FsckTest : public testing::MemVolumeTest {
  protected:
   void SetUp() override {
-    vol_ = "fsck_test_" + std::to_string(g_n++);
-    auto engine = OpenKvEngine("mem://" + vol_);
-    ASSERT_TRUE(engine.ok());
-    FormatRecord rec;
-    rec.name = vol_;
-    rec.storage = "mem";
-    rec.bucket = vol_;
-    rec.block_size = kBlock;
-    ASSERT_TRUE(Meta::Format(engine->get(), rec, false).ok());
-    auto m = Meta::Open(std::move(*engine));
-    ASSERT_TRUE(m.ok());
-    meta_ = std::move(*m);
-    auto store = CreateObjectStore("mem", vol_);
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(*store);
+    MemVolumeTest::SetUp();
     dir_ = meta_->Mkdir(root_, kRootIno, "dir", 0755)->first;
     file_ = File(dir_, "file", 2 * kBlock, &slice_);
     File(kRootIno, "other", 100, nullptr);
@@ -75,9 +59,6 @@ class FsckTest : public ::testing::Test {
   Status Raw(const std::function<Status(KvTxn&)>& fn) { return meta_->engine()->Txn(fn); }
 
   Ctx root_ = Ctx::Root();
-  std::string vol_;
-  std::unique_ptr<Meta> meta_;
-  std::unique_ptr<ObjectStore> store_;
   Ino dir_ = 0, file_ = 0;
   uint64_t slice_ = 0;
 };

@@ -11,32 +11,13 @@
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "vfs/mem_volume_for_test.h"
 
 namespace tierfs {
 namespace {
 
-std::atomic<int> g_n{0};
-constexpr uint32_t kBlock = 64 << 10;
-
-class GcTest : public ::testing::Test {
+class GcTest : public testing::MemVolumeTest {
  protected:
-  void SetUp() override {
-    vol_ = "gc_test_" + std::to_string(g_n++);
-    auto engine = OpenKvEngine("mem://" + vol_);
-    ASSERT_TRUE(engine.ok());
-    FormatRecord rec;
-    rec.name = vol_;
-    rec.storage = "mem";
-    rec.bucket = vol_;
-    rec.block_size = kBlock;
-    ASSERT_TRUE(Meta::Format(engine->get(), rec, false).ok());
-    auto m = Meta::Open(std::move(*engine));
-    ASSERT_TRUE(m.ok());
-    meta_ = std::move(*m);
-    auto store = CreateObjectStore("mem", vol_);
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(*store);
-  }
 
   // A file whose one slice of `size` bytes is committed and whose blocks are stored.
   uint64_t CommittedFile(const std::string& name, uint32_t size) {
@@ -58,9 +39,6 @@ class GcTest : public ::testing::Test {
   }
   bool Has(uint64_t id, uint32_t index, uint32_t len) { return store_->Head(BlockKey(vol_, id, index, len)).ok(); }
 
-  std::string vol_;
-  std::unique_ptr<Meta> meta_;
-  std::unique_ptr<ObjectStore> store_;
 };
 
 TEST_F(GcTest, FindsAndDeletesLeakedObjectsOnly) {
