@@ -728,6 +728,12 @@ Status Meta::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const st
   if (name.empty()) return Status::Err(EINVAL, "empty xattr name");
   if (name.size() > kMaxXattrName) return Status::Err(ERANGE, "xattr name longer than 255 bytes");
   if (value.size() > kMaxXattrValue) return Status::Err(E2BIG, "xattr value larger than 64 KiB");
+  return ChangeXattr(ctx, ino, name, &value, flags);
+}
+
+// Sets (value != nullptr, honouring XATTR_CREATE/XATTR_REPLACE) or removes an xattr, and
+// updates the inode's ctime, in one transaction.
+Status Meta::ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   return engine_->Txn([&](KvTxn& t) {
     Attr a;
@@ -735,12 +741,13 @@ Status Meta::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const st
     RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, true));
     auto v = t.Get(keys::Xattr(ino, name));
     if (!v.ok()) return v.status();
-    if ((flags & XATTR_CREATE) && v->has_value()) return Status::Err(EEXIST, "xattr " + name + " exists");
-    if ((flags & XATTR_REPLACE) && !v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
+    bool exists = v->has_value();
+    if (value && (flags & XATTR_CREATE) && exists) return Status::Err(EEXIST, "xattr " + name + " exists");
+    if ((!value || (flags & XATTR_REPLACE)) && !exists) return Status::Err(ENODATA, "no xattr " + name);
     ForgetDir(ino);
     a.ctime_ns = NowNanos();
     RETURN_IF_ERROR(PutAttrTx(t, ino, a));
-    return t.Put(keys::Xattr(ino, name), value);
+    return value ? t.Put(keys::Xattr(ino, name), *value) : t.Delete(keys::Xattr(ino, name));
   });
 }
 
@@ -764,19 +771,7 @@ Result<std::vector<std::string>> Meta::ListXattr(const Ctx& ctx, Ino ino) {
 }
 
 Status Meta::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
-  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
-  return engine_->Txn([&](KvTxn& t) {
-    Attr a;
-    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-    RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, true));
-    auto v = t.Get(keys::Xattr(ino, name));
-    if (!v.ok()) return v.status();
-    if (!v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
-    ForgetDir(ino);
-    a.ctime_ns = NowNanos();
-    RETURN_IF_ERROR(PutAttrTx(t, ino, a));
-    return t.Delete(keys::Xattr(ino, name));
-  });
+  return ChangeXattr(ctx, ino, name, nullptr, 0);
 }
 
 // ---- open files ----

@@ -230,6 +230,7 @@ class Meta {
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
   Status FlushCounters();
   Status PurgeSession(uint64_t sid);
+  Status ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags);
   Status CleanDeadSessions();
   Status CleanPendingSlices();
   void BackgroundLoop();
