@@ -4,6 +4,8 @@
 
 #include "common/url.h"
 #include "meta/mem_engine.h"
+#include "meta/postgres_engine.h"
+#include "meta/redis_engine.h"
 #include "meta/sqlite_engine.h"
 
 namespace tierfs {
@@ -11,7 +13,8 @@ namespace tierfs {
 namespace {
 
 constexpr char kExpectedForms[] =
-    "expected sqlite3://PATH (for example sqlite3:///var/lib/tierfs/vol.db) or mem://NAME";
+    "expected sqlite3://PATH (for example sqlite3:///var/lib/tierfs/vol.db), "
+    "redis://[USER:PASSWORD@]HOST:PORT/DB, postgres://USER:PASSWORD@HOST:PORT/DB or mem://NAME";
 
 }  // namespace
 
@@ -33,13 +36,8 @@ Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url) {
     ASSIGN_OR_RETURN(auto engine, SqliteEngine::Open(url.path));
     return std::unique_ptr<KvEngine>(std::move(engine));
   }
-  if (url.scheme == "redis" || url.scheme == "rediss" || url.scheme == "postgres" ||
-      url.scheme == "postgresql") {
-    return Status::Err(EPROTONOSUPPORT,
-                       url.scheme +
-                           ":// metadata engine is not available in this build (supported: "
-                           "sqlite3://, mem://)");
-  }
+  if (url.scheme == "redis" || url.scheme == "rediss") return OpenRedisEngine(url);
+  if (url.scheme == "postgres" || url.scheme == "postgresql") return OpenPostgresEngine(url);
   // Redacted: the URL may carry a password, and this message ends up in logs.
   return Status::Err(EINVAL, "unknown metadata engine '" + url.scheme + "' in '" + url.Redacted() +
                                  "'; " + kExpectedForms);

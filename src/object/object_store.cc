@@ -8,6 +8,8 @@
 #include "object/checksum_store.h"
 #include "object/file_store.h"
 #include "object/mem_store.h"
+#include "object/rados_store.h"
+#include "object/s3_store.h"
 
 namespace tierfs {
 
@@ -66,8 +68,9 @@ std::shared_ptr<ObjectStore> SharedMemBucket(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket) {
-  std::unique_ptr<ObjectStore> inner;
+Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spec) {
+  const std::string& storage = spec.storage;
+  const std::string& bucket = spec.bucket;
   if (storage == "file") {
     if (bucket.empty()) {
       return Status::Err(EINVAL, "file storage needs a bucket directory, for example /var/lib/tierfs/myvol");
@@ -77,16 +80,24 @@ Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storag
     if (ec) {
       return Status::Err(EINVAL, "cannot make bucket directory " + bucket + " absolute: " + ec.message());
     }
-    inner = std::make_unique<FileStore>(path.lexically_normal().string());
-  } else if (storage == "mem") {
-    inner = std::make_unique<SharedStore>(SharedMemBucket(bucket));
-  } else if (storage == "s3" || storage == "rados") {
-    return Status::Err(EPROTONOSUPPORT,
-                       "storage type " + storage + " is not available in this build (supported: file, mem)");
-  } else {
-    return Status::Err(EINVAL, "unknown storage type " + storage + " (supported: file, mem)");
+    return std::unique_ptr<ObjectStore>(std::make_unique<FileStore>(path.lexically_normal().string()));
   }
+  if (storage == "mem") return std::unique_ptr<ObjectStore>(std::make_unique<SharedStore>(SharedMemBucket(bucket)));
+  if (storage == "s3") return NewS3Store(spec);
+  if (storage == "rados") return NewRadosStore(spec);
+  return Status::Err(EINVAL, "unknown storage type " + storage + " (supported: file, mem, s3, rados)");
+}
+
+Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const StorageSpec& spec) {
+  ASSIGN_OR_RETURN(auto inner, CreateRawObjectStore(spec));
   return std::unique_ptr<ObjectStore>(std::make_unique<ChecksumStore>(std::move(inner)));
+}
+
+Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket) {
+  StorageSpec spec;
+  spec.storage = storage;
+  spec.bucket = bucket;
+  return CreateObjectStore(spec);
 }
 
 }  // namespace tierfs

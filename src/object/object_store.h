@@ -53,9 +53,24 @@ class ObjectStore {
   virtual Status AbortMultipart(const std::string& key, const std::string& upload_id) = 0;
 };
 
-// Creates a store from format-time settings: storage is "file" or "mem" (later "s3",
-// "rados"), bucket is the directory (file) or a name (mem). Unknown storage types get a
-// clear error. The result is wrapped with checksums (see checksum_store.h).
+// Where a volume's objects live, as chosen at format time (and changed by `tierfs config`).
+struct StorageSpec {
+  std::string storage;     // "file", "mem", "s3", "rados"
+  std::string bucket;      // directory (file), name (mem), http(s)://HOST[:PORT]/BUCKET or
+                           // http(s)://BUCKET.HOST[:PORT] (s3), pool name (rados)
+  std::string access_key;  // s3: access key id; rados: client name (default client.admin)
+  std::string secret_key;  // s3: secret access key; never logged or shown
+  std::string session_token;  // s3: optional STS token
+  std::string ceph_conf;   // rados: ceph.conf path ("" = $CEPH_CONF or Ceph's default)
+};
+
+// Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within
+// the process), "s3" or "rados". Unknown storage types get a clear error. The result is
+// wrapped with checksums (see checksum_store.h).
+Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const StorageSpec& spec);
+// Shorthand for stores that need no credentials (file, mem).
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket);
+// The same store without the checksum wrapper (objbench and tests of raw backends).
+Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spec);
 
 }  // namespace tierfs

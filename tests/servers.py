@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Throwaway Redis, PostgreSQL and Ceph (mon + memstore OSD + radosgw) servers on 127.0.0.1.
+
+Each server keeps all its state under its own directory and listens on its own ports, so
+tests never touch a system-wide server. ctest starts them once per run as fixtures and
+passes their addresses to the tests through the environment (see env()):
+
+    python3 tests/servers.py up   redis|postgres|ceph|all  --dir DIR
+    python3 tests/servers.py down redis|postgres|ceph|all  --dir DIR
+    python3 tests/servers.py env  --dir DIR      # prints TIERFS_TEST_* assignments
+
+Tests can also import this module and start, stop and restart servers themselves.
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+# Ports used by ctest's fixtures; chosen away from the usual defaults so a developer's own
+# servers keep working alongside.
+# TIERFS_TEST_PORT_OFFSET moves them all, so that a second set can run beside ctest's.
+_OFF = int(os.environ.get("TIERFS_TEST_PORT_OFFSET", "0"))
+REDIS_PORT = 26379 + _OFF
+PG_PORT = 25432 + _OFF
+CEPH_MON_V2 = 23300 + _OFF
+CEPH_MON_V1 = 26789 + _OFF
+RGW_PORT = 27480 + _OFF
+S3_ACCESS_KEY = "TIERFSTESTACCESSKEY1"
+S3_SECRET_KEY = "tierfs-test-secret-key-0000000000000001"
+RADOS_POOL = "tierfs"
+# Databases the PostgreSQL fixture creates: one per test binary/script that needs one.
+PG_DATABASES = ["tierfs_meta_test", "tierfs_kv_test", "tierfs_cli", "tierfs_multi", "tierfs_migrate",
+                "tierfs_bench"]
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def _wait(what, check, timeout, log=None):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            if check():
+                return
+        except Exception:
+            pass
+        time.sleep(0.05)
+    msg = f"timed out after {timeout}s waiting for {what}"
+    if log and os.path.exists(log):
+        with open(log, errors="replace") as f:
+            msg += "\n--- " + log + " (tail) ---\n" + "".join(f.readlines()[-30:])
+    raise RuntimeError(msg)
+
+
+def _port_open(port):
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _pid_alive(pidfile):
+    try:
+        with open(pidfile) as f:
+            pid = int(f.readline().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_pidfile(pidfile, sig=signal.SIGTERM, timeout=20):
+    pid = _pid_alive(pidfile)
+    if not pid:
+        return
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        return
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _need_free(port, what):
+    if _port_open(port):
+        raise RuntimeError(f"cannot start {what}: 127.0.0.1:{port} is already in use by another process")
+
+
+def _run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stdout}{r.stderr}")
+    return r.stdout
+
+
+class Redis:
+    def __init__(self, root, port=REDIS_PORT, password=None):
+        self.dir = os.path.join(root, "redis")
+        self.port = port
+        self.password = password
+        self.pidfile = os.path.join(self.dir, "redis.pid")
+
+    def url(self):
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
+
+    def running(self):
+        return _pid_alive(self.pidfile) is not None
+
+    def start(self, fresh=True):
+        if self.running():
+            return self
+        _need_free(self.port, "redis")
+        if fresh:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir, exist_ok=True)
+        cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir,
+               "--daemonize", "yes", "--pidfile", self.pidfile, "--logfile", os.path.join(self.dir, "redis.log"),
+               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "16"]
+        if self.password:
+            cmd += ["--requirepass", self.password]
+        _run(cmd)
+        _wait(f"redis on port {self.port}", lambda: _port_open(self.port) and self.running(), 20,
+              os.path.join(self.dir, "redis.log"))
+        return self
+
+    def stop(self):
+        _kill_pidfile(self.pidfile)
+
+    def restart(self):
+        """Stops and starts again on the same port, keeping the data (append-only file)."""
+        self.stop()
+        _wait("redis to exit", lambda: not _port_open(self.port), 20)
+        self.start(fresh=False)
+
+
+class Postgres:
+    def __init__(self, root, port=PG_PORT):
+        self.dir = os.path.join(root, "postgres")
+        self.port = port
+        self.data = os.path.join(self.dir, "data")
+
+    def url(self, db=""):
+        return f"postgres://postgres:tierfs-test-pw@127.0.0.1:{self.port}" + (f"/{db}" if db else "")
+
+    def running(self):
+        return _pid_alive(os.path.join(self.data, "postmaster.pid")) is not None
+
+    def _as_pg(self, cmd):
+        return _run(["runuser", "-u", "postgres", "--"] + cmd)
+
+    def start(self, fresh=True):
+        if self.running():
+            return self
+        _need_free(self.port, "postgres")
+        if fresh or not os.path.exists(self.data):
+            shutil.rmtree(self.dir, ignore_errors=True)
+            os.makedirs(self.dir)
+            shutil.chown(self.dir, "postgres", "postgres")
+            pwfile = os.path.join(self.dir, "pw")
+            with open(pwfile, "w") as f:
+                f.write("tierfs-test-pw\n")
+            shutil.chown(pwfile, "postgres", "postgres")
+            self._as_pg([f"{PG_BIN}/initdb", "-D", self.data, "-U", "postgres", "--pwfile", pwfile,
+                         "-A", "scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
+        self._as_pg([f"{PG_BIN}/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "pg.log"), "-w", "-o",
+                     f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off "
+                     "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200", "start"])
+        if fresh:
+            env = dict(os.environ, PGPASSWORD="tierfs-test-pw")
+            for db in PG_DATABASES:
+                _run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-q", "-c",
+                      f"CREATE DATABASE {db}"], env=env)
+        return self
+
+    def stop(self):
+        if self.running():
+            self._as_pg([f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop"])
+
+    def restart(self):
+        self.stop()
+        self.start(fresh=False)
+
+
+class Ceph:
+    """One monitor, one memstore OSD and radosgw (the S3 gateway), auth none."""
+
+    def __init__(self, root, mon_v2=CEPH_MON_V2, mon_v1=CEPH_MON_V1, rgw_port=RGW_PORT):
+        self.dir = os.path.join(root, "ceph")
+        self.conf = os.path.join(self.dir, "ceph.conf")
+        self.mon_v2, self.mon_v1, self.rgw_port = mon_v2, mon_v1, rgw_port
+
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.rgw_port}"
+
+    def _pid(self, name):
+        return os.path.join(self.dir, "run", f"{name}.pid")
+
+    def running(self):
+        return all(_pid_alive(self._pid(n)) for n in ("mon.a", "osd.0", "client.rgw.a")) and _port_open(self.rgw_port)
+
+    def _ceph(self, *args, timeout=30):
+        return _run(["ceph", "-c", self.conf, "--connect-timeout", "10"] + list(args), timeout=timeout)
+
+    def _write_conf(self, fsid):
+        d = self.dir
+        conf = f"""[global]
+fsid = {fsid}
+mon initial members = a
+mon host = [v2:127.0.0.1:{self.mon_v2},v1:127.0.0.1:{self.mon_v1}]
+public addr = 127.0.0.1
+public network = 127.0.0.0/8
+ms bind ipv6 = false
+# radosgw asks for secure monitor connections by default, which auth none cannot give
+ms mon client mode = crc secure
+auth cluster required = none
+auth service required = none
+auth client required = none
+auth supported = none
+run dir = {d}/run
+pid file = {d}/run/$name.pid
+admin socket = {d}/run/$cluster-$name.asok
+log file = {d}/log/$name.log
+mon cluster log file = {d}/log/cluster.log
+crash dir = {d}/crash
+log to stderr = false
+err to stderr = true
+osd pool default size = 1
+osd pool default min size = 1
+osd pool default pg num = 8
+osd pool default pgp num = 8
+osd pool default pg autoscale mode = off
+osd crush chooseleaf type = 0
+mon allow pool size one = true
+mon allow pool delete = true
+mon max pg per osd = 1000
+mon warn on pool no redundancy = false
+mon data avail warn = 1
+mon data avail crit = 0
+# commit monitor map changes quickly (the 1 s default makes every pool creation slow)
+paxos propose interval = 0.05
+paxos min wait = 0.01
+mgr initial modules =
+
+[mon]
+mon data = {d}/mon/$cluster-$id
+
+[osd]
+osd data = {d}/osd/$cluster-$id
+osd objectstore = memstore
+memstore device bytes = 6442450944
+osd op num shards = 1
+osd op num threads per shard = 2
+osd class update on start = false
+osd max object name len = 256
+osd max object namespace len = 64
+
+[client.rgw.a]
+# without tcp_nodelay every small request waits for a delayed ACK (about 40 ms)
+rgw frontends = beast endpoint=127.0.0.1:{self.rgw_port} tcp_nodelay=1
+rgw gc obj min wait = 60
+rgw gc processor period = 60
+rgw data = {d}/rgw
+rgw dns name = localhost
+rgw thread pool size = 64
+"""
+        with open(self.conf, "w") as f:
+            f.write(conf)
+
+    def start(self):
+        if self.running():
+            return self
+        self.stop()
+        for port in (self.mon_v2, self.mon_v1, self.rgw_port):
+            _need_free(port, "ceph")
+        d = self.dir
+        shutil.rmtree(d, ignore_errors=True)
+        for sub in ("run", "log", "mon/ceph-a", "osd/ceph-0", "rgw", "crash"):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        fsid = str(uuid.uuid4())
+        self._write_conf(fsid)
+        monmap = os.path.join(d, "monmap")
+        _run(["monmaptool", "--create", "--fsid", fsid, "--addv", "a",
+              f"[v2:127.0.0.1:{self.mon_v2},v1:127.0.0.1:{self.mon_v1}]", monmap])
+        _run(["ceph-mon", "-c", self.conf, "--mkfs", "-i", "a", "--monmap", monmap])
+        _run(["ceph-mon", "-c", self.conf, "-i", "a"])
+        _wait("ceph monitor", lambda: subprocess.run(
+            ["ceph", "-c", self.conf, "--connect-timeout", "2", "mon", "stat"],
+            capture_output=True, timeout=10).returncode == 0, 60, os.path.join(d, "log", "mon.a.log"))
+        osd_uuid = str(uuid.uuid4())
+        osd_id = self._ceph("osd", "new", osd_uuid).strip()
+        _run(["ceph-osd", "-c", self.conf, "-i", osd_id, "--mkfs", "--osd-uuid", osd_uuid, "--no-mon-config"])
+        _run(["ceph-osd", "-c", self.conf, "-i", osd_id])
+        _wait("ceph osd", lambda: f"osd.{osd_id} up" in self._ceph("osd", "dump"), 90,
+              os.path.join(d, "log", f"osd.{osd_id}.log"))
+        self._ceph("osd", "pool", "create", RADOS_POOL, "8", "8")
+        self._ceph("osd", "pool", "application", "enable", RADOS_POOL, "rados")
+        probe = os.path.join(d, "probe")
+        with open(probe, "w") as f:
+            f.write("probe")
+        _wait(f"pool {RADOS_POOL}", lambda: subprocess.run(
+            ["rados", "-c", self.conf, "-p", RADOS_POOL, "put", "__probe__", probe],
+            capture_output=True, timeout=10).returncode == 0, 90)
+        subprocess.run(["rados", "-c", self.conf, "-p", RADOS_POOL, "rm", "__probe__"], capture_output=True)
+        self.start_rgw()
+        if subprocess.run(["radosgw-admin", "-c", self.conf, "user", "info", "--uid=tester"],
+                          capture_output=True).returncode != 0:
+            _run(["radosgw-admin", "-c", self.conf, "user", "create", "--uid=tester", "--display-name=TierFS tests",
+                  f"--access-key={S3_ACCESS_KEY}", f"--secret-key={S3_SECRET_KEY}"])
+        return self
+
+    def start_rgw(self):
+        if _pid_alive(self._pid("client.rgw.a")):
+            return
+        _run(["radosgw", "-c", self.conf, "-n", "client.rgw.a"])
+
+        def answers():
+            import urllib.request
+            urllib.request.urlopen(self.endpoint(), timeout=2).read()
+            return True
+        _wait(f"radosgw on port {self.rgw_port}", answers, 120, os.path.join(self.dir, "log", "client.rgw.a.log"))
+
+    def stop_rgw(self):
+        _kill_pidfile(self._pid("client.rgw.a"))
+        _wait("radosgw to exit", lambda: not _port_open(self.rgw_port), 30)
+
+    def stop(self):
+        for name in ("client.rgw.a", "osd.0", "mon.a"):
+            _kill_pidfile(self._pid(name))
+
+
+def env(root):
+    """The environment variables through which tests find the servers."""
+    ceph = Ceph(root)
+    return {
+        "TIERFS_TEST_SERVERS": root,
+        "TIERFS_TEST_REDIS_URL": Redis(root).url(),
+        "TIERFS_TEST_PG_URL": Postgres(root).url(),
+        "TIERFS_TEST_S3_ENDPOINT": ceph.endpoint(),
+        "TIERFS_TEST_S3_ACCESS_KEY": S3_ACCESS_KEY,
+        "TIERFS_TEST_S3_SECRET_KEY": S3_SECRET_KEY,
+        "TIERFS_TEST_CEPH_CONF": ceph.conf,
+        "TIERFS_TEST_RADOS_POOL": RADOS_POOL,
+    }
+
+
+def _servers(root, which):
+    table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root)}
+    names = list(table) if which == "all" else [which]
+    return [(n, table[n]) for n in names]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=["up", "down", "env"])
+    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "all"])
+    p.add_argument("--dir", required=True, help="state directory of the servers")
+    p.add_argument("--cmake", action="store_true", help="env: print a CMake list of K=V")
+    a = p.parse_args()
+    root = os.path.abspath(a.dir)
+    if a.action == "env":
+        if a.cmake:
+            print(";".join(f"{k}={v}" for k, v in env(root).items()), end="")
+        else:
+            for k, v in env(root).items():
+                print(f"export {k}={v}")
+        return
+    for name, server in _servers(root, a.which):
+        t0 = time.time()
+        if a.action == "up":
+            server.start()
+            print(f"{name} up in {time.time() - t0:.1f} s")
+        else:
+            server.stop()
+            print(f"{name} stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
