@@ -16,5 +16,9 @@ void RegisterInfo(CLI::App& app, int* exit_code);
 void RegisterGc(CLI::App& app, int* exit_code);
 void RegisterFsck(CLI::App& app, int* exit_code);
 void RegisterVersion(CLI::App& app, int* exit_code);
+void RegisterConfig(CLI::App& app, int* exit_code);
+void RegisterDump(CLI::App& app, int* exit_code);
+void RegisterLoad(CLI::App& app, int* exit_code);
+void RegisterObjbench(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

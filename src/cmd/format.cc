@@ -42,6 +42,7 @@ Status CheckName(const std::string& name) {
 
 struct Args {
   std::string meta_url, name, storage = "file", bucket, block_size = "4M";
+  std::string access_key, secret_key, session_token, ceph_conf;
   int session_timeout = 60;
   bool force = false;
 };
@@ -57,17 +58,19 @@ int Run(const Args& a) {
   }
   if (a.bucket.empty()) return Fail("format", Status::Err(EINVAL, "--bucket is required (for --storage file: a directory)"));
   std::string bucket = a.storage == "file" ? AbsPath(a.bucket) : a.bucket;
+  FormatRecord rec;
+  rec.storage = a.storage;
+  rec.bucket = bucket;
+  st = ResolveStorageCredentials(a.access_key, a.secret_key, a.session_token, a.ceph_conf, &rec);
+  if (!st.ok()) return Fail("format", st);
   auto engine = OpenKvEngine(a.meta_url);
   if (!engine.ok()) return Fail("format", engine.status());
-  auto store = CreateObjectStore(a.storage, bucket);
+  auto store = CreateObjectStore(rec.Spec());
   if (!store.ok()) return Fail("format", store.status());
   st = (*store)->Init();
   if (!st.ok()) return Fail("format", st);
-  FormatRecord rec;
   rec.name = a.name;
   rec.uuid = NewUuid();
-  rec.storage = a.storage;
-  rec.bucket = bucket;
   rec.block_size = static_cast<uint32_t>(*bs);
   rec.created_ns = NowNanos();
   if (a.session_timeout < 1 || a.session_timeout > 86400) {
@@ -90,8 +93,12 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
   auto* sub = app.add_subcommand("format", "Create a volume: metadata in META-URL, data in the object store");
   sub->add_option("META-URL", args->meta_url, "Metadata engine, e.g. sqlite3:///var/lib/tierfs/vol.db")->required();
   sub->add_option("NAME", args->name, "Volume name (letters, digits, - and _)")->required();
-  sub->add_option("--storage", args->storage, "Object storage type: file or mem")->capture_default_str();
-  sub->add_option("--bucket", args->bucket, "Bucket: for --storage file, the directory holding the blocks");
+  sub->add_option("--storage", args->storage, "Object storage type: file, s3 or rados (mem: tests only)")
+      ->capture_default_str();
+  sub->add_option("--bucket", args->bucket,
+                  "file: the directory holding the blocks; s3: http(s)://HOST:PORT/BUCKET or "
+                  "http(s)://BUCKET.HOST (created if missing); rados: the pool");
+  AddCredentialOptions(sub, &args->access_key, &args->secret_key, &args->session_token, &args->ceph_conf);
   sub->add_option("--block-size", args->block_size, "Block size, a power of two from 64K to 16M")
       ->capture_default_str();
   sub->add_option("--session-timeout", args->session_timeout,

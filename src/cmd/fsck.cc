@@ -23,7 +23,7 @@ int Run(const Args& a) {
   auto meta = OpenVolume(a.meta_url, !a.repair);
   if (!meta.ok()) return Fail("fsck", meta.status());
   const FormatRecord& f = (*meta)->format();
-  auto store = CreateObjectStore(f.storage, f.bucket);
+  auto store = OpenStore(f);
   if (!store.ok()) return Fail("fsck", store.status());
   FsckOptions opts;
   opts.path = a.path;

@@ -40,7 +40,7 @@ int Run(const Args& a) {
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("gc", meta.status());
   const FormatRecord& f = (*meta)->format();
-  auto store = CreateObjectStore(f.storage, f.bucket);
+  auto store = OpenStore(f);
   if (!store.ok()) return Fail("gc", store.status());
   GcOptions opts;
   opts.delete_garbage = a.delete_garbage;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cmd/commands.h"
+#include "cmd/util.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"TierFS: a distributed POSIX file system on object storage"};
@@ -15,9 +16,16 @@ int main(int argc, char** argv) {
   tierfs::cmd::RegisterInfo(app, &exit_code);
   tierfs::cmd::RegisterGc(app, &exit_code);
   tierfs::cmd::RegisterFsck(app, &exit_code);
+  tierfs::cmd::RegisterConfig(app, &exit_code);
+  tierfs::cmd::RegisterDump(app, &exit_code);
+  tierfs::cmd::RegisterLoad(app, &exit_code);
+  tierfs::cmd::RegisterObjbench(app, &exit_code);
   tierfs::cmd::RegisterVersion(app, &exit_code);
+  // Parse copies; the process's own argv (what `ps` shows) no longer holds secrets.
+  std::vector<std::string> args = tierfs::cmd::ScrubSecretsFromArgv(argc, argv);
+  std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

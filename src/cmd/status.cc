@@ -7,6 +7,7 @@
 #include "cmd/util.h"
 #include "common/clock.h"
 #include "common/size.h"
+#include "common/secret.h"
 #include "meta/meta.h"
 
 namespace tierfs::cmd {
@@ -37,12 +38,17 @@ int Run(const std::string& meta_url, bool json) {
                   {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0}});
   }
   j["sessions"] = ss;
+  if (!f.access_key.empty()) j["access_key"] = f.access_key;
+  if (!f.secret_key.empty()) j["secret_key"] = Redact(f.secret_key);
+  if (!f.ceph_conf.empty()) j["ceph_conf"] = f.ceph_conf;
   if (json) {
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
   std::cout << "volume:     " << f.name << " (uuid " << f.uuid << ", format version " << f.version << ")\n"
-            << "storage:    " << f.storage << " " << f.bucket << "\n"
+            << "storage:    " << f.storage << " " << f.bucket
+            << (f.access_key.empty() ? "" : " (access key " + f.access_key + ", secret key " + Redact(f.secret_key) + ")")
+            << "\n"
             << "block size: " << FormatSize(f.block_size) << "\n"
             << "usage:      " << FormatSize(usage->used_bytes) << " in " << usage->inodes << " inodes\n"
             << "sessions:   " << sessions->size() << "\n";

@@ -1,8 +1,11 @@
 #include "cmd/util.h"
 
+#include <CLI/CLI.hpp>
+
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,8 +13,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/secret.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
+#include "object/object_store.h"
 
 namespace tierfs::cmd {
 
@@ -26,6 +31,81 @@ Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_
   opts.read_only = read_only;
   opts.dir_attr_cache_ns = dir_attr_cache_ns;
   return Meta::Open(std::move(engine), opts);
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format) {
+  StorageSpec spec = format.Spec();
+  ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
+  ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
+  if (!ak.empty()) spec.access_key = ak;
+  if (!sk.empty()) spec.secret_key = sk;
+  return CreateObjectStore(spec);
+}
+
+void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
+                          std::string* session_token, std::string* ceph_conf) {
+  sub->add_option("--access-key", *access_key,
+                  "s3: access key id; rados: Ceph client name (default client.admin). "
+                  "Default: $TIERFS_ACCESS_KEY");
+  sub->add_option("--secret-key", *secret_key,
+                  "s3: secret access key. Prefer $TIERFS_SECRET_KEY or a file named by "
+                  "$TIERFS_SECRET_KEY_FILE; it is stored in the volume and never shown");
+  sub->add_option("--session-token", *session_token, "s3: session token of temporary credentials");
+  sub->add_option("--ceph-conf", *ceph_conf, "rados: path of ceph.conf (default $CEPH_CONF)");
+}
+
+Status ResolveStorageCredentials(const std::string& access_key, const std::string& secret_key,
+                                 const std::string& session_token, const std::string& ceph_conf, FormatRecord* rec) {
+  ASSIGN_OR_RETURN(std::string ak, ResolveSecret(access_key, kAccessKeyEnv));
+  ASSIGN_OR_RETURN(std::string sk, ResolveSecret(secret_key, kSecretKeyEnv));
+  if (!ak.empty()) rec->access_key = ak;
+  if (!sk.empty()) rec->secret_key = sk;
+  if (!session_token.empty()) rec->session_token = session_token;
+  if (!ceph_conf.empty()) rec->ceph_conf = AbsPath(ceph_conf);
+  if (rec->storage == "s3" && (rec->access_key.empty() || rec->secret_key.empty())) {
+    return Status::Err(EINVAL,
+                       "s3 storage needs an access key and a secret key: --access-key/--secret-key or "
+                       "$TIERFS_ACCESS_KEY/$TIERFS_SECRET_KEY");
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// Blanks the password in "scheme://user:password@host..." in place.
+void ScrubUrlPassword(char* arg) {
+  char* sep = strstr(arg, "://");
+  if (sep == nullptr) return;
+  char* auth = sep + 3;
+  char* at = strchr(auth, '@');
+  char* slash = strchr(auth, '/');
+  if (at == nullptr || (slash != nullptr && slash < at)) return;
+  char* colon = static_cast<char*>(memchr(auth, ':', at - auth));
+  if (colon == nullptr) return;
+  for (char* p = colon + 1; p < at; ++p) *p = 'x';
+}
+
+void Blank(char* arg) {
+  for (char* p = arg; *p; ++p) *p = 'x';
+}
+
+}  // namespace
+
+std::vector<std::string> ScrubSecretsFromArgv(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  static const char* kSecretFlags[] = {"--secret-key", "--session-token"};
+  for (int i = 1; i < argc; ++i) {
+    ScrubUrlPassword(argv[i]);
+    for (const char* flag : kSecretFlags) {
+      size_t n = strlen(flag);
+      if (strcmp(argv[i], flag) == 0 && i + 1 < argc) {
+        Blank(argv[i + 1]);
+      } else if (strncmp(argv[i], flag, n) == 0 && argv[i][n] == '=') {
+        Blank(argv[i] + n + 1);
+      }
+    }
+  }
+  return args;
 }
 
 std::string AbsPath(const std::string& path) {

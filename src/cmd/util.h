@@ -3,11 +3,18 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
+namespace CLI {
+class App;
+}
+
 namespace tierfs {
 class Meta;
+class ObjectStore;
+struct FormatRecord;
 }
 
 namespace tierfs::cmd {
@@ -17,6 +24,20 @@ int Fail(const std::string& what, const Status& st);
 // Opens the engine at meta_url and the volume in it.
 // dir_attr_cache_ns: see MetaOptions (0 for tools that must always read the engine).
 Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns = 0);
+// Opens the object store a volume's format record describes, with TIERFS_ACCESS_KEY and
+// TIERFS_SECRET_KEY (or TIERFS_SECRET_KEY_FILE) overriding the stored credentials.
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format);
+// Adds --access-key, --secret-key, --session-token and --ceph-conf to a subcommand.
+void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
+                          std::string* session_token, std::string* ceph_conf);
+// Fills the credential fields of rec from the options (empty = not given), falling back to
+// TIERFS_ACCESS_KEY / TIERFS_SECRET_KEY (and _FILE); checks that s3 has both keys.
+Status ResolveStorageCredentials(const std::string& access_key, const std::string& secret_key,
+                                 const std::string& session_token, const std::string& ceph_conf, FormatRecord* rec);
+// Overwrites secrets in the process's own argv (the password of any URL and the values of
+// --secret-key / --session-token) so that `ps` and /proc/PID/cmdline never show them.
+// Returns the original arguments for parsing.
+std::vector<std::string> ScrubSecretsFromArgv(int argc, char** argv);
 // Absolute, normalized path (the path need not exist).
 std::string AbsPath(const std::string& path);
 // True when path is the mount point of a mounted file system (per /proc/self/mountinfo).

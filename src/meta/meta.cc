@@ -49,7 +49,47 @@ std::string FormatRecord::ToJson() const {
   nlohmann::json j = {{"name", name},         {"uuid", uuid},       {"storage", storage},
                       {"bucket", bucket},     {"block_size", block_size}, {"version", version},
                       {"created_ns", created_ns}, {"session_timeout_s", session_timeout_s}};
+  if (!access_key.empty()) j["access_key"] = access_key;
+  if (!secret_key.empty()) j["secret_key"] = secret_key;
+  if (!session_token.empty()) j["session_token"] = session_token;
+  if (!ceph_conf.empty()) j["ceph_conf"] = ceph_conf;
   return j.dump();
+}
+
+StorageSpec FormatRecord::Spec() const {
+  StorageSpec s;
+  s.storage = storage;
+  s.bucket = bucket;
+  s.access_key = access_key;
+  s.secret_key = secret_key;
+  s.session_token = session_token;
+  s.ceph_conf = ceph_conf;
+  return s;
+}
+
+FormatRecord FormatRecord::Redacted() const {
+  FormatRecord r = *this;
+  if (!r.secret_key.empty()) r.secret_key = "****";
+  if (!r.session_token.empty()) r.session_token = "****";
+  return r;
+}
+
+Result<FormatRecord> Meta::UpdateFormat(KvEngine* engine, const std::function<Status(FormatRecord&)>& edit) {
+  FormatRecord out;
+  RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) -> Status {
+    ASSIGN_OR_RETURN(auto v, t.Get(keys::Format()));
+    if (!v) return Status::Err(ENOENT, "no TierFS volume in " + engine->Describe() + " (run `tierfs format` first)");
+    ASSIGN_OR_RETURN(FormatRecord rec, FormatRecord::FromJson(*v));
+    FormatRecord before = rec;
+    RETURN_IF_ERROR(edit(rec));
+    if (rec.name != before.name || rec.uuid != before.uuid || rec.block_size != before.block_size ||
+        rec.version != before.version) {
+      return Status::Err(EINVAL, "the name, uuid, block size and format version of a volume cannot change");
+    }
+    out = rec;
+    return t.Put(keys::Format(), rec.ToJson());
+  }));
+  return out;
 }
 
 Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
@@ -64,6 +104,10 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.version = j.value("version", 1);
   r.created_ns = j.value("created_ns", int64_t{0});
   r.session_timeout_s = j.value("session_timeout_s", 60);
+  r.access_key = j.value("access_key", "");
+  r.secret_key = j.value("secret_key", "");
+  r.session_token = j.value("session_token", "");
+  r.ceph_conf = j.value("ceph_conf", "");
   if (r.version > 1) {
     return Status::Err(EPROTO, "volume format version " + std::to_string(r.version) +
                                    " is newer than this tierfs understands (1); upgrade tierfs");

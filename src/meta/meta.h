@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "object/object_store.h"
 #include "meta/kv_engine.h"
 #include "meta/types.h"
 
@@ -48,8 +49,15 @@ struct Ctx {
 struct FormatRecord {
   std::string name;
   std::string uuid;
-  std::string storage;  // "file", "mem", ...
+  std::string storage;  // "file", "mem", "s3", "rados"
   std::string bucket;
+  // Object-store credentials and settings (see StorageSpec). The secret key is stored so
+  // that every client can mount without being given it; it is never printed (status,
+  // dump and logs show "****"), and TIERFS_ACCESS_KEY / TIERFS_SECRET_KEY override both.
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;
+  std::string ceph_conf;
   uint32_t block_size = 4 << 20;
   int version = 1;
   int64_t created_ns = 0;
@@ -59,6 +67,10 @@ struct FormatRecord {
 
   std::string ToJson() const;
   static Result<FormatRecord> FromJson(const std::string& json);
+  // The store settings this record describes.
+  StorageSpec Spec() const;
+  // A copy with the secret key and session token replaced by "****" (when set).
+  FormatRecord Redacted() const;
 };
 
 struct SessionInfo {
@@ -116,6 +128,10 @@ class Meta {
   // Writes the format record and the root directory. Refuses (EEXIST) when a volume exists,
   // unless force, which first erases all metadata.
   static Status Format(KvEngine* engine, const FormatRecord& rec, bool force);
+  // Changes the format record of an existing volume in one transaction: edit receives the
+  // current record and may change it (`tierfs config`). The name, uuid, block size and
+  // format version are fixed for the life of a volume; edit must not change them.
+  static Result<FormatRecord> UpdateFormat(KvEngine* engine, const std::function<Status(FormatRecord&)>& edit);
   ~Meta();
 
   const FormatRecord& format() const { return format_; }

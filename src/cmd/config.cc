@@ -1,0 +1,81 @@
+// tierfs config META-URL [--access-key AK] [--secret-key SK] [--bucket B] ...: shows or
+// changes a volume's settings without reformatting (new keys after a rotation, a moved
+// bucket, a different session timeout).
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/secret.h"
+#include "meta/kv_engine.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+
+namespace tierfs::cmd {
+namespace {
+
+struct Args {
+  std::string meta_url, storage, bucket, access_key, secret_key, session_token, ceph_conf;
+  int session_timeout = 0;
+  bool no_check = false;
+};
+
+void Print(const FormatRecord& raw) {
+  FormatRecord f = raw.Redacted();
+  nlohmann::json j = nlohmann::json::parse(f.ToJson());
+  std::cout << j.dump(2) << std::endl;
+}
+
+int Run(const Args& a) {
+  auto engine = OpenKvEngine(a.meta_url);
+  if (!engine.ok()) return Fail("config", engine.status());
+  bool storage_change = !a.storage.empty() || !a.bucket.empty() || !a.access_key.empty() ||
+                        !a.secret_key.empty() || !a.session_token.empty() || !a.ceph_conf.empty();
+  bool change = storage_change || a.session_timeout != 0;
+  if (a.session_timeout != 0 && (a.session_timeout < 1 || a.session_timeout > 86400)) {
+    return Fail("config", Status::Err(EINVAL, "--session-timeout must be between 1 and 86400 seconds"));
+  }
+  auto updated = Meta::UpdateFormat(engine->get(), [&](FormatRecord& rec) -> Status {
+    if (!change) return Status::Err(ECANCELED, "");
+    if (!a.storage.empty()) rec.storage = a.storage;
+    if (!a.bucket.empty()) rec.bucket = rec.storage == "file" ? AbsPath(a.bucket) : a.bucket;
+    RETURN_IF_ERROR(ResolveStorageCredentials(a.access_key, a.secret_key, a.session_token, a.ceph_conf, &rec));
+    if (a.session_timeout != 0) rec.session_timeout_s = a.session_timeout;
+    if (storage_change && !a.no_check) {
+      // Refuse settings that cannot reach the store, before they reach every client.
+      ASSIGN_OR_RETURN(auto store, CreateObjectStore(rec.Spec()));
+      Status st = store->Init();
+      if (!st.ok()) return Status::Err(st.code(), "the new storage settings do not work: " + st.message());
+    }
+    return Status::OK();
+  });
+  if (!updated.ok() && updated.status().code() == ECANCELED) {
+    // No change asked for: show the settings.
+    auto meta = Meta::Open(std::move(*engine));
+    if (!meta.ok()) return Fail("config", meta.status());
+    Print((*meta)->format());
+    return 0;
+  }
+  if (!updated.ok()) return Fail("config", updated.status());
+  std::cout << "updated volume " << updated->name << "; mounted clients pick up new storage settings when "
+            << "they remount" << std::endl;
+  Print(*updated);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterConfig(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("config", "Show or change a volume's settings without reformatting");
+  sub->add_option("META-URL", args->meta_url, "Metadata engine of the volume")->required();
+  sub->add_option("--storage", args->storage, "New object storage type (file, s3, rados)");
+  sub->add_option("--bucket", args->bucket, "New bucket (see `tierfs format --help`)");
+  AddCredentialOptions(sub, &args->access_key, &args->secret_key, &args->session_token, &args->ceph_conf);
+  sub->add_option("--session-timeout", args->session_timeout, "New session timeout in seconds");
+  sub->add_flag("--no-check", args->no_check, "Do not check that the new storage settings work");
+  sub->callback([args, exit_code] { *exit_code = Run(*args); });
+}
+
+}  // namespace tierfs::cmd

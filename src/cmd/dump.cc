@@ -1,0 +1,68 @@
+// tierfs dump META-URL FILE [--keep-secret-key]: writes the whole volume's metadata as JSON
+// (see meta/meta_dump.h); FILE "-" is standard output.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "meta/kv_engine.h"
+#include "meta/meta_dump.h"
+
+namespace tierfs::cmd {
+namespace {
+
+struct Args {
+  std::string meta_url, file;
+  bool keep_secrets = false, quiet = false;
+};
+
+int Run(const Args& a) {
+  auto engine = OpenKvEngine(a.meta_url);
+  if (!engine.ok()) return Fail("dump", engine.status());
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  std::string tmp = a.file + ".tmp";
+  if (a.file != "-") {
+    file.open(tmp, std::ios::binary | std::ios::trunc);
+    if (!file) return Fail("dump", Status::Err(errno, "cannot create " + tmp + ": " + strerror(errno)));
+    out = &file;
+  }
+  auto progress = [&](const DumpStats& s) {
+    if (!a.quiet && a.file != "-") std::cerr << "\rdumped " << s.inodes << " inodes, " << s.entries << " entries, "
+                                              << s.slices << " slices" << std::flush;
+  };
+  DumpStats stats;
+  Status st = DumpVolume(engine->get(), *out, a.keep_secrets, progress, &stats);
+  if (a.file != "-") {
+    file.close();
+    if (st.ok() && !file) st = Status::Err(EIO, "cannot write " + tmp);
+    if (st.ok() && rename(tmp.c_str(), a.file.c_str()) != 0) st = Status::Err(errno, "cannot rename to " + a.file);
+    if (!st.ok()) unlink(tmp.c_str());
+    if (!a.quiet) std::cerr << std::endl;
+  }
+  if (!st.ok()) return Fail("dump", st);
+  if (!a.quiet && a.file != "-") {
+    std::cerr << "dump of " << (*engine)->Describe() << " written to " << a.file << " (" << stats.inodes
+              << " inodes, " << stats.entries << " entries, " << stats.slices << " slices"
+              << (a.keep_secrets ? "; includes the secret key" : "; secret key left out") << ")" << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterDump(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("dump", "Write a volume's whole metadata (namespace and layout) as JSON");
+  sub->add_option("META-URL", args->meta_url, "Metadata engine of the volume")->required();
+  sub->add_option("FILE", args->file, "Output file, or - for standard output")->required();
+  sub->add_flag("--keep-secret-key", args->keep_secrets, "Include the object store's secret key");
+  sub->add_flag("-q,--quiet", args->quiet, "No progress or summary");
+  sub->callback([args, exit_code] { *exit_code = Run(*args); });
+}
+
+}  // namespace tierfs::cmd

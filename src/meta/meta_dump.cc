@@ -1,0 +1,390 @@
+#include "meta/meta_dump.h"
+
+#include <cerrno>
+#include <istream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <vector>
+
+#include "common/base64.h"
+#include "common/encoding.h"
+#include "meta/attr.h"
+#include "meta/key_schema.h"
+
+namespace tierfs {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kDumpVersion = 1;
+constexpr size_t kBatch = 4096;
+const std::string kEnd("\xff", 1);  // above every key of the schema
+
+// Valid UTF-8 exactly as the JSON writer judges it (it throws on anything else).
+bool IsUtf8(std::string_view s) {
+  try {
+    (void)json(std::string(s)).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
+// Names and targets stay readable when they are UTF-8; other bytes go in base64.
+void PutBytes(json& j, const char* field, std::string_view v) {
+  if (IsUtf8(v)) {
+    j[field] = std::string(v);
+  } else {
+    j[std::string(field) + "_b64"] = Base64Encode(v);
+  }
+}
+
+Result<std::string> GetBytes(const json& j, const char* field) {
+  if (j.contains(field)) return j.at(field).get<std::string>();
+  std::string b = std::string(field) + "_b64";
+  if (j.contains(b)) {
+    auto d = Base64Decode(j.at(b).get<std::string>());
+    if (d) return *d;
+  }
+  return Status::Err(EINVAL, std::string("dump: missing or malformed field ") + field);
+}
+
+Ino KeyIno(std::string_view key) { return keys::DecodeU64(key.substr(1, 8)); }
+
+json AttrJson(Ino ino, const Attr& a) {
+  return {{"ino", ino},           {"mode", a.mode},         {"uid", a.uid},          {"gid", a.gid},
+          {"nlink", a.nlink},     {"length", a.length},     {"rdev", a.rdev},        {"atime_ns", a.atime_ns},
+          {"mtime_ns", a.mtime_ns}, {"ctime_ns", a.ctime_ns}, {"parent", a.parent},  {"flags", a.flags},
+          {"seq", a.seq}};
+}
+
+// Collects the keys of one inode (they are contiguous in key order) into one object.
+class InodeWriter {
+ public:
+  InodeWriter(std::ostream& out, DumpStats* stats) : out_(out), stats_(stats) {}
+
+  void Add(std::string_view k, std::string_view v) {
+    Ino ino = KeyIno(k);
+    if (ino != cur_) Flush();
+    cur_ = ino;
+    char kind = k[9];
+    std::string_view rest = k.substr(10);
+    switch (kind) {
+      case 'I': {
+        Attr a;
+        if (DecodeAttr(v, &a)) {
+          has_attr_ = true;
+          nlink_ = a.nlink;
+          json base = AttrJson(ino, a);
+          base.update(obj_);
+          obj_ = std::move(base);
+        }
+        break;
+      }
+      case 'D': {
+        json e;
+        PutBytes(e, "name", rest);
+        ByteReader r(v);
+        e["ino"] = r.U64();
+        e["type"] = r.U8();
+        obj_["entries"].push_back(std::move(e));
+        stats_->entries++;
+        break;
+      }
+      case 'C': {
+        uint32_t index = 0;
+        uint64_t seq = 0;
+        SliceRecord s;
+        if (keys::ParseChunkRecordKey(k, &index, &seq) && DecodeSliceRecord(v, &s)) {
+          obj_["chunks"].push_back({{"index", index}, {"seq", seq}, {"pos", s.pos}, {"id", s.id},
+                                    {"size", s.size}, {"off", s.off}, {"len", s.len}});
+          stats_->slices++;
+        }
+        break;
+      }
+      case 'T':
+        obj_["truncs"].push_back({{"seq", keys::DecodeU64(rest)}, {"length", keys::DecodeU64(v)}});
+        break;
+      case 'X':
+      {
+        json x;
+        PutBytes(x, "name", rest);
+        x["value_b64"] = Base64Encode(v);
+        obj_["xattrs"].push_back(std::move(x));
+      }
+        break;
+      case 'S':
+        PutBytes(obj_, "symlink", v);
+        break;
+      default:  // 'F', 'P': locks of live clients
+        break;
+    }
+  }
+
+  void Flush() {
+    if (cur_ != 0 && has_attr_ && nlink_ > 0) {
+      out_ << (first_ ? "\n  " : ",\n  ") << obj_.dump();
+      first_ = false;
+      stats_->inodes++;
+    }
+    obj_ = json::object();
+    has_attr_ = false;
+    nlink_ = 0;
+    cur_ = 0;
+  }
+
+ private:
+  std::ostream& out_;
+  DumpStats* stats_;
+  json obj_ = json::object();
+  Ino cur_ = 0;
+  bool has_attr_ = false;
+  uint32_t nlink_ = 0;
+  bool first_ = true;
+};
+
+// Visits [begin, kEnd) in batches of read-only transactions.
+Status ScanAll(KvEngine* engine, std::string_view begin, std::string_view end,
+               const std::function<void(std::string_view, std::string_view)>& fn, DumpStats* stats) {
+  std::string from(begin);
+  for (;;) {
+    std::vector<std::pair<std::string, std::string>> batch;
+    RETURN_IF_ERROR(engine->Txn(
+        [&](KvTxn& t) {
+          batch.clear();
+          return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
+            batch.emplace_back(std::string(k), std::string(v));
+            return true;
+          });
+        },
+        true));
+    for (auto& [k, v] : batch) fn(k, v);
+    stats->keys += batch.size();
+    if (batch.size() < kBatch) return Status::OK();
+    from = batch.back().first;
+    from.push_back('\0');  // the next key after the last one seen
+  }
+}
+
+}  // namespace
+
+Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const DumpProgress& progress,
+                  DumpStats* stats) {
+  DumpStats local;
+  if (stats == nullptr) stats = &local;
+  std::optional<std::string> fmt;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) {
+        ASSIGN_OR_RETURN(fmt, t.Get(keys::Format()));
+        return Status::OK();
+      },
+      true));
+  if (!fmt) return Status::Err(ENOENT, "no TierFS volume in " + engine->Describe());
+  json format = json::parse(*fmt, nullptr, false);
+  if (format.is_discarded()) return Status::Err(EIO, "the volume's format record is not valid JSON");
+  if (!keep_secrets) {
+    format.erase("secret_key");
+    format.erase("session_token");
+  }
+  out << "{\n\"tierfs_dump\": " << kDumpVersion << ",\n\"format\": " << format.dump() << ",\n\"inodes\": [";
+  InodeWriter inodes(out, stats);
+  uint64_t last_report = 0;
+  RETURN_IF_ERROR(ScanAll(
+      engine, "A", "B",
+      [&](std::string_view k, std::string_view v) {
+        if (k.size() >= 10) inodes.Add(k, v);
+        if (progress && stats->keys / 100000 != last_report) {
+          last_report = stats->keys / 100000;
+          progress(*stats);
+        }
+      },
+      stats));
+  inodes.Flush();
+  out << "\n],\n";
+
+  json counters = json::object(), refs = json::array(), pending_files = json::array(),
+       pending_truncs = json::array(), pending_slices = json::array();
+  RETURN_IF_ERROR(ScanAll(
+      engine, "B", kEnd,
+      [&](std::string_view k, std::string_view v) {
+        uint64_t id = 0;
+        uint32_t size = 0;
+        switch (k[0]) {
+          case 'C':
+            counters[std::string(k.substr(1))] = keys::DecodeU64(v);
+            break;
+          case 'K':
+            if (keys::ParseSliceKey(k, &id, &size)) refs.push_back({id, size, keys::DecodeU64(v)});
+            break;
+          case 'X':
+            if (keys::ParseSliceKey(k, &id, &size)) pending_slices.push_back({id, size, keys::DecodeU64(v)});
+            break;
+          case 'L':
+            pending_files.push_back({KeyIno(k), keys::DecodeU64(v)});
+            break;
+          case 'T':
+            if (k.size() == 17) pending_truncs.push_back({KeyIno(k), keys::DecodeU64(k.substr(9))});
+            break;
+          default:  // 'V' (written above), 'S*' sessions of live clients
+            break;
+        }
+      },
+      stats));
+  out << "\"counters\": " << counters.dump() << ",\n\"slice_refs\": " << refs.dump()
+      << ",\n\"pending_slices\": " << pending_slices.dump() << ",\n\"pending_files\": " << pending_files.dump()
+      << ",\n\"pending_truncs\": " << pending_truncs.dump() << "\n}\n";
+  out.flush();
+  if (!out) return Status::Err(EIO, "cannot write the dump");
+  if (progress) progress(*stats);
+  return Status::OK();
+}
+
+namespace {
+
+class BatchWriter {
+ public:
+  BatchWriter(KvEngine* engine, DumpStats* stats) : engine_(engine), stats_(stats) {}
+  Status Put(std::string k, std::string v) {
+    batch_.emplace_back(std::move(k), std::move(v));
+    if (batch_.size() >= kBatch) return Flush();
+    return Status::OK();
+  }
+  Status Flush() {
+    if (batch_.empty()) return Status::OK();
+    RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+      for (auto& [k, v] : batch_) RETURN_IF_ERROR(t.Put(k, v));
+      return Status::OK();
+    }));
+    stats_->keys += batch_.size();
+    batch_.clear();
+    return Status::OK();
+  }
+
+ private:
+  KvEngine* engine_;
+  DumpStats* stats_;
+  std::vector<std::pair<std::string, std::string>> batch_;
+};
+
+Status LoadInode(const json& j, BatchWriter& w, DumpStats* stats) {
+  Ino ino = j.at("ino").get<Ino>();
+  Attr a;
+  a.mode = j.at("mode");
+  a.uid = j.at("uid");
+  a.gid = j.at("gid");
+  a.nlink = j.at("nlink");
+  a.length = j.at("length");
+  a.rdev = j.at("rdev");
+  a.atime_ns = j.at("atime_ns");
+  a.mtime_ns = j.at("mtime_ns");
+  a.ctime_ns = j.at("ctime_ns");
+  a.parent = j.at("parent");
+  a.flags = j.at("flags");
+  a.seq = j.at("seq");
+  RETURN_IF_ERROR(w.Put(keys::Inode(ino), EncodeAttr(a)));
+  stats->inodes++;
+  if (j.contains("entries")) {
+    for (const auto& e : j["entries"]) {
+      ASSIGN_OR_RETURN(std::string name, GetBytes(e, "name"));
+      std::string v;
+      PutU64(&v, e.at("ino").get<uint64_t>());
+      PutU8(&v, e.at("type").get<uint8_t>());
+      RETURN_IF_ERROR(w.Put(keys::Dentry(ino, name), std::move(v)));
+      stats->entries++;
+    }
+  }
+  if (j.contains("chunks")) {
+    for (const auto& c : j["chunks"]) {
+      SliceRecord s;
+      s.pos = c.at("pos");
+      s.id = c.at("id");
+      s.size = c.at("size");
+      s.off = c.at("off");
+      s.len = c.at("len");
+      RETURN_IF_ERROR(w.Put(keys::ChunkRecord(ino, c.at("index"), c.at("seq")), EncodeSliceRecord(s)));
+      stats->slices++;
+    }
+  }
+  if (j.contains("truncs")) {
+    for (const auto& t : j["truncs"]) {
+      RETURN_IF_ERROR(w.Put(keys::TruncRule(ino, t.at("seq")), keys::EncodeU64(t.at("length"))));
+    }
+  }
+  if (j.contains("xattrs")) {
+    for (const auto& x : j["xattrs"]) {
+      auto v = Base64Decode(x.at("value_b64").get<std::string>());
+      if (!v) return Status::Err(EINVAL, "dump: malformed xattr value of inode " + std::to_string(ino));
+      ASSIGN_OR_RETURN(std::string name, GetBytes(x, "name"));
+      RETURN_IF_ERROR(w.Put(keys::Xattr(ino, name), *v));
+    }
+  }
+  if (j.contains("symlink") || j.contains("symlink_b64")) {
+    ASSIGN_OR_RETURN(std::string target, GetBytes(j, "symlink"));
+    RETURN_IF_ERROR(w.Put(keys::Symlink(ino), target));
+  }
+  return Status::OK();
+}
+
+Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, DumpStats* stats) {
+  if (!doc.is_object() || doc.value("tierfs_dump", 0) != kDumpVersion) {
+    return Status::Err(EINVAL, "not a TierFS dump (version " + std::to_string(kDumpVersion) + ")");
+  }
+  bool empty = true;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) {
+        empty = true;
+        return t.Scan("", kEnd, 1, [&](std::string_view, std::string_view) {
+          empty = false;
+          return false;
+        });
+      },
+      true));
+  if (!empty) {
+    return Status::Err(EEXIST, engine->Describe() +
+                                   " is not empty; load needs an empty engine (erase it with `tierfs load --force`)");
+  }
+  BatchWriter w(engine, stats);
+  uint64_t n = 0;
+  for (const auto& ino : doc.at("inodes")) {
+    RETURN_IF_ERROR(LoadInode(ino, w, stats));
+    if (progress && ++n % 10000 == 0) progress(*stats);
+  }
+  for (const auto& [name, v] : doc.at("counters").items()) {
+    RETURN_IF_ERROR(w.Put(keys::Counter(name), keys::EncodeU64(v.get<uint64_t>())));
+  }
+  for (const auto& r : doc.at("slice_refs")) {
+    RETURN_IF_ERROR(w.Put(keys::SliceRef(r[0], r[1]), keys::EncodeU64(r[2])));
+  }
+  for (const auto& r : doc.at("pending_slices")) {
+    RETURN_IF_ERROR(w.Put(keys::PendingSlice(r[0], r[1]), keys::EncodeU64(r[2])));
+  }
+  for (const auto& r : doc.at("pending_files")) {
+    RETURN_IF_ERROR(w.Put(keys::PendingFile(r[0]), keys::EncodeU64(r[1])));
+  }
+  for (const auto& r : doc.at("pending_truncs")) {
+    RETURN_IF_ERROR(w.Put(keys::PendingTrunc(r[0], r[1]), ""));
+  }
+  RETURN_IF_ERROR(w.Flush());
+  // The format record last: until it exists the engine holds no usable volume, so an
+  // interrupted load cannot be mounted by mistake.
+  RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) { return t.Put(keys::Format(), doc.at("format").dump()); }));
+  if (progress) progress(*stats);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status LoadVolume(KvEngine* engine, std::istream& in, const DumpProgress& progress, DumpStats* stats) {
+  DumpStats local;
+  if (stats == nullptr) stats = &local;
+  json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded()) return Status::Err(EINVAL, "the dump is not valid JSON");
+  try {
+    return LoadDoc(engine, doc, progress, stats);
+  } catch (const json::exception& e) {
+    return Status::Err(EINVAL, std::string("malformed dump: ") + e.what());
+  }
+}
+
+}  // namespace tierfs

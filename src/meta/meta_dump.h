@@ -1,0 +1,38 @@
+// Dump and load of a whole volume as JSON, for moving a volume between metadata engines
+// (`tierfs dump` / `tierfs load`) and for backups of the metadata.
+//
+// The document holds the format record, the counters, every inode with its attributes,
+// directory entries, chunk records, truncation masks, xattrs and symlink target, and the
+// pending deletions, all decoded (binary names and values in base64), so that it does not
+// depend on any one engine's storage. Sessions and locks belong to live clients and are
+// not dumped; neither are files unlinked while open (nlink 0), whose blocks gc collects.
+// The secret key and session token are left out unless keep_secrets.
+//
+// Dump reads in batches of read-only transactions: a dump of an idle volume is exact; a
+// dump taken while clients write is not one snapshot (stop writers, or mount read-only).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+
+#include "common/status.h"
+#include "meta/kv_engine.h"
+
+namespace tierfs {
+
+struct DumpStats {
+  uint64_t inodes = 0;
+  uint64_t entries = 0;
+  uint64_t slices = 0;  // chunk records
+  uint64_t keys = 0;    // engine keys written (load) or read (dump)
+};
+
+using DumpProgress = std::function<void(const DumpStats&)>;
+
+Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const DumpProgress& progress,
+                  DumpStats* stats);
+// Loads a dump into an engine that holds no keys at all.
+Status LoadVolume(KvEngine* engine, std::istream& in, const DumpProgress& progress, DumpStats* stats);
+
+}  // namespace tierfs
