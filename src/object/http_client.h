@@ -1,0 +1,78 @@
+// HttpClient: one HTTP request/response exchange at a time per caller, over a pool of
+// libcurl easy handles so that connections (and TLS sessions, DNS answers) are reused.
+//
+// Perform() makes exactly one attempt; retry policy belongs to the caller. A request that
+// got any HTTP response (whatever its status) succeeds; a transport failure returns a
+// Status whose code says whether trying again can help:
+//   ETIMEDOUT     connect timeout, or the transfer stalled (below 1 byte/s for io_timeout)
+//   ECONNREFUSED  nothing listens at the address
+//   EIO           other network failures (reset, resolve failure, truncated reply, TLS)
+//   EINVAL        requests that can never succeed (malformed URL, unsupported protocol,
+//                 certificate rejected)
+// The message is short ("Connection refused", "Operation timed out after 1001 ms ...")
+// and never contains request headers.
+//
+// Threads: Perform may be called from any thread concurrently; each call borrows its own
+// handle.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "object/s3_sign.h"
+
+namespace tierfs {
+
+struct HttpRequest {
+  std::string method;  // GET, HEAD, PUT, POST, DELETE
+  std::string url;
+  HeaderList headers;
+  // The body, sent as the concatenation of the pieces without copying them; they must
+  // stay valid during Perform.
+  std::vector<std::string_view> body;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // lowercase names, values trimmed
+  std::string body;
+
+  // The header value, or "" when absent.
+  std::string Header(const std::string& lowercase_name) const;
+};
+
+struct HttpClientOptions {
+  long connect_timeout_ms = 5000;
+  // A transfer slower than 1 byte/s for this long fails with ETIMEDOUT.
+  long io_timeout_s = 30;
+  // Idle handles kept for reuse; more concurrent requests get temporary handles.
+  size_t max_idle_handles = 64;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpClientOptions options = {});
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  Result<HttpResponse> Perform(const HttpRequest& req);
+
+ private:
+  void* Acquire();  // a CURL*, kept opaque so that users need not include curl.h
+  void Release(void* handle);
+
+  HttpClientOptions options_;
+  std::mutex mu_;
+  std::vector<void*> idle_;  // guarded by mu_
+};
+
+// Parses an HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") to nanoseconds since the epoch;
+// 0 when it cannot be parsed.
+int64_t ParseHttpDate(const std::string& text);
+
+}  // namespace tierfs
