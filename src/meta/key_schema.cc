@@ -1,5 +1,7 @@
 #include "meta/key_schema.h"
 
+#include <algorithm>
+
 #include "common/encoding.h"
 
 namespace tierfs::keys {
@@ -109,6 +111,26 @@ std::string SessionLockPrefix(uint64_t sid) {
   std::string k("SL");
   PutU64(&k, sid);
   return k;
+}
+
+namespace {
+// The group length every key starting with these bytes gets once it is long enough.
+size_t NaturalGroupLength(std::string_view key) {
+  if (key.empty()) return 0;
+  if (key[0] == 'A') return 10;  // "A" ino(8) kind
+  if (key[0] == 'S' && key.size() >= 2) return key[1] == 'O' || key[1] == 'L' ? 10 : 2;
+  return 1;
+}
+}  // namespace
+
+std::string_view ScanGroup(std::string_view key) {
+  return key.substr(0, std::min(NaturalGroupLength(key), key.size()));
+}
+
+bool IsFullScanGroup(std::string_view group) {
+  // "S" alone would get length 1 here but its extensions "SE", "SO"... have longer groups.
+  if (group == "S") return false;
+  return !group.empty() && group.size() == NaturalGroupLength(group);
 }
 
 bool ParseDentryName(std::string_view key, std::string_view* name) {

@@ -60,6 +60,19 @@ std::string SustainedPrefix(uint64_t sid);
 std::string SessionLock(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);
 
+// The scan group of a key: the prefix an engine without ordered keys (Redis) indexes the
+// key under, chosen so that every scan the semantics layer does, except whole-table walks
+// (fsck, gc, dump over all "A" keys), stays inside one group. "A" ino kind and "SO"/"SL"
+// sid: the first 10 bytes; other "S" keys: 2 bytes; everything else: the first byte. A key
+// shorter than its natural group length is its own (short) group; the empty key's group is
+// empty. The result is a prefix of key (a view into it).
+std::string_view ScanGroup(std::string_view key);
+// True when group has its natural length, so every key starting with group belongs to it
+// and a scan inside [group, PrefixEnd(group)) reads that group alone.
+bool IsFullScanGroup(std::string_view group);
+// Longest group ScanGroup returns.
+constexpr size_t kMaxScanGroupLength = 10;
+
 // Parsing helpers for scans; return false on malformed keys.
 bool ParseDentryName(std::string_view key, std::string_view* name);
 bool ParseChunkRecordKey(std::string_view key, uint32_t* index, uint64_t* seq);

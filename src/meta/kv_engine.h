@@ -1,7 +1,7 @@
 // The metadata engine interface: an ordered key-value store with transactions.
 //
 // The POSIX semantics layer (meta.h) is written once over this interface; engines
-// (memory, SQLite, later Redis and PostgreSQL) only supply these primitives. Keys and
+// (memory, SQLite, Redis, PostgreSQL) only supply these primitives. Keys and
 // values are arbitrary bytes; keys compare as unsigned byte strings.
 #pragma once
 
@@ -43,8 +43,10 @@ class KvEngine {
   virtual Status Reset() = 0;
 };
 
-// Opens an engine from a META-URL: "mem://name", "sqlite3://PATH". redis:// and
-// postgres:// are recognised and answered with "not available in this build".
+// Opens an engine from a META-URL: "mem://name", "sqlite3://PATH",
+// "redis://[USER:PASSWORD@]HOST:PORT/DB", "postgres://USER:PASSWORD@HOST:PORT/DB". A
+// password missing from the URL comes from $TIERFS_META_PASSWORD or the file named by
+// $TIERFS_META_PASSWORD_FILE. Errors never include the password.
 Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url);
 
 // The smallest key greater than every key starting with prefix ("" when none exists).

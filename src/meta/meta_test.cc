@@ -43,7 +43,9 @@ std::string ServerUrl(const char* env, const std::string& suffix) {
   if (base == nullptr || *base == '\0') return "";
   std::string url = std::string(base) + suffix;
   auto e = OpenKvEngine(url);
-  if (e.ok()) EXPECT_TRUE((*e)->Reset().ok());
+  if (e.ok()) {
+    EXPECT_TRUE((*e)->Reset().ok());
+  }
   return url;
 }
 

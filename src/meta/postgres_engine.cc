@@ -1,11 +1,490 @@
 #include "meta/postgres_engine.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "meta/postgres_conn.h"
+#include "meta/postgres_params.h"
+#include "meta/postgres_txn.h"
 
 namespace tierfs {
 
-Result<std::unique_ptr<KvEngine>> OpenPostgresEngine(const Url&) {
-  return Status::Err(EPROTONOSUPPORT, "postgres metadata engine is not available in this build");
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::microseconds;
+
+// Connections kept open while idle; beyond this, released connections are closed.
+constexpr size_t kMaxIdleConnections = 16;
+// Backoff between runs of a transaction that conflicted; short, because the other
+// transaction usually commits within a round trip or two.
+constexpr microseconds kConflictBackoffBase(500);
+constexpr microseconds kConflictBackoffCap(50'000);
+// Backoff between reconnection attempts: a restarting server needs a second or so.
+constexpr microseconds kReconnectBackoffBase(20'000);
+constexpr microseconds kReconnectBackoffCap(1'000'000);
+// Retrying this long is unusual enough to log (once per transaction).
+constexpr std::chrono::seconds kWarnAfter(1);
+constexpr std::chrono::seconds kLostWarnInterval(5);
+
+// Jitter keeps clients that collided once from colliding again in lockstep. Reseeded after
+// fork() so parent and child do not share a sequence.
+microseconds Backoff(int attempt, microseconds base, microseconds cap) {
+  thread_local std::minstd_rand rng;
+  thread_local pid_t seeded_pid = 0;
+  pid_t pid = getpid();
+  if (seeded_pid != pid) {
+    std::random_device rd;
+    rng.seed(rd() ^ static_cast<unsigned>(pid) ^
+             static_cast<unsigned>(std::hash<std::thread::id>()(std::this_thread::get_id())));
+    seeded_pid = pid;
+  }
+  int shift = std::min(attempt, 20);
+  auto full = std::min<microseconds>(cap, base * (1LL << shift));
+  std::uniform_int_distribution<int64_t> dist(full.count() / 2, full.count());
+  return microseconds(dist(rng));
+}
+
+// Connection failures worth waiting out (the server restarting, a network blip), as
+// opposed to ones that will not go away by themselves (wrong password, missing database).
+bool IsTransient(const Status& st) {
+  switch (st.code()) {
+    case EACCES:
+    case ENOENT:
+    case EINVAL:
+    case ENOMEM:
+      return false;
+    default:
+      return true;
+  }
+}
+
+struct Attempt {
+  Status status;  // on retry: why, for the final message
+  bool retry = false;
+  static Attempt Done(Status s) { return Attempt{std::move(s), false}; }
+  static Attempt Retry(Status why) { return Attempt{std::move(why), true}; }
+};
+
+class PostgresEngine;
+
+// The engines whose transaction the current thread is inside (see Txn).
+thread_local std::vector<const PostgresEngine*> tls_active_engines;
+
+class ActiveMark {
+ public:
+  explicit ActiveMark(const PostgresEngine* e) : e_(e) { tls_active_engines.push_back(e); }
+  ~ActiveMark() {
+    auto it = std::find(tls_active_engines.begin(), tls_active_engines.end(), e_);
+    if (it != tls_active_engines.end()) tls_active_engines.erase(it);
+  }
+  ActiveMark(const ActiveMark&) = delete;
+  ActiveMark& operator=(const ActiveMark&) = delete;
+
+ private:
+  const PostgresEngine* e_;
+};
+
+class PostgresEngine final : public KvEngine {
+ public:
+  explicit PostgresEngine(pg::Params params) : params_(std::move(params)) {}
+
+  Status Init();
+  std::string Describe() const override { return params_.redacted; }
+  Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override;
+  Status Reset() override;
+
+ private:
+  // Gives a connection back to the pool when an attempt ends; a connection whose state is
+  // unknown (broken, or the callback threw) is closed instead.
+  class Lease {
+   public:
+    Lease(PostgresEngine* engine, std::unique_ptr<pg::Conn> conn)
+        : engine_(engine), conn_(std::move(conn)) {}
+    ~Lease() {
+      if (keep_) engine_->Release(std::move(conn_));
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    pg::Conn& operator*() { return *conn_; }
+    void Keep() { keep_ = true; }
+
+   private:
+    PostgresEngine* engine_;
+    std::unique_ptr<pg::Conn> conn_;
+    bool keep_ = false;
+  };
+
+  Status InitSchema(pg::Conn& conn, bool* retry);
+  Result<std::unique_ptr<pg::Conn>> Acquire();
+  void Release(std::unique_ptr<pg::Conn> conn);
+  // Closes the idle connections: after one broke they are most likely broken too.
+  void DropIdle();
+  Attempt RunOnce(pg::Conn& conn, const std::function<Status(KvTxn&)>& fn, bool read_only,
+                  Clock::time_point deadline);
+  // Finds out whether the transaction with id txid committed after the connection broke
+  // during its COMMIT.
+  Attempt ResolveCommit(const std::string& txid, const Status& why, Clock::time_point deadline);
+  // Calls attempt until it does not ask for a retry or the timeout passes.
+  template <typename F>
+  Status WithRetry(const char* what, F&& attempt);
+
+  // A lost server breaks every running transaction at once; one warning per
+  // kLostWarnInterval says enough.
+  bool WarningDue(Clock::time_point now) {
+    int64_t t = now.time_since_epoch().count();
+    int64_t last = last_lost_warning_.load();
+    return (last == 0 || t - last >= Clock::duration(kLostWarnInterval).count()) &&
+           last_lost_warning_.compare_exchange_strong(last, t);
+  }
+
+  std::string Server() const {
+    return "metadata server " + params_.where + " (database " + params_.database + ")";
+  }
+
+  const pg::Params params_;
+  std::atomic<int64_t> last_lost_warning_{0};  // Clock ticks
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<pg::Conn>> idle_;  // guarded by pool_mu_
+};
+
+// Ends the transaction on conn without waiting; a connection that cannot even send is
+// marked broken and will not be pooled.
+void RollbackQuietly(pg::Conn& conn) {
+  conn.QueueSql("ROLLBACK");
+  (void)conn.SendOnly();
+}
+
+Status Ambiguous(const std::string& server, const Status& why) {
+  return Status::Err(EIO, server +
+                              ": the connection was lost while committing a metadata "
+                              "transaction, which may or may not have been applied (" +
+                              why.message() + ")");
+}
+
+template <typename F>
+Status PostgresEngine::WithRetry(const char* what, F&& attempt) {
+  const auto start = Clock::now();
+  const auto deadline = start + params_.timeout;
+  bool warned = false;
+  bool reconnected = false;
+  for (int n = 0;; ++n) {
+    Attempt a = attempt(deadline);
+    if (!a.retry) {
+      if (warned) spdlog::info("{}: {} went through after {} retries", Server(), what, n);
+      return std::move(a.status);
+    }
+    const bool conflict = a.status.code() == pg::kConflict;
+    if (!conflict) DropIdle();
+    auto now = Clock::now();
+    if (now >= deadline) {
+      auto secs =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count() / 1000.0;
+      spdlog::error("{}: {} gave up after {} retries: {}", Server(), what, n, a.status.message());
+      char took[32];
+      snprintf(took, sizeof(took), "%.1f", secs);
+      return Status::Err(
+          EIO, Server() + ": " + what + " gave up after " + std::to_string(n + 1) +
+                   " attempts in " + took + " s (?timeout= in the META-URL sets the limit): " +
+                   (conflict ? "it kept conflicting with other clients; last: " : "") +
+                   a.status.message());
+    }
+    if (!warned && (conflict ? now - start >= kWarnAfter : WarningDue(now))) {
+      warned = true;
+      spdlog::warn("{}: {} is being retried: {}", Server(), what, a.status.message());
+    }
+    // The first time a working connection breaks, a new one is tried at once: a single
+    // killed session or network blip needs no pause; a server that is down does.
+    if (a.status.code() == pg::kLost && !reconnected) {
+      reconnected = true;
+      continue;
+    }
+    auto pause = conflict ? Backoff(n, kConflictBackoffBase, kConflictBackoffCap)
+                          : Backoff(n, kReconnectBackoffBase, kReconnectBackoffCap);
+    auto left = std::chrono::duration_cast<microseconds>(deadline - now);
+    std::this_thread::sleep_for(std::min(pause, left));
+  }
+}
+
+Status PostgresEngine::Init() {
+  // Open fails fast when the server is unreachable or refuses us: a mistyped URL should not
+  // hang for the whole timeout. Only "starting up" / "too many connections" are waited out.
+  return WithRetry("opening", [&](Clock::time_point) -> Attempt {
+    auto conn = pg::Conn::Open(params_, /*prepare=*/false);
+    if (!conn.ok()) {
+      if (conn.status().code() == EAGAIN) return Attempt::Retry(conn.status());
+      return Attempt::Done(conn.status());
+    }
+    bool retry = false;
+    Status st = InitSchema(**conn, &retry);
+    if (retry) return Attempt::Retry(st);
+    if (st.ok()) Release(std::move(*conn));
+    return Attempt::Done(st);
+  });
+}
+
+Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
+  std::vector<pg::ResultPtr> results;
+  size_t i = conn.QueueSql(
+      "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+      "WHERE a.attrelid = to_regclass('tierfs_kv') AND a.attnum > 0 AND NOT a.attisdropped "
+      "ORDER BY a.attnum");
+  Status st = conn.RoundTrip(&results);
+  if (!st.ok()) {
+    *retry = st.code() == pg::kLost;
+    return st.With("reading the metadata schema");
+  }
+  const PGresult* r = results[i].get();
+  std::vector<std::string> columns;
+  for (int row = 0; row < PQntuples(r); ++row) {
+    columns.push_back(std::string(PQgetvalue(r, row, 0)) + " " + PQgetvalue(r, row, 1));
+  }
+  if (columns.empty()) {
+    // Another client may create it at the same moment: its CREATE wins, ours fails with a
+    // duplicate and is retried (and then finds the table).
+    conn.QueueSql("CREATE TABLE IF NOT EXISTS tierfs_kv(k bytea PRIMARY KEY, v bytea NOT NULL)");
+    st = conn.RoundTrip(&results);
+    if (!st.ok()) {
+      const std::string& code = conn.last_sqlstate();
+      *retry = st.code() == pg::kLost || code == "23505" || code == "42P07";
+      if (code == "42501") {
+        return Status::Err(EACCES, Server() + ": user " + params_.user +
+                                       " may not create the metadata table tierfs_kv (" +
+                                       st.message() +
+                                       "); create it as an administrator: CREATE TABLE tierfs_kv(k "
+                                       "bytea PRIMARY KEY, v bytea NOT NULL), and grant the user "
+                                       "SELECT, INSERT, UPDATE, DELETE, TRUNCATE on it");
+      }
+      return st.With("creating the metadata table");
+    }
+    spdlog::info("{}: created the metadata table tierfs_kv", Server());
+  } else if (columns != std::vector<std::string>{"k bytea", "v bytea"}) {
+    std::string list;
+    for (const auto& c : columns) list += (list.empty() ? "" : ", ") + c;
+    return Status::Err(EINVAL, Server() +
+                                   " has a table tierfs_kv that is not a TierFS metadata "
+                                   "table (columns: " +
+                                   list + "): use another database or schema");
+  }
+  st = conn.Prepare();
+  if (!st.ok()) *retry = st.code() == pg::kLost;
+  return st;
+}
+
+Result<std::unique_ptr<pg::Conn>> PostgresEngine::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return conn;
+    }
+  }
+  return pg::Conn::Open(params_, /*prepare=*/true);
+}
+
+void PostgresEngine::Release(std::unique_ptr<pg::Conn> conn) {
+  // Connections opened for one question (ResolveCommit) lack the prepared statements.
+  if (!conn || conn->broken() || conn->queued() != 0 || !conn->prepared()) return;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
+}
+
+void PostgresEngine::DropIdle() {
+  std::vector<std::unique_ptr<pg::Conn>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    dropped.swap(idle_);
+  }
+  // Closed here, outside the lock.
+}
+
+Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn&)>& fn,
+                                bool read_only, Clock::time_point deadline) {
+  pg::Txn txn(conn, read_only);
+  Status st = fn(txn);
+  const Status& err = txn.error();
+  if (!err.ok() || !st.ok()) {
+    if (txn.begun()) RollbackQuietly(conn);
+    if (!err.ok() && (err.code() == pg::kConflict || err.code() == pg::kLost)) {
+      return Attempt::Retry(err);  // whatever the callback made of it
+    }
+    return Attempt::Done(st.ok() ? err : std::move(st));  // a failure the callback ignored
+  }
+  if (!txn.begun()) return Attempt::Done(Status::OK());  // nothing was sent
+
+  if (read_only) {
+    // The snapshot already answered everything; the COMMIT only ends it, so its reply is
+    // not waited for (and a failure to send it only retires the connection).
+    conn.QueueSql("COMMIT");
+    (void)conn.SendOnly();
+    return Attempt::Done(Status::OK());
+  }
+
+  // A connection that died while the callback ran is noticed now, before COMMIT is sent,
+  // when running the transaction again is still safe.
+  if (!conn.CheckAlive()) return Attempt::Retry(conn.lost());
+
+  // The transaction id is fetched in a batch of its own right before COMMIT: the server
+  // flushes that batch's replies before it runs COMMIT, so if the connection breaks during
+  // COMMIT we know which transaction to ask about.
+  size_t txid_index = SIZE_MAX;
+  if (txn.wrote()) {
+    txid_index = conn.QueueSql("SELECT pg_current_xact_id()::text");
+    conn.EndBatch();
+  }
+  size_t commit_index = conn.QueueSql("COMMIT");
+  std::vector<pg::ResultPtr> results;
+  Status cs = conn.RoundTrip(&results);
+  if (cs.ok()) {
+    // COMMIT of a transaction that failed earlier answers ROLLBACK instead of an error.
+    const char* tag = PQcmdStatus(results[commit_index].get());
+    if (std::strcmp(tag, "COMMIT") != 0) {
+      return Attempt::Done(Status::Err(EIO, Server() + ": COMMIT answered '" + tag + "'"));
+    }
+    return Attempt::Done(Status::OK());
+  }
+  if (cs.code() != pg::kLost) {
+    RollbackQuietly(conn);  // the transaction may still be open, aborted
+    if (cs.code() == pg::kConflict) return Attempt::Retry(cs);
+    return Attempt::Done(cs);
+  }
+  // The connection broke around COMMIT.
+  if (!txn.wrote()) return Attempt::Retry(cs);  // nothing to lose: just run it again
+  std::string txid;
+  if (txid_index < results.size() && results[txid_index] != nullptr) {
+    txid = PQgetvalue(results[txid_index].get(), 0, 0);
+  }
+  if (!txid.empty()) return ResolveCommit(txid, cs, deadline);
+  // The server said it was ending the session before the transaction id's reply, so it
+  // never got as far as COMMIT.
+  if (conn.ended_by_server()) return Attempt::Retry(cs);
+  return Attempt::Done(Ambiguous(Server(), cs));
+}
+
+Attempt PostgresEngine::ResolveCommit(const std::string& txid, const Status& why,
+                                      Clock::time_point deadline) {
+  DropIdle();
+  Status last = why;
+  for (int n = 0;; ++n) {
+    auto conn = pg::Conn::Open(params_, /*prepare=*/false);
+    if (conn.ok()) {
+      std::vector<pg::ResultPtr> results;
+      size_t i = (*conn)->QueueSql("SELECT pg_xact_status($1::xid8)", {txid});
+      Status st = (*conn)->RoundTrip(&results);
+      if (st.ok()) {
+        const PGresult* r = results[i].get();
+        std::string state = PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0);
+        if (state == "committed") {
+          spdlog::info("{}: the connection broke during COMMIT; transaction {} did commit",
+                       Server(), txid);
+          return Attempt::Done(Status::OK());
+        }
+        if (state == "aborted") {
+          return Attempt::Retry(why);  // nothing was applied: run it again
+        }
+        if (state != "in progress") return Attempt::Done(Ambiguous(Server(), why));
+        last = why;  // its backend is still finishing: ask again
+      } else if (st.code() != pg::kLost) {
+        return Attempt::Done(Ambiguous(Server(), st));
+      } else {
+        last = st;
+      }
+    } else if (!IsTransient(conn.status())) {
+      return Attempt::Done(Ambiguous(Server(), conn.status()));
+    } else {
+      last = conn.status();
+    }
+    auto now = Clock::now();
+    if (now >= deadline) return Attempt::Done(Ambiguous(Server(), last));
+    auto left = std::chrono::duration_cast<microseconds>(deadline - now);
+    std::this_thread::sleep_for(
+        std::min(Backoff(n, kReconnectBackoffBase, kReconnectBackoffCap), left));
+  }
+}
+
+Status PostgresEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) {
+  if (std::find(tls_active_engines.begin(), tls_active_engines.end(), this) !=
+      tls_active_engines.end()) {
+    return Status::Err(EDEADLK, "nested transaction on metadata engine " + Describe() +
+                                    " (programming error: it would deadlock)");
+  }
+  ActiveMark mark(this);
+  return WithRetry(read_only ? "a read transaction" : "a write transaction",
+                   [&](Clock::time_point deadline) -> Attempt {
+                     auto conn = Acquire();
+                     if (!conn.ok()) {
+                       if (IsTransient(conn.status())) return Attempt::Retry(conn.status());
+                       return Attempt::Done(conn.status());
+                     }
+                     Lease lease(this, std::move(*conn));
+                     Attempt a = RunOnce(*lease, fn, read_only, deadline);
+                     lease.Keep();  // not reached if fn threw
+                     return a;
+                   });
+}
+
+Status PostgresEngine::Reset() {
+  if (std::find(tls_active_engines.begin(), tls_active_engines.end(), this) !=
+      tls_active_engines.end()) {
+    return Status::Err(EDEADLK, "Reset inside a transaction on metadata engine " + Describe() +
+                                    " (programming error: it would deadlock)");
+  }
+  // Shorter than our own wait for a reply, so that a table held by another client comes
+  // back as EBUSY rather than as a connection that stopped answering.
+  const std::string lock_timeout =
+      "SET LOCAL lock_timeout = " +
+      std::to_string(std::max<int64_t>(1, params_.timeout.count() * 3 / 4));
+  return WithRetry("clearing the metadata table", [&](Clock::time_point) -> Attempt {
+    auto conn = Acquire();
+    if (!conn.ok()) {
+      if (IsTransient(conn.status())) return Attempt::Retry(conn.status());
+      return Attempt::Done(conn.status());
+    }
+    Lease lease(this, std::move(*conn));
+    pg::Conn& c = *lease;
+    c.QueueSql("BEGIN");
+    c.QueueSql(lock_timeout.c_str());
+    c.QueueSql("TRUNCATE tierfs_kv");
+    c.QueueSql("COMMIT");
+    std::vector<pg::ResultPtr> results;
+    Status st = c.RoundTrip(&results);
+    lease.Keep();
+    // TRUNCATE is idempotent, so a commit whose reply was lost is simply run again.
+    if (st.ok()) return Attempt::Done(st);
+    if (st.code() == pg::kLost) return Attempt::Retry(st);
+    RollbackQuietly(c);
+    if (st.code() == pg::kConflict) return Attempt::Retry(st);
+    if (st.code() == EBUSY) {
+      return Attempt::Done(Status::Err(
+          EBUSY, Server() + ": other clients kept using the metadata table; unmount them first (" +
+                     st.message() + ")"));
+    }
+    return Attempt::Done(st.With("clearing the metadata table"));
+  });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KvEngine>> OpenPostgresEngine(const Url& url) {
+  ASSIGN_OR_RETURN(pg::Params params, pg::ParamsFromUrl(url));
+  auto engine = std::make_unique<PostgresEngine>(std::move(params));
+  RETURN_IF_ERROR(engine->Init());
+  spdlog::debug("opened {}", engine->Describe());
+  return std::unique_ptr<KvEngine>(std::move(engine));
 }
 
 }  // namespace tierfs

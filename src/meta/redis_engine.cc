@@ -1,11 +1,426 @@
 #include "meta/redis_engine.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "meta/redis_conn.h"
+#include "meta/redis_options.h"
+#include "meta/redis_txn.h"
 
 namespace tierfs {
 
-Result<std::unique_ptr<KvEngine>> OpenRedisEngine(const Url&) {
-  return Status::Err(EPROTONOSUPPORT, "redis metadata engine is not available in this build");
+namespace {
+
+using redis::Cmd;
+using redis::Conn;
+using redis::Finish;
+using redis::Outcome;
+using redis::Reply;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kMarkerKey[] = "tierfs";
+// Identifies the layout described in redis_engine.h; a different one is refused.
+constexpr char kMarkerValue[] = "TierFS metadata, redis layout 1";
+// Connections kept open while idle; beyond this, released connections are closed.
+constexpr size_t kMaxIdle = 16;
+// Conflicts retry quickly; an unreachable server is polled more gently.
+constexpr std::chrono::microseconds kConflictBase(200), kConflictCap(50'000);
+constexpr std::chrono::microseconds kServerBase(10'000), kServerCap(1'000'000);
+// Commit markers outlive the deadline by this much, so a lost EXEC is always resolvable.
+constexpr std::chrono::seconds kMarkerSlack(60);
+constexpr std::chrono::seconds kRetryWarnAfter(2);
+
+// Reseeded after fork() so processes do not share a sequence.
+std::mt19937_64& Rng() {
+  thread_local std::mt19937_64 rng;
+  thread_local pid_t seeded = 0;
+  if (seeded != getpid()) {
+    std::random_device rd;
+    rng.seed((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid()) ^
+             std::hash<std::thread::id>()(std::this_thread::get_id()));
+    seeded = getpid();
+  }
+  return rng;
+}
+
+// Jitter keeps clients that collided once from colliding again in lockstep.
+std::chrono::microseconds Backoff(int attempt, std::chrono::microseconds base,
+                                  std::chrono::microseconds cap) {
+  int shift = std::min(attempt, 20);
+  auto full = std::min<std::chrono::microseconds>(cap, base * (1LL << shift));
+  std::uniform_int_distribution<int64_t> dist(full.count() / 2, full.count());
+  return std::chrono::microseconds(dist(Rng()));
+}
+
+std::string NewMarker() {
+  char buf[40];
+  snprintf(buf, sizeof(buf), "x%016llx%016llx", static_cast<unsigned long long>(Rng()()),
+           static_cast<unsigned long long>(Rng()()));
+  return buf;
+}
+
+// Server states worth waiting for; everything else is reported at once.
+bool Retryable(const Status& st) {
+  switch (st.code()) {
+    case EAGAIN:
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class RedisEngine;
+thread_local std::vector<const RedisEngine*> tls_active;
+
+class ActiveMark {
+ public:
+  explicit ActiveMark(const RedisEngine* e) : e_(e) { tls_active.push_back(e); }
+  ~ActiveMark() {
+    auto it = std::find(tls_active.begin(), tls_active.end(), e_);
+    if (it != tls_active.end()) tls_active.erase(it);
+  }
+  ActiveMark(const ActiveMark&) = delete;
+  ActiveMark& operator=(const ActiveMark&) = delete;
+
+ private:
+  const RedisEngine* e_;
+};
+
+// What one attempt of a transaction (or of Reset) came to.
+struct Attempt {
+  enum Kind { kDone, kConflict, kUnavailable } kind = kDone;
+  Status status;
+  static Attempt Done(Status s) { return {kDone, std::move(s)}; }
+  static Attempt Conflict() { return {kConflict, Status::OK()}; }
+  static Attempt Unavailable(Status s) { return {kUnavailable, std::move(s)}; }
+};
+
+class RedisEngine final : public KvEngine {
+ public:
+  explicit RedisEngine(redis::Options options) : o_(std::move(options)) {}
+
+  // Connects once and checks (or marks) the database. Waits for a loading server, but
+  // reports an unreachable one at once: at open that is nearly always a wrong URL.
+  Status Init() {
+    auto deadline = Clock::now() + o_.deadline;
+    for (int attempt = 0;; ++attempt) {
+      auto conn = Conn::Open(o_.conn);
+      Status st = conn.ok() ? CheckVolume(**conn) : conn.status();
+      if (st.ok()) {
+        Release(std::move(*conn));
+        return st;
+      }
+      if (st.code() != EAGAIN) return st;
+      auto wait = Backoff(attempt, kServerBase, kServerCap);
+      if (Clock::now() + wait > deadline) return Status::Err(EIO, st.message());
+      std::this_thread::sleep_for(wait);
+    }
+  }
+
+  std::string Describe() const override { return o_.describe; }
+
+  Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
+    if (std::find(tls_active.begin(), tls_active.end(), this) != tls_active.end()) {
+      return Status::Err(
+          EDEADLK, "nested transaction on metadata engine " + Describe() + " (programming error)");
+    }
+    ActiveMark mark(this);
+    auto deadline = Clock::now() + o_.deadline;
+    return WithRetry(read_only ? "a read transaction" : "a write transaction", deadline,
+                     [&]() { return RunOnce(fn, read_only, deadline); });
+  }
+
+  Status Reset() override {
+    if (std::find(tls_active.begin(), tls_active.end(), this) != tls_active.end()) {
+      return Status::Err(EDEADLK, "Reset inside a transaction on metadata engine " + Describe() +
+                                      " (programming error)");
+    }
+    auto deadline = Clock::now() + o_.deadline;
+    return WithRetry("emptying the database", deadline, [&]() { return ResetOnce(); });
+  }
+
+ private:
+  template <typename F>
+  Status WithRetry(const char* what, Clock::time_point deadline, F&& attempt_fn) {
+    auto start = Clock::now();
+    bool warned = false;
+    int conflicts = 0, outages = 0;
+    for (;;) {
+      Attempt a = attempt_fn();
+      if (a.kind == Attempt::kDone) return a.status;
+      bool conflict = a.kind == Attempt::kConflict;
+      // The first retry after a lost connection reconnects at once: usually just that
+      // connection died (or the server restarted) and a new one works.
+      auto wait = conflict       ? Backoff(conflicts, kConflictBase, kConflictCap)
+                  : outages == 0 ? std::chrono::microseconds(0)
+                                 : Backoff(outages - 1, kServerBase, kServerCap);
+      (conflict ? conflicts : outages)++;
+      auto now = Clock::now();
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+      if (now + wait > deadline) {
+        if (conflict) {
+          return Status::Err(EIO, "metadata engine " + Describe() + ": " + what +
+                                      " still conflicted after " + std::to_string(conflicts) +
+                                      " retries in " + std::to_string(waited.count()) +
+                                      " ms (other clients keep changing the same keys); try again");
+        }
+        return Status::Err(EIO, a.status.message() + "; gave up after " +
+                                    std::to_string(waited.count()) +
+                                    " ms (the META-URL option ?timeout= sets how long to wait)");
+      }
+      if (!warned && now - start > kRetryWarnAfter) {
+        warned = true;
+        if (conflict) {
+          spdlog::warn("metadata engine {}: {} keeps conflicting ({} retries so far)", Describe(),
+                       what, conflicts);
+        } else {
+          spdlog::warn("metadata engine {}: {} is waiting for the server: {}", Describe(), what,
+                       a.status.message());
+        }
+      }
+      std::this_thread::sleep_for(wait);
+    }
+  }
+
+  Attempt RunOnce(const std::function<Status(KvTxn&)>& fn, bool read_only,
+                  Clock::time_point deadline) {
+    auto acquired = Acquire();
+    if (!acquired.ok()) {
+      if (Retryable(acquired.status())) return Attempt::Unavailable(acquired.status());
+      return Attempt::Done(acquired.status());
+    }
+    std::unique_ptr<Conn> conn = std::move(*acquired);
+    Attempt result;
+    std::string marker;
+    {
+      redis::RedisTxn txn(*conn, o_.describe, read_only);
+      Status st = fn(txn);
+      result = Conclude(txn, st, &marker);
+      if (txn.watching()) conn->set_watching(true);
+    }
+    if (result.kind == Attempt::kDone && result.status.ok() && !marker.empty()) {
+      conn->ForgetMarkerLater(marker);
+    }
+    bool ambiguous = result.kind == Attempt::kUnavailable && !marker.empty();
+    Release(std::move(conn));
+    if (ambiguous) return Resolve(marker, result.status, deadline);
+    return result;
+  }
+
+  // Ends an attempt after the callback returned st. Sets *marker when a commit was sent
+  // and its outcome is unknown (returned as kUnavailable) or known good.
+  Attempt Conclude(redis::RedisTxn& txn, const Status& st, std::string* marker) {
+    if (!txn.unavailable().ok()) return Attempt::Unavailable(txn.unavailable());
+    Status err = !st.ok() ? st : txn.error();
+    bool commit = err.ok() && txn.has_writes();
+    if (!commit) {
+      if (txn.reads() <= 1) return Attempt::Done(err);
+      Finish f = txn.Validate();
+      switch (f.outcome) {
+        case Outcome::kOk:
+          return Attempt::Done(err);
+        case Outcome::kConflict:
+          return Attempt::Conflict();
+        case Outcome::kFailed:
+          return Attempt::Done(f.status);
+        default:
+          return Attempt::Unavailable(f.status);
+      }
+    }
+    std::string m = NewMarker();
+    long long ttl =
+        std::chrono::duration_cast<std::chrono::milliseconds>(o_.deadline + kMarkerSlack).count();
+    Finish f = txn.Commit(m, ttl);
+    switch (f.outcome) {
+      case Outcome::kOk:
+        *marker = std::move(m);
+        return Attempt::Done(Status::OK());
+      case Outcome::kConflict:
+        return Attempt::Conflict();
+      case Outcome::kRetry:
+        return Attempt::Unavailable(f.status);
+      case Outcome::kAmbiguous:
+        *marker = std::move(m);
+        return Attempt::Unavailable(f.status);
+      case Outcome::kFailed:
+        break;
+    }
+    return Attempt::Done(f.status);
+  }
+
+  // Finds out whether the commit named by marker applied, making sure that if it has not,
+  // it never will. Committed: done. Not committed: the attempt is rerun.
+  Attempt Resolve(const std::string& marker, const Status& why, Clock::time_point deadline) {
+    long long ttl =
+        std::chrono::duration_cast<std::chrono::milliseconds>(o_.deadline + kMarkerSlack).count();
+    Status last = why;
+    for (int attempt = 0;; ++attempt) {
+      auto conn = Acquire();
+      if (conn.ok()) {
+        std::vector<Cmd> cmds;
+        cmds.push_back(
+            std::move(Cmd("EVALSHA").Arg((*conn)->shas().resolve).Arg(0LL).Arg(marker).Arg(ttl)));
+        std::vector<Reply> replies;
+        Status st = (*conn)->Exchange(cmds, &replies);
+        if (st.ok()) {
+          const redisReply* r = replies[0].get();
+          if (r->type == REDIS_REPLY_INTEGER) {
+            Release(std::move(*conn));
+            if (r->integer == 1) {
+              spdlog::debug("metadata engine {}: a commit whose reply was lost had applied",
+                            Describe());
+              return Attempt::Done(Status::OK());
+            }
+            return Attempt::Unavailable(why);
+          }
+          st = redis::ReplyStatus(r, o_.describe, "resolving a commit whose reply was lost");
+        }
+        Release(std::move(*conn));
+        last = st;
+      } else {
+        last = conn.status();
+      }
+      if (!Retryable(last) && last.code() != EIO) break;
+      auto wait = Backoff(attempt, kServerBase, kServerCap);
+      if (Clock::now() + wait > deadline) break;
+      std::this_thread::sleep_for(wait);
+    }
+    return Attempt::Done(Status::Err(
+        EIO,
+        "metadata engine " + Describe() +
+            ": the outcome of a commit is unknown (its reply was lost and the server could not be "
+            "asked in time: " +
+            last.message() + ")"));
+  }
+
+  Attempt ResetOnce() {
+    auto acquired = Acquire();
+    if (!acquired.ok()) {
+      if (Retryable(acquired.status())) return Attempt::Unavailable(acquired.status());
+      return Attempt::Done(acquired.status());
+    }
+    std::unique_ptr<Conn> conn = std::move(*acquired);
+    bool watching = false;  // the WATCH outlives this attempt unless EXEC ran
+    Attempt result = [&]() -> Attempt {
+      std::vector<Cmd> cmds;
+      cmds.push_back(std::move(Cmd("WATCH").Arg(kMarkerKey)));
+      cmds.push_back(std::move(Cmd("GET").Arg(kMarkerKey)));
+      std::vector<Reply> replies;
+      Status st = conn->Exchange(cmds, &replies);
+      if (!st.ok()) return Attempt::Unavailable(st);
+      watching = true;
+      const redisReply* marker = replies[1].get();
+      if (marker->type != REDIS_REPLY_STRING || redis::Str(marker) != kMarkerValue) {
+        return Attempt::Done(Status::Err(
+            EINVAL, Describe() +
+                        " is not a TierFS volume any more (its marker key is gone or changed); "
+                        "refusing to empty it"));
+      }
+      cmds.clear();
+      cmds.emplace_back("MULTI");
+      cmds.push_back(std::move(Cmd("FLUSHDB").Arg("ASYNC")));
+      cmds.push_back(std::move(Cmd("SET").Arg(kMarkerKey).Arg(kMarkerValue)));
+      cmds.emplace_back("EXEC");
+      st = conn->Exchange(cmds, &replies);
+      // Emptying is idempotent, so a lost reply is simply retried.
+      if (!st.ok()) return Attempt::Unavailable(st);
+      watching = false;
+      const redisReply* exec = replies.back().get();
+      if (exec->type == REDIS_REPLY_NIL) return Attempt::Conflict();
+      if (exec->type != REDIS_REPLY_ARRAY) {
+        Status why = redis::ReplyStatus(exec, o_.describe, "emptying the database");
+        return why.code() == EAGAIN ? Attempt::Unavailable(why) : Attempt::Done(why);
+      }
+      return Attempt::Done(Status::OK());
+    }();
+    if (watching) conn->set_watching(true);
+    Release(std::move(conn));
+    return result;
+  }
+
+  // Refuses a database that holds keys of something else; marks an empty one as ours.
+  Status CheckVolume(Conn& conn) {
+    std::vector<Cmd> cmds;
+    cmds.push_back(std::move(Cmd("GET").Arg(kMarkerKey)));
+    cmds.emplace_back("DBSIZE");
+    std::vector<Reply> replies;
+    RETURN_IF_ERROR(conn.Exchange(cmds, &replies));
+    const redisReply* marker = replies[0].get();
+    const redisReply* size = replies[1].get();
+    if (redis::IsError(marker))
+      return redis::ReplyStatus(marker, o_.describe, "reading the volume marker");
+    if (marker->type == REDIS_REPLY_STRING) {
+      if (redis::Str(marker) == kMarkerValue) return Status::OK();
+      return Status::Err(EINVAL, o_.describe + " holds a TierFS volume of another layout (\"" +
+                                     std::string(redis::Str(marker)) +
+                                     "\"); use the TierFS version that created it");
+    }
+    if (size->type != REDIS_REPLY_INTEGER)
+      return redis::ReplyStatus(size, o_.describe, "counting keys");
+    if (size->integer != 0) {
+      return Status::Err(EINVAL, o_.describe +
+                                     " holds keys that are not a TierFS volume; refusing to use it "
+                                     "(choose another database number or server)");
+    }
+    cmds.clear();
+    cmds.push_back(std::move(Cmd("SET").Arg(kMarkerKey).Arg(kMarkerValue).Arg("NX")));
+    RETURN_IF_ERROR(conn.Exchange(cmds, &replies));
+    if (redis::IsError(replies[0].get())) {
+      return redis::ReplyStatus(replies[0].get(), o_.describe,
+                                "marking the database as a TierFS volume");
+    }
+    return Status::OK();
+  }
+
+  Result<std::unique_ptr<Conn>> Acquire() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        std::unique_ptr<Conn> c = std::move(idle_.back());
+        idle_.pop_back();
+        return c;
+      }
+    }
+    return Conn::Open(o_.conn);
+  }
+
+  void Release(std::unique_ptr<Conn> conn) {
+    std::vector<std::unique_ptr<Conn>> closing;  // closed outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    if (conn->broken()) {
+      // The others probably broke the same way (server restart): start afresh.
+      closing.swap(idle_);
+      return;
+    }
+    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(conn));
+  }
+
+  const redis::Options o_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvEngine>> OpenRedisEngine(const Url& url) {
+  ASSIGN_OR_RETURN(redis::Options options, redis::ParseOptions(url));
+  auto engine = std::make_unique<RedisEngine>(std::move(options));
+  RETURN_IF_ERROR(engine->Init());
+  return std::unique_ptr<KvEngine>(std::move(engine));
 }
 
 }  // namespace tierfs

@@ -1,0 +1,137 @@
+#include "meta/postgres_params.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "common/secret.h"
+
+namespace tierfs::pg {
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Replaces the value of every password-like query parameter with "****".
+std::string RedactQuery(std::string text) {
+  for (const char* key : {"password=", "sslpassword="}) {
+    size_t pos = 0;
+    while ((pos = text.find(key, pos)) != std::string::npos) {
+      bool at_param_start = pos > 0 && (text[pos - 1] == '?' || text[pos - 1] == '&');
+      pos += std::char_traits<char>::length(key);
+      if (!at_param_start) continue;
+      size_t end = text.find('&', pos);
+      if (end == std::string::npos) end = text.size();
+      if (end > pos) text.replace(pos, end - pos, "****");
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+Result<std::chrono::milliseconds> ParseTimeout(const std::string& text) {
+  std::string number = text;
+  double scale = 1000.0;  // seconds by default
+  if (number.size() > 2 && number.compare(number.size() - 2, 2, "ms") == 0) {
+    number.resize(number.size() - 2);
+    scale = 1.0;
+  } else if (number.size() > 1 && number.back() == 's') {
+    number.pop_back();
+  }
+  char* end = nullptr;
+  errno = 0;
+  double v = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) ||
+      v <= 0 || v * scale > 1e9) {
+    return Status::Err(EINVAL,
+                       "bad timeout '" + text +
+                           "' in the metadata URL: expected seconds such as 30, 2.5, 30s or "
+                           "500ms");
+  }
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(v * scale)));
+}
+
+Result<Params> ParamsFromUrl(const Url& url) {
+  Params p;
+  p.redacted = RedactQuery(url.Redacted());
+  std::string host = url.host;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // IPv6 literal
+  }
+  p.user = PercentDecode(url.user);
+  p.database = PercentDecode(url.path);
+  if (p.database.find('/') != std::string::npos) {
+    return Status::Err(EINVAL, "malformed metadata URL '" + p.redacted +
+                                   "': expected postgres://USER:PASSWORD@HOST:PORT/DATABASE");
+  }
+  ASSIGN_OR_RETURN(std::string password,
+                   ResolveSecret(PercentDecode(url.password), kMetaPasswordEnv));
+
+  std::set<std::string> given;
+  auto add = [&](const std::string& key, const std::string& value) {
+    p.keywords.push_back(key);
+    p.values.push_back(value);
+    given.insert(key);
+  };
+  if (!host.empty()) add("host", host);
+  if (url.port != 0) add("port", std::to_string(url.port));
+  if (!p.database.empty()) add("dbname", p.database);
+  if (!p.user.empty()) add("user", p.user);
+  if (!password.empty()) add("password", password);
+
+  std::string query_host, query_port, query_db;
+  bool has_app_name = false;
+  for (const auto& [raw_key, raw_value] : url.query) {
+    std::string key = PercentDecode(raw_key), value = PercentDecode(raw_value);
+    if (key == "timeout") {
+      ASSIGN_OR_RETURN(p.timeout, ParseTimeout(value));
+      continue;
+    }
+    if (given.count(key) != 0) {
+      return Status::Err(EINVAL, "metadata URL '" + p.redacted + "' gives '" + key +
+                                     "' twice (in the URL and as a query parameter): keep one");
+    }
+    if (key == "host") query_host = value;
+    if (key == "port") query_port = value;
+    if (key == "dbname") query_db = value;
+    if (key == "application_name") has_app_name = true;
+    add(key, value);
+  }
+  // Names the connections in pg_stat_activity, so an administrator can tell them apart.
+  if (!has_app_name) add("application_name", "tierfs");
+
+  if (host.empty()) host = query_host.empty() ? "localhost" : query_host;
+  std::string port = url.port != 0 ? std::to_string(url.port) : query_port;
+  if (port.empty()) port = "5432";
+  p.where = host + ":" + port;
+  if (p.database.empty()) p.database = query_db;
+  if (p.database.empty()) p.database = p.user.empty() ? "(default)" : p.user;
+  return p;
+}
+
+}  // namespace tierfs::pg

@@ -1,0 +1,44 @@
+// Turns a postgres:// META-URL into libpq connection parameters.
+//
+// postgres://USER:PASSWORD@HOST:PORT/DB?k=v&...  (also postgresql://). User, password and
+// database are percent-decoded, as libpq does for its own URIs. The password comes from the
+// URL, else from $TIERFS_META_PASSWORD or the file named by $TIERFS_META_PASSWORD_FILE
+// (common/secret.h), else libpq's own sources (~/.pgpass, $PGPASSWORD). Query parameters
+// are passed to libpq unchanged (sslmode, sslrootcert, application_name, options, ...),
+// except `timeout`, which is ours: how long a transaction keeps retrying conflicts and
+// reconnecting, and how long one reply may take ("30", "30s", "500ms"; default 30 s).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/url.h"
+
+namespace tierfs::pg {
+
+struct Params {
+  // Parallel keyword/value lists for PQconnectStartParams (without the terminating null).
+  std::vector<std::string> keywords;
+  std::vector<std::string> values;
+  // "HOST:PORT" and the database name, for messages.
+  std::string where;
+  std::string database;
+  std::string user;
+  std::chrono::milliseconds timeout{30000};
+  // The URL with every secret replaced by "****".
+  std::string redacted;
+};
+
+// Fails with EINVAL on a malformed URL or timeout, or with the error of an unreadable
+// password file.
+Result<Params> ParamsFromUrl(const Url& url);
+
+// "%41b" -> "Ab"; malformed escapes are kept verbatim.
+std::string PercentDecode(const std::string& s);
+
+// Parses "30", "2.5", "30s" or "500ms" into a positive duration.
+Result<std::chrono::milliseconds> ParseTimeout(const std::string& text);
+
+}  // namespace tierfs::pg

@@ -1,0 +1,125 @@
+#include "meta/postgres_txn.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/encoding.h"
+
+namespace tierfs::pg {
+
+namespace {
+
+// Rows per Scan round trip: large enough to make round trips rare, small enough that a huge
+// range never sits in memory at once.
+constexpr size_t kScanBatch = 256;
+// Queued writes are sent (and their replies read) once this many pile up, which bounds the
+// memory of a transaction that writes a lot before its next read.
+constexpr size_t kMaxQueued = 512;
+// PostgreSQL stores at most 1 GB in one field.
+constexpr size_t kMaxField = size_t{1} << 30;
+
+std::string_view Cell(const PGresult* r, int row, int col) {
+  return std::string_view(PQgetvalue(r, row, col), static_cast<size_t>(PQgetlength(r, row, col)));
+}
+
+std::string Int8(uint64_t v) {
+  std::string s;
+  PutU64(&s, v);
+  return s;
+}
+
+}  // namespace
+
+void Txn::Begin() {
+  if (begun_) return;
+  // REPEATABLE READ READ ONLY: a snapshot that never conflicts. SERIALIZABLE for writers,
+  // so that what they scanned stays true until they commit (see postgres_engine.h).
+  c_.QueueSql(read_only_ ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                         : "BEGIN ISOLATION LEVEL SERIALIZABLE");
+  begun_ = true;
+}
+
+Status Txn::Fail(Status st) {
+  if (error_.ok()) error_ = std::move(st);
+  return error_;
+}
+
+Status Txn::RoundTrip() {
+  Status st = c_.RoundTrip(&results_);
+  if (!st.ok()) return Fail(std::move(st));
+  return Status::OK();
+}
+
+Status Txn::CheckWritable() {
+  if (!error_.ok()) return error_;
+  if (read_only_) {
+    return Fail(
+        Status::Err(EROFS, "write inside a read-only metadata transaction (programming error)"));
+  }
+  return Status::OK();
+}
+
+Result<std::optional<std::string>> Txn::Get(std::string_view key) {
+  if (!error_.ok()) return error_;
+  Begin();
+  size_t i = c_.Queue(Stmt::kGet, {key});
+  RETURN_IF_ERROR(RoundTrip());
+  const PGresult* r = results_[i].get();
+  if (PQntuples(r) == 0) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(Cell(r, 0, 0)));
+}
+
+Status Txn::Put(std::string_view key, std::string_view value) {
+  RETURN_IF_ERROR(CheckWritable());
+  if (value.size() >= kMaxField || key.size() >= kMaxField) {
+    return Fail(Status::Err(EFBIG, "a metadata value of " + std::to_string(value.size()) +
+                                       " bytes exceeds PostgreSQL's limit of 1 GB per field"));
+  }
+  Begin();
+  c_.Queue(Stmt::kPut, {key, value});
+  wrote_ = true;
+  if (c_.queued() >= kMaxQueued) return RoundTrip();
+  return Status::OK();
+}
+
+Status Txn::Delete(std::string_view key) {
+  RETURN_IF_ERROR(CheckWritable());
+  Begin();
+  c_.Queue(Stmt::kDelete, {key});
+  wrote_ = true;
+  if (c_.queued() >= kMaxQueued) return RoundTrip();
+  return Status::OK();
+}
+
+Status Txn::Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) {
+  if (!error_.ok()) return error_;
+  if (!end.empty() && begin >= end) return Status::OK();
+  // Keyset pagination: each batch starts at the smallest key after the last one seen, and
+  // the callback may use the transaction between batches (its writes ahead of the cursor
+  // are seen by later batches).
+  std::string cursor(begin);
+  size_t visited = 0;
+  for (;;) {
+    size_t want = kScanBatch;
+    if (limit != 0) want = std::min(want, limit - visited);
+    std::string want_param = Int8(want);
+    Begin();
+    size_t i = end.empty() ? c_.Queue(Stmt::kScanOpen, {cursor, want_param})
+                           : c_.Queue(Stmt::kScanRange, {cursor, end, want_param});
+    RETURN_IF_ERROR(RoundTrip());
+    // Owned here: a Get or Scan from the callback reuses results_.
+    ResultPtr batch = std::move(results_[i]);
+    const int rows = PQntuples(batch.get());
+    for (int row = 0; row < rows; ++row) {
+      ++visited;
+      if (!fn(Cell(batch.get(), row, 0), Cell(batch.get(), row, 1))) return error_;
+    }
+    if (!error_.ok()) return error_;
+    if (static_cast<size_t>(rows) < want) return Status::OK();  // range exhausted
+    if (limit != 0 && visited >= limit) return Status::OK();
+    cursor.assign(Cell(batch.get(), rows - 1, 0));
+    cursor.push_back('\0');
+  }
+}
+
+}  // namespace tierfs::pg

@@ -1,0 +1,120 @@
+// One connection to a Redis server for the Redis metadata engine (redis_engine.h): connect
+// with AUTH and SELECT, load the engine's scripts, and exchange pipelined commands.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierfs::redis {
+
+// Where and how to connect. `where` names the server in messages ("redis://host:port/db",
+// never with a password).
+struct ConnParams {
+  std::string host;
+  int port = 6379;
+  std::string user;
+  std::string password;
+  int db = 0;
+  std::chrono::milliseconds connect_timeout{3000};
+  // A reply that takes longer breaks the connection (and the transaction is retried).
+  std::chrono::milliseconds io_timeout{10000};
+  std::string where;
+};
+
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+// A command as binary-safe arguments. Arguments added with Arg are copied; ArgRef keeps a
+// view, so the referenced bytes must outlive the exchange.
+class Cmd {
+ public:
+  Cmd() = default;
+  explicit Cmd(std::string_view name) { Arg(name); }
+  // Moving keeps the views valid (a moved deque keeps its elements in place); a copy
+  // would alias the source's storage.
+  Cmd(Cmd&&) = default;
+  Cmd& operator=(Cmd&&) = default;
+  Cmd(const Cmd&) = delete;
+  Cmd& operator=(const Cmd&) = delete;
+  Cmd& Arg(std::string_view a);
+  Cmd& Arg(std::string_view prefix, std::string_view a);  // prefix + a, one argument
+  Cmd& Arg(long long n);
+  Cmd& ArgRef(std::string_view a);
+  const std::vector<std::string_view>& args() const { return args_; }
+
+ private:
+  std::deque<std::string> owned_;  // a deque never moves its elements, so views stay valid
+  std::vector<std::string_view> args_;
+};
+
+// SHA1 names of the engine's Lua scripts as loaded on a connection (redis_scripts.h).
+struct ScriptShas {
+  std::string commit, scan_group, scan_multi, resolve;
+};
+
+// Used by one thread at a time (the pool hands it out). Not thread-safe.
+class Conn {
+ public:
+  // Connects, authenticates, selects the database and loads the scripts. Errors:
+  //  - ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH...: the server is unreachable; the message
+  //    names host:port and the reason.
+  //  - EAGAIN: the server is busy (loading its data after a restart); retrying may help.
+  //  - EACCES: authentication failed or is required; EINVAL: no such database.
+  static Result<std::unique_ptr<Conn>> Open(const ConnParams& params);
+  ~Conn();
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  // Sends cmds in one write and reads one reply per command (error replies included).
+  // Commands queued by the housekeeping calls below go first; their replies are dropped.
+  // Fails with ECONNRESET on a broken connection, ETIMEDOUT on a timeout and EPROTO when
+  // the peer does not speak Redis; the connection is then broken() and must not be reused.
+  Status Exchange(const std::vector<Cmd>& cmds, std::vector<Reply>* replies);
+
+  bool broken() const { return broken_; }
+  const ScriptShas& shas() const { return shas_; }
+  // Loads the scripts again (after a NOSCRIPT reply: someone ran SCRIPT FLUSH).
+  Status ReloadScripts();
+
+  // Housekeeping carried by the next exchange instead of costing a round trip:
+  // UNWATCH (watches left by a transaction that did not reach EXEC) and UNLINK of the
+  // commit marker of the last transaction (redis_engine.h explains markers).
+  void set_watching(bool w) { watching_ = w; }
+  void ForgetMarkerLater(std::string marker) { stale_marker_ = std::move(marker); }
+
+ private:
+  Conn(redisContext* ctx, ConnParams params) : ctx_(ctx), params_(std::move(params)) {}
+  Status Raw(const std::vector<Cmd>& cmds, std::vector<Reply>* replies);
+  Status IoError(const char* what);
+  Status Handshake();
+
+  redisContext* ctx_;
+  const ConnParams params_;
+  bool broken_ = false;
+  bool watching_ = false;
+  std::string stale_marker_;
+  ScriptShas shas_;
+};
+
+// Helpers for replies.
+bool IsError(const redisReply* r);
+std::string_view Str(const redisReply* r);  // string, status or error text; "" otherwise
+// Error replies meaning "the server cannot serve now, try again": LOADING, BUSY, TRYAGAIN,
+// MASTERDOWN.
+bool IsTransientError(const redisReply* r);
+// Turns an unexpected error reply into a Status (OOM -> ENOSPC, NOAUTH -> EACCES,
+// transient -> EAGAIN, else EIO), naming the server and what was being done.
+Status ReplyStatus(const redisReply* r, const std::string& where, std::string_view what);
+
+}  // namespace tierfs::redis

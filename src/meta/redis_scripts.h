@@ -1,0 +1,117 @@
+// The Lua scripts of the Redis metadata engine. Scripts run atomically on the server, so a
+// scan batch (index range plus values) and a commit (data, indexes, versions) are each one
+// consistent step and one round trip. Redis key names are explained in redis_engine.h.
+//
+// Scripts take no KEYS (the engine runs on one standalone server and database) and compare
+// no strings in Lua: Lua compares with strcoll, which depends on the server's locale; all
+// ordering comes from ZRANGEBYLEX, which compares bytes.
+#pragma once
+
+namespace tierfs::redis {
+
+// ARGV: marker, marker_ttl_ms, nput, ndel, nput x (key, group_len, value),
+// ndel x (key, group_len). Returns 1 when applied, 0 when the marker already existed
+// (the commit was declared lost by a resolver and must not apply).
+inline constexpr char kCommitScript[] = R"lua(
+if not redis.call('SET', ARGV[1], '1', 'NX', 'PX', ARGV[2]) then return 0 end
+local np, nd = tonumber(ARGV[3]), tonumber(ARGV[4])
+local touched = {}
+local i = 5
+for _ = 1, np do
+  local k = ARGV[i]
+  local g = string.sub(k, 1, tonumber(ARGV[i + 1]))
+  redis.call('SET', 'k' .. k, ARGV[i + 2])
+  if redis.call('ZADD', 'i' .. g, 0, k) == 1 then redis.call('ZADD', 'G', 0, g) end
+  touched[g] = true
+  i = i + 3
+end
+for _ = 1, nd do
+  local k = ARGV[i]
+  local g = string.sub(k, 1, tonumber(ARGV[i + 1]))
+  if redis.call('DEL', 'k' .. k) == 1 then
+    redis.call('ZREM', 'i' .. g, k)
+    touched[g] = true
+  end
+  i = i + 2
+end
+for g in pairs(touched) do
+  if redis.call('EXISTS', 'i' .. g) == 1 then
+    redis.call('INCR', 'v' .. g)
+  else
+    redis.call('ZREM', 'G', g)
+    redis.call('DEL', 'v' .. g)
+  end
+end
+redis.call('INCR', 'W')
+return 1
+)lua";
+
+// ARGV: group, from, to, bounded ('1' when `to` limits the range), n. Returns
+// {count, last_key, {k1, v1, k2, v2, ...}}: up to n keys of the group in [from, to) with
+// their values; count is how many index entries were read (fewer than n: the range is
+// done) and last_key the last of them.
+inline constexpr char kScanGroupScript[] = R"lua(
+local hi = ARGV[4] == '1' and ('(' .. ARGV[3]) or '+'
+local ks = redis.call('ZRANGEBYLEX', 'i' .. ARGV[1], '[' .. ARGV[2], hi, 'LIMIT', 0, tonumber(ARGV[5]))
+local out = {}
+for _, k in ipairs(ks) do
+  local v = redis.call('GET', 'k' .. k)
+  if v then out[#out + 1] = k; out[#out + 1] = v end
+end
+return {#ks, ks[#ks] or '', out}
+)lua";
+
+// A scan across groups. ARGV: from, to, bounded, n, max_group_len. Visits the groups that
+// are proper prefixes of `from` (a short group may hold keys above `from`), then the groups
+// in [from, to) in order, each for up to the keys still wanted, until n keys were read.
+// Returns {next_group, has_next, {{group, truncated, last_key, {k1, v1, ...}}, ...}}:
+// has_next = 1 when groups from next_group on were not visited; truncated = 1 when the
+// group may hold more keys in range after last_key. The caller merges the groups' lists
+// (they interleave only when one group is a prefix of another).
+inline constexpr char kScanMultiScript[] = R"lua(
+local from, n = ARGV[1], tonumber(ARGV[4])
+local hi = ARGV[3] == '1' and ('(' .. ARGV[2]) or '+'
+local out = {}
+local total = 0
+local function take(g, want)
+  local ks = redis.call('ZRANGEBYLEX', 'i' .. g, '[' .. from, hi, 'LIMIT', 0, want)
+  local kv = {}
+  for _, k in ipairs(ks) do
+    local v = redis.call('GET', 'k' .. k)
+    if v then kv[#kv + 1] = k; kv[#kv + 1] = v end
+  end
+  out[#out + 1] = {g, (#ks >= want) and 1 or 0, ks[#ks] or '', kv}
+  total = total + #ks
+end
+for len = 0, math.min(#from - 1, tonumber(ARGV[5])) do
+  local p = string.sub(from, 1, len)
+  if redis.call('ZSCORE', 'G', p) then take(p, n) end
+end
+local next_group = nil
+local lo = '[' .. from
+local taken = 0
+while next_group == nil do
+  local gs = redis.call('ZRANGEBYLEX', 'G', lo, hi, 'LIMIT', 0, 128)
+  if #gs == 0 then break end
+  for _, g in ipairs(gs) do
+    if taken > 0 and total >= n then next_group = g; break end
+    take(g, math.max(n - total, 1))
+    taken = taken + 1
+  end
+  lo = '(' .. gs[#gs]
+end
+if next_group == nil then return {'', 0, out} end
+return {next_group, 1, out}
+)lua";
+
+// ARGV: marker, ttl_ms. Decides the fate of a commit whose EXEC reply was lost: returns 1
+// when it applied; otherwise plants the marker as "lost" so that the commit can never apply
+// later (its EXEC may still sit in a dead connection's buffer) and returns 0.
+inline constexpr char kResolveScript[] = R"lua(
+local v = redis.call('GET', ARGV[1])
+if v then return tonumber(v) end
+redis.call('SET', ARGV[1], '0', 'PX', ARGV[2])
+return 0
+)lua";
+
+}  // namespace tierfs::redis
