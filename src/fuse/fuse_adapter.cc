@@ -23,6 +23,7 @@ namespace {
 struct Ctxt {
   Vfs* vfs;
   FuseOptions opts;
+  fuse_session* se = nullptr;
 };
 
 // Per-operation request counts and total latency, logged when the file system unmounts.
@@ -460,7 +461,17 @@ Status RetryUntilGranted(fuse_req_t req, Fn try_lock) {
   }
 }
 
-void OpFlock(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, int op) {
+// Locks are how applications on different hosts take turns on a file, so taking one
+// revalidates what the kernel caches for the inode (its size, for O_APPEND and
+// SEEK_END, and its pages), as NFS does. Sent before the reply, so the locker's next call
+// already sees the other clients' committed writes.
+void RevalidateAfterLock(fuse_req_t req, fuse_ino_t ino, const Status& st, bool unlock) {
+  if (!st.ok() || unlock) return;
+  fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
+  if (se) fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
+void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   OpTimer timer(kOpLock);
   bool nb = op & LOCK_NB;
   int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
@@ -468,6 +479,7 @@ void OpFlock(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, int op) {
   auto attempt = [&] { return vfs->Flock(fi->fh, fi->lock_owner, base); };
   Status st = nb ? attempt() : RetryUntilGranted(req, attempt);
   if (st.code() == EAGAIN) return ReplyErr(req, EWOULDBLOCK);
+  RevalidateAfterLock(req, ino, st, base & LOCK_UN);
   Reply(req, st);
 }
 
@@ -494,13 +506,15 @@ void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock)
   fuse_reply_lock(req, &out);
 }
 
-void OpSetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock, int sleep) {
+void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
   OpTimer timer(kOpLock);
   Meta::LockRange want = ToRange(lock);
   want.pid = fuse_req_ctx(req)->pid;
   Vfs* vfs = V(req);
   auto attempt = [&] { return vfs->SetLk(fi->fh, fi->lock_owner, want); };
-  Reply(req, sleep ? RetryUntilGranted(req, attempt) : attempt());
+  Status st = sleep ? RetryUntilGranted(req, attempt) : attempt();
+  RevalidateAfterLock(req, ino, st, want.type == F_UNLCK);
+  Reply(req, st);
 }
 
 void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
@@ -575,6 +589,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   fuse_lowlevel_ops ops = MakeOps();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctxt);
+  ctxt.se = se;
   if (!se) {
     Status st = Status::Err(EINVAL, "could not create the FUSE session (bad -o option?): " + o);
     on_ready(st);

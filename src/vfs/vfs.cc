@@ -628,13 +628,32 @@ Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   return meta_->RemoveXattr(ctx, ino, name);
 }
 
+// Locks order access between clients: data written under a lock is committed before the
+// lock is let go, and a client taking a lock forgets what it cached of the file, so the
+// next holder sees the previous holder's writes (what NFS users rely on).
+Status Vfs::BeforeUnlock(Handle& h) { return FlushInode(*h.state); }
+
+Status Vfs::AfterLock(Handle& h) {
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(h.ino));
+  InodeState& st = *h.state;
+  std::lock_guard<std::mutex> l(st.mu);
+  if (st.writer && st.writer->Dirty()) return Status::OK();
+  st.chunks.clear();
+  st.length = a.length;
+  st.seen_mtime = a.mtime_ns;
+  st.seen_length = a.length;
+  return Status::OK();
+}
+
 Status Vfs::Flock(uint64_t fh, uint64_t owner, int op) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
   int type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
+  if (type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
   RETURN_IF_ERROR(meta_->Flock(h->ino, owner, type));
-  if (type != F_UNLCK) h->locked = true;
-  return Status::OK();
+  if (type == F_UNLCK) return Status::OK();
+  h->locked = true;
+  return AfterLock(*h);
 }
 
 Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
@@ -646,9 +665,11 @@ Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange 
 Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
+  if (want.type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
   RETURN_IF_ERROR(meta_->SetLk(h->ino, owner, want));
-  if (want.type != F_UNLCK) h->locked = true;
-  return Status::OK();
+  if (want.type == F_UNLCK) return Status::OK();
+  h->locked = true;
+  return AfterLock(*h);
 }
 
 Result<std::string> Vfs::LayoutJson(Ino ino) {

@@ -111,6 +111,8 @@ class Vfs {
   std::shared_ptr<Handle> GetHandle(uint64_t fh);
   uint64_t AddHandle(std::shared_ptr<Handle> h);
   Status FlushInode(InodeState& st);
+  Status BeforeUnlock(Handle& h);
+  Status AfterLock(Handle& h);
   Result<std::vector<struct ChunkSegment>> Segments(InodeState& st, uint32_t chunk);
   Status ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf);
   void Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len);
