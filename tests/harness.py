@@ -137,6 +137,35 @@ def msg(rc, out, err):
 _live_volumes = set()
 
 
+# ----- shared servers (started by ctest, see tests/servers.py) ----------------------------
+
+# Redis databases of the integration scripts, so that ctest -j runs them side by side.
+REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 6, "shared_mount": 7}
+
+
+def servers():
+    """The TIERFS_TEST_* addresses of the throwaway servers; skips when run outside ctest."""
+    if not os.environ.get("TIERFS_TEST_REDIS_URL"):
+        raise unittest.SkipTest("no test servers: run through ctest, or export the output of "
+                                "`tests/servers.py env --dir DIR` after `tests/servers.py up all --dir DIR`")
+    return {k[len("TIERFS_TEST_"):].lower(): v for k, v in os.environ.items() if k.startswith("TIERFS_TEST_")}
+
+
+def unique(prefix):
+    return "%s-%d-%d" % (prefix, os.getpid(), int(time.time() * 1000) % 100000000)
+
+
+def s3_storage_args(bucket_name):
+    srv = servers()
+    return ["--storage", "s3", "--bucket", srv["s3_endpoint"] + "/" + bucket_name,
+            "--access-key", srv["s3_access_key"], "--secret-key", srv["s3_secret_key"]]
+
+
+def rados_storage_args():
+    srv = servers()
+    return ["--storage", "rados", "--bucket", srv["rados_pool"], "--ceph-conf", srv["ceph_conf"]]
+
+
 class Volume:
     """One TierFS volume in a private temporary directory.
 
@@ -144,13 +173,16 @@ class Volume:
     Extra mounts of the same volume (mount_at) are tracked and unmounted on cleanup too.
     """
 
-    def __init__(self, name="itvol", block_size=None, mount_args=(), base=None):
+    def __init__(self, name="itvol", block_size=None, mount_args=(), base=None, meta_url=None, storage=None):
+        """meta_url: a shared engine instead of DIR/meta.db; storage: format arguments
+        (for example ["--storage", "s3", "--bucket", URL, ...]) instead of the file store."""
         self.name = name
         self.block_size = block_size
         self.mount_args = list(mount_args)
         self.dir = tempfile.mkdtemp(prefix="tierfs-it-", dir=base or os.environ.get("TIERFS_TEST_TMPDIR"))
         self.meta_db = os.path.join(self.dir, "meta.db")
-        self.meta_url = "sqlite3://" + self.meta_db
+        self.meta_url = meta_url or ("sqlite3://" + self.meta_db)
+        self.storage = storage
         self.bucket = os.path.join(self.dir, "bucket")
         self.mnt = os.path.join(self.dir, "mnt")
         self.log = os.path.join(self.dir, "client.log")
@@ -163,7 +195,8 @@ class Volume:
     # ----- lifecycle -------------------------------------------------------------------
 
     def format(self, *extra, check=True):
-        args = ["format", self.meta_url, self.name, "--storage", "file", "--bucket", self.bucket]
+        args = ["format", self.meta_url, self.name] + (
+            self.storage if self.storage is not None else ["--storage", "file", "--bucket", self.bucket])
         if self.block_size:
             args += ["--block-size", self.block_size]
         res = tierfs(*(args + list(extra)))
@@ -513,6 +546,37 @@ def compare_trees(a, b, mtime=True, owner=True, xattrs=False, dir_mtime=True, co
     if ga != gb:
         diffs.append("hard-link groups differ: %r != %r" % (ga[:10], gb[:10]))
     return diffs
+
+
+def snapshot(root):
+    """Everything that must survive a remount, except atime (reads may update it)."""
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            d = {"mode": st.st_mode, "uid": st.st_uid, "gid": st.st_gid, "nlink": st.st_nlink,
+                 "mtime": st.st_mtime_ns, "ino": st.st_ino}
+            if stat.S_ISREG(st.st_mode):
+                d["size"] = st.st_size
+                d["sha"] = file_sha256(p)
+            if stat.S_ISLNK(st.st_mode):
+                d["target"] = os.readlink(p)
+            else:
+                d["xattr"] = {k: os.getxattr(p, k) for k in os.listxattr(p) if k.startswith("user.")}
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                d["rdev"] = st.st_rdev
+            snap[rel] = d
+    return snap
+
+
+def diff_snapshots(a, b):
+    out = []
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            out.append("%s: %r != %r" % (k, a.get(k), b.get(k)))
+    return out
 
 
 def _watchdog(seconds):

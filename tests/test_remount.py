@@ -7,38 +7,7 @@ import signal
 import stat
 
 import harness
-from harness import is_mounted, make_tree, msg, pid_alive, run, tierfs, wait_for
-
-
-def snapshot(root):
-    """Everything that must survive a remount, except atime (reads may update it)."""
-    snap = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for n in dirnames + filenames:
-            p = os.path.join(dirpath, n)
-            rel = os.path.relpath(p, root)
-            st = os.lstat(p)
-            d = {"mode": st.st_mode, "uid": st.st_uid, "gid": st.st_gid, "nlink": st.st_nlink,
-                 "mtime": st.st_mtime_ns, "ino": st.st_ino}
-            if stat.S_ISREG(st.st_mode):
-                d["size"] = st.st_size
-                d["sha"] = harness.file_sha256(p)
-            if stat.S_ISLNK(st.st_mode):
-                d["target"] = os.readlink(p)
-            else:
-                d["xattr"] = {k: os.getxattr(p, k) for k in os.listxattr(p) if k.startswith("user.")}
-            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
-                d["rdev"] = st.st_rdev
-            snap[rel] = d
-    return snap
-
-
-def diff_snapshots(a, b):
-    out = []
-    for k in sorted(set(a) | set(b)):
-        if a.get(k) != b.get(k):
-            out.append("%s: %r != %r" % (k, a.get(k), b.get(k)))
-    return out
+from harness import diff_snapshots, is_mounted, make_tree, msg, pid_alive, run, snapshot, tierfs, wait_for
 
 
 class RemountTest(harness.TierFSTestCase):

@@ -1,0 +1,141 @@
+// Per-operation latency of the metadata layer on each engine, in process (no FUSE): lookup,
+// getattr, create, rename, unlink and slice commit, one client thread, as seen by the
+// POSIX semantics layer (so it includes its transactions' round trips).
+//
+//   meta_bench [-n N] META-URL...    (each URL is formatted: use throwaway engines)
+//
+// Prints one markdown table: rows are operations, columns engines, cells "avg µs (p99)".
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+#include "meta/kv_engine.h"
+#include "meta/meta.h"
+
+using namespace tierfs;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Stat {
+  double avg_us = 0, p99_us = 0;
+};
+
+Stat Summarize(std::vector<double>& v) {
+  Stat s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  for (double x : v) s.avg_us += x;
+  s.avg_us /= v.size();
+  s.p99_us = v[std::min(v.size() - 1, v.size() * 99 / 100)];
+  return s;
+}
+
+template <typename F>
+void Time(std::vector<double>* out, F&& f) {
+  auto t0 = Clock::now();
+  Status st = f();
+  out->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  if (!st.ok()) {
+    std::fprintf(stderr, "meta_bench: %s\n", st.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+std::map<std::string, Stat> Bench(const std::string& url, int n) {
+  auto engine = OpenKvEngine(url);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "meta_bench: %s\n", engine.status().ToString().c_str());
+    std::exit(1);
+  }
+  FormatRecord rec;
+  rec.name = "bench";
+  rec.uuid = "bench";
+  rec.storage = "mem";
+  rec.bucket = "bench";
+  Status st = Meta::Format(engine->get(), rec, true);
+  if (!st.ok()) {
+    std::fprintf(stderr, "meta_bench: format %s: %s\n", url.c_str(), st.ToString().c_str());
+    std::exit(1);
+  }
+  auto meta = Meta::Open(std::move(*engine));
+  if (!meta.ok()) std::exit(1);
+  Meta& m = **meta;
+  SessionInfo info;
+  info.host = "bench";
+  (void)m.NewSession(info);
+  Ctx root = Ctx::Root();
+  auto dir = m.Mkdir(root, kRootIno, "d", 0755);
+  if (!dir.ok()) std::exit(1);
+  Ino d = dir->first;
+  std::map<std::string, std::vector<double>> t;
+  std::vector<Ino> inos(n);
+  for (int i = 0; i < n; ++i) {
+    Time(&t["create"], [&]() -> Status {
+      ASSIGN_OR_RETURN(auto r, m.Mknod(root, d, "f" + std::to_string(i), S_IFREG | 0644, 0));
+      inos[i] = r.first;
+      return Status::OK();
+    });
+  }
+  for (int i = 0; i < n; ++i) {
+    Time(&t["lookup"], [&] { return m.Lookup(root, d, "f" + std::to_string(i)).status(); });
+  }
+  for (int i = 0; i < n; ++i) {
+    Time(&t["getattr"], [&] { return m.GetAttr(inos[i]).status(); });
+  }
+  for (int i = 0; i < n; ++i) {
+    Time(&t["slice commit"], [&]() -> Status {
+      ASSIGN_OR_RETURN(uint64_t id, m.NewSliceId());
+      SliceRecord s;
+      s.id = id;
+      s.size = s.len = 65536;
+      return m.WriteSlice(inos[i], 0, s, 65536, 1);
+    });
+  }
+  for (int i = 0; i < n; ++i) {
+    Time(&t["rename"], [&] { return m.Rename(root, d, "f" + std::to_string(i), d, "g" + std::to_string(i), 0); });
+  }
+  for (int i = 0; i < n; ++i) {
+    Time(&t["unlink"], [&] { return m.Unlink(root, d, "g" + std::to_string(i)); });
+  }
+  std::map<std::string, Stat> out;
+  for (auto& [op, v] : t) out[op] = Summarize(v);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 2000;
+  std::vector<std::string> urls;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
+      n = std::atoi(argv[++i]);
+    } else {
+      urls.push_back(argv[i]);
+    }
+  }
+  if (urls.empty()) {
+    std::fprintf(stderr, "usage: meta_bench [-n N] META-URL...\n");
+    return 2;
+  }
+  std::vector<std::map<std::string, Stat>> results;
+  for (const auto& u : urls) results.push_back(Bench(u, n));
+  std::printf("| operation |");
+  for (const auto& u : urls) std::printf(" %s |", u.substr(0, u.find("://")).c_str());
+  std::printf("\n|---|");
+  for (size_t i = 0; i < urls.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (const char* op : {"lookup", "getattr", "create", "rename", "unlink", "slice commit"}) {
+    std::printf("| %s |", op);
+    for (auto& r : results) std::printf(" %.0f µs (p99 %.0f) |", r[op].avg_us, r[op].p99_us);
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,127 @@
+"""A volume moved between metadata engines with `tierfs dump` and `tierfs load`:
+SQLite -> Redis -> PostgreSQL keeps every file, byte, attribute, xattr, link and inode
+number; the data stays where it is (one bucket). The dump leaves the secret key out unless
+asked, and load refuses an engine that is not empty."""
+
+import json
+import os
+import stat
+
+import harness
+from harness import diff_snapshots, make_tree, msg, snapshot, tierfs
+
+
+class MigrateTest(harness.TierFSTestCase):
+    PER_TEST = True
+    AUTO_MOUNT = False
+
+    def populate(self, root):
+        make_tree(root, seed=7, nfiles=150, specials=True)
+        with open(os.path.join(root, "big"), "wb") as f:
+            f.write(os.urandom(11 << 20))
+        with open(os.path.join(root, "sparse"), "wb") as f:
+            f.seek(200 << 20)
+            f.write(b"tail")
+        with open(os.path.join(root, "truncated"), "wb") as f:
+            f.write(os.urandom(5 << 20))
+        os.truncate(os.path.join(root, "truncated"), 1 << 20)
+        os.link(os.path.join(root, "big"), os.path.join(root, "big-link"))
+        os.symlink("big", os.path.join(root, "big-sym"))
+        os.setxattr(os.path.join(root, "big"), "user.binary", bytes(range(256)))
+        os.setxattr(os.path.join(root, "big"), "user.text", b"hello")
+        name = os.fsdecode(b"not-utf8-\xff\xfe")
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(b"odd name")
+        os.mkfifo(os.path.join(root, "mig-fifo"))
+        os.mknod(os.path.join(root, "mig-chr"), stat.S_IFCHR | 0o640, os.makedev(1, 7))
+        os.mkdir(os.path.join(root, "mig-sticky"))
+        os.chmod(os.path.join(root, "mig-sticky"), 0o1777)
+        os.chown(os.path.join(root, "truncated"), 1000, 1001)
+
+    def dump(self, url, path, *extra):
+        rc, out, err = tierfs("dump", url, path, *extra)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+
+    def load(self, url, path, *extra):
+        rc, out, err = tierfs("load", url, path, *extra)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+
+    def test_sqlite_to_redis_to_postgres(self):
+        srv = harness.servers()
+        redis = srv["redis_url"] + "/%d" % harness.REDIS_DB["migrate"]
+        pg = srv["pg_url"] + "/tierfs_migrate"
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        self.populate(vol.mnt)
+        want = snapshot(vol.mnt)
+        vol.umount()
+
+        hops = [("redis", redis), ("postgres", pg)]
+        src = vol.meta_url
+        for name, url in hops:
+            path = os.path.join(vol.dir, "dump-%s.json" % name)
+            self.dump(src, path)
+            with open(path) as f:
+                doc = json.load(f)
+            self.assertEqual(doc["tierfs_dump"], 1)
+            # Empty the target first (a previous run may have left a volume there).
+            self.load(url, path, "--force")
+            mp = os.path.join(vol.dir, "mnt-" + name)
+            os.mkdir(mp)
+            vol.meta_url = url  # the volume now lives in the new engine
+            rc, out, err = vol.mount_at(mp)
+            self.assertEqual(rc, 0, msg(rc, out, err))
+            got = snapshot(mp)
+            self.assertEqual(diff_snapshots(want, got), [], "after moving to " + name)
+            # The moved volume is writable and consistent.
+            with open(os.path.join(mp, "written-on-" + name), "wb") as f:
+                f.write(b"new data")
+            want = snapshot(mp)
+            rc, out, err = tierfs("umount", mp)
+            self.assertEqual(rc, 0, msg(rc, out, err))
+            harness.wait_for(lambda: not harness.is_mounted(mp), timeout=30)
+            rc, out, err = tierfs("fsck", url)
+            self.assertEqual(rc, 0, "fsck after load into %s\n%s" % (name, msg(rc, out, err)))
+            src = url
+
+    def test_load_refuses_non_empty_engine_and_bad_dump(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        path = os.path.join(vol.dir, "d.json")
+        self.dump(vol.meta_url, path)
+        rc, out, err = tierfs("load", vol.meta_url, path)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("not empty", err)
+        bad = os.path.join(vol.dir, "bad.json")
+        with open(bad, "w") as f:
+            f.write('{"hello": 1}')
+        other = "sqlite3://" + os.path.join(vol.dir, "other.db")
+        rc, out, err = tierfs("load", other, bad)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("not a TierFS dump", err)
+        rc, out, err = tierfs("load", other, os.path.join(vol.dir, "missing.json"))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cannot read", err)
+
+    def test_dump_leaves_secret_key_out_unless_asked(self):
+        srv = harness.servers()
+        vol = self.new_volume(name=harness.unique("mig"), storage=harness.s3_storage_args(harness.unique("mig")))
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        secret = srv["s3_secret_key"]
+        path = os.path.join(vol.dir, "d.json")
+        self.dump(vol.meta_url, path)
+        with open(path) as f:
+            text = f.read()
+        self.assertNotIn(secret, text)
+        self.assertEqual(json.loads(text)["format"]["access_key"], srv["s3_access_key"])
+        self.dump(vol.meta_url, path, "--keep-secret-key")
+        with open(path) as f:
+            self.assertEqual(json.load(f)["format"]["secret_key"], secret)
+
+
+if __name__ == "__main__":
+    harness.main()
