@@ -51,7 +51,7 @@ S3=$TIERFS_TEST_S3_ENDPOINT AK=$TIERFS_TEST_S3_ACCESS_KEY SK=$TIERFS_TEST_S3_SEC
 # ---- 1. metadata latency ------------------------------------------------------------
 log "metadata latency, $META_OPS ops per operation and engine"
 META_TABLE=$("$META_BENCH" -n "$META_OPS" "sqlite3://$BENCH_WORK/meta-bench.db" "$TIERFS_TEST_REDIS_URL/9" \
-  "$TIERFS_TEST_PG_URL/tierfs_bench") || die "meta_bench failed"
+  "$TIERFS_TEST_PG_URL/tierfs_bench" | grep '^|') || die "meta_bench failed"
 echo "$META_TABLE"
 
 # ---- 2. sequential throughput on Ceph -------------------------------------------------
@@ -85,7 +85,8 @@ access_key_id = $AK
 secret_access_key = $SK
 endpoint = $S3
 EOF
-      rclone mount "ceph:$bucket" "$mp" --config "$BENCH_WORK/rclone.conf" --vfs-cache-mode writes \
+      # rclone refuses to start when AWS_CA_BUNDLE is set for a plain-HTTP endpoint.
+      env -u AWS_CA_BUNDLE rclone mount "ceph:$bucket" "$mp" --config "$BENCH_WORK/rclone.conf" --vfs-cache-mode writes \
         --cache-dir "$BENCH_WORK/rclone-cache" --daemon --daemon-wait 30s ;;
   esac
 }
