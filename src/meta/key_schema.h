@@ -17,6 +17,9 @@ std::string Format();
 std::string Counter(std::string_view name);
 // "A" ino "I": the inode's attributes (attr.h).
 std::string Inode(Ino ino);
+// Inode(ino) is kInodeKeyHead + ino (8 bytes, as in a dentry value) + kInodeKeyTail.
+inline constexpr std::string_view kInodeKeyHead = "A";
+inline constexpr std::string_view kInodeKeyTail = "I";
 // "A" ino "D" name -> child ino (u64) + type (u8, S_IFMT >> 12).
 std::string Dentry(Ino parent, std::string_view name);
 std::string DentryPrefix(Ino parent);

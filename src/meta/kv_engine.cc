@@ -43,6 +43,26 @@ Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url) {
                                  "'; " + kExpectedForms);
 }
 
+Result<std::vector<std::optional<std::string>>> KvTxn::GetIndirect(const std::vector<std::string>& direct,
+                                                                   std::string_view indirect_prefix, size_t n,
+                                                                   std::string_view indirect_suffix) {
+  std::vector<std::optional<std::string>> out;
+  for (const auto& k : direct) {
+    ASSIGN_OR_RETURN(auto v, Get(k));
+    out.push_back(std::move(v));
+  }
+  const std::optional<std::string>& last = out.empty() ? std::nullopt : out.back();
+  if (last && last->size() >= n) {
+    std::string key(indirect_prefix);
+    key.append(*last, 0, n).append(indirect_suffix);
+    ASSIGN_OR_RETURN(auto v, Get(key));
+    out.push_back(std::move(v));
+  } else {
+    out.emplace_back();
+  }
+  return out;
+}
+
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   // Trailing 0xff bytes cannot be incremented; dropping them and incrementing the byte

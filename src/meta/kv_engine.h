@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -25,6 +26,14 @@ class KvTxn {
   virtual Status Delete(std::string_view key) = 0;
   // Visits keys in [begin, end) in ascending order until fn returns false or limit keys
   // were visited (limit 0 = no limit).
+  // Reads every key of `direct`, then the key indirect_prefix + v[0, n) + indirect_suffix,
+  // where v is the value of the last direct key (nothing when v is absent or shorter than
+  // n). Returns the direct values followed by the indirect one. The default does one Get
+  // after another; engines that can read the chain in one round trip override it (lookup:
+  // parent attributes, entry, then the child's attributes).
+  virtual Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
+                                                                      std::string_view indirect_prefix, size_t n,
+                                                                      std::string_view indirect_suffix);
   using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
   virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
 };

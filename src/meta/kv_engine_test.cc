@@ -223,6 +223,39 @@ TYPED_TEST(KvEngineTest, DescribeIsTheUrlWithoutPassword) {
   EXPECT_EQ(this->engine_->Describe(), url->Redacted());
 }
 
+TYPED_TEST(KvEngineTest, GetIndirectFollowsTheLastValue) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(PutCommitted(e, "Pa", "parent").ok());
+  ASSERT_TRUE(PutCommitted(e, "Dn", "12345678tail").ok());
+  ASSERT_TRUE(PutCommitted(e, "Ds", "123").ok());
+  ASSERT_TRUE(PutCommitted(e, "A12345678I", "child").ok());
+  using Vals = std::vector<std::optional<std::string>>;
+  auto read = [&](std::vector<std::string> direct) {
+    Vals got;
+    EXPECT_TRUE(e.Txn(
+                     [&](KvTxn& t) -> Status {
+                       ASSIGN_OR_RETURN(got, t.GetIndirect(direct, "A", 8, "I"));
+                       return Status::OK();
+                     },
+                     true)
+                    .ok());
+    return got;
+  };
+  EXPECT_EQ(read({"Pa", "Dn"}), (Vals{"parent", "12345678tail", "child"}));
+  EXPECT_EQ(read({"Pa", "Dmissing"}), (Vals{"parent", std::nullopt, std::nullopt}));
+  EXPECT_EQ(read({"Ds"}), (Vals{"123", std::nullopt}));  // too short to name a key
+  EXPECT_EQ(read({"Pmissing", "Dn"}), (Vals{std::nullopt, "12345678tail", "child"}));
+  // Inside a write transaction it sees the transaction's own writes.
+  Vals got;
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 RETURN_IF_ERROR(t.Put("Dn", "87654321"));
+                 RETURN_IF_ERROR(t.Put("A87654321I", "other"));
+                 ASSIGN_OR_RETURN(got, t.GetIndirect({"Dn"}, "A", 8, "I"));
+                 return Status::OK();
+               }).ok());
+  EXPECT_EQ(got, (Vals{"87654321", "other"}));
+}
+
 TYPED_TEST(KvEngineTest, PutGetDelete) {
   KvEngine& e = *this->engine_;
   EXPECT_EQ(GetCommitted(e, "a"), std::nullopt);

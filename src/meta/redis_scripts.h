@@ -114,4 +114,20 @@ redis.call('SET', ARGV[1], '0', 'PX', ARGV[2])
 return 0
 )lua";
 
+// KvTxn::GetIndirect in one atomic step. ARGV: n, indirect prefix, indirect suffix, then
+// the direct keys (already prefixed with "k"). Returns the direct values then the
+// indirect one, false for a missing key.
+inline constexpr char kGetIndirectScript[] = R"lua(
+local n = tonumber(ARGV[1])
+local out = {}
+for i = 4, #ARGV do out[#out + 1] = redis.call('GET', ARGV[i]) end
+local last = out[#out]
+if last and #last >= n then
+  out[#out + 1] = redis.call('GET', 'k' .. ARGV[2] .. string.sub(last, 1, n) .. ARGV[3])
+else
+  out[#out + 1] = false
+end
+return out
+)lua";
+
 }  // namespace tierfs::redis

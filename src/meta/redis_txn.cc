@@ -243,6 +243,38 @@ Result<std::optional<std::string>> RedisTxn::Get(std::string_view key) {
   return value;
 }
 
+Result<std::vector<std::optional<std::string>>> RedisTxn::GetIndirect(const std::vector<std::string>& direct,
+                                                                      std::string_view indirect_prefix, size_t n,
+                                                                      std::string_view indirect_suffix) {
+  if (!read_only_ || reads_ > 0 || !writes_.empty() || direct.empty()) {
+    return KvTxn::GetIndirect(direct, indirect_prefix, n, indirect_suffix);
+  }
+  if (!unavailable_.ok()) return unavailable_;
+  Cmd script("EVALSHA");
+  script.Arg(conn_.shas().get_indirect).Arg(0LL).Arg(static_cast<long long>(n)).Arg(indirect_prefix).Arg(indirect_suffix);
+  for (const auto& k : direct) script.Arg("k", k);
+  std::vector<Cmd> cmds;
+  cmds.push_back(std::move(script));
+  std::vector<Reply> replies;
+  RETURN_IF_ERROR(Exchange(cmds, &replies));
+  ++reads_;
+  const redisReply* r = replies.back().get();
+  RETURN_IF_ERROR(Expect(r, "reading keys"));
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != direct.size() + 1) return Expect(nullptr, "reading keys");
+  std::vector<std::optional<std::string>> out;
+  for (size_t i = 0; i < r->elements; ++i) {
+    const redisReply* e = r->element[i];
+    if (e->type == REDIS_REPLY_STRING) {
+      out.emplace_back(std::string(e->str, e->len));
+    } else if (e->type == REDIS_REPLY_NIL) {
+      out.emplace_back();
+    } else {
+      return Expect(nullptr, "reading keys");
+    }
+  }
+  return out;
+}
+
 Status RedisTxn::Put(std::string_view key, std::string_view value) {
   RETURN_IF_ERROR(CheckWritable());
   writes_.insert_or_assign(std::string(key), std::optional<std::string>(value));

@@ -38,6 +38,13 @@ class RedisTxn final : public KvTxn {
   Status Delete(std::string_view key) override;
   Status Scan(std::string_view begin, std::string_view end, size_t limit,
               const ScanFn& fn) override;
+  // One round trip when it is the first read of a read-only transaction: the script is
+  // atomic, so the transaction needs no validation (lookup costs one round trip).
+  // Otherwise the keys could not all be watched before they are read, and the default
+  // (one watched Get after another) is used.
+  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
+                                                              std::string_view indirect_prefix, size_t n,
+                                                              std::string_view indirect_suffix) override;
 
   // Set when a read failed because the connection broke or the server was busy; the
   // callback saw an error it did not cause, so the attempt must be retried.
