@@ -932,6 +932,29 @@ class XattrTest(harness.TierFSTestCase):
         self.assertEqual(sorted(names), ["user.k%03d" % i for i in range(100)])
         self.assertEqual(os.getxattr(p, "user.k042"), b"v42")
 
+    def test_limits_and_namespaces_match_linux(self):
+        p = os.path.join(self.work, "limits")
+        write_file(p, b"x")
+        os.setxattr(p, "user.max", b"v" * 65536)            # XATTR_SIZE_MAX
+        self.assertEqual(len(os.getxattr(p, "user.max")), 65536)
+        with self.assertRaises(OSError) as cm:
+            os.setxattr(p, "user.over", b"v" * 65537)
+        self.assertEqual(cm.exception.errno, errno.E2BIG)
+        os.setxattr(p, "user." + "n" * 250, b"1")           # 255-byte name
+        with self.assertRaises(OSError) as cm:
+            os.setxattr(p, "user." + "n" * 251, b"1")
+        self.assertEqual(cm.exception.errno, errno.ERANGE)
+        for ns in ("trusted.t", "security.s"):              # root may use both
+            os.setxattr(p, ns, b"1")
+            self.assertEqual(os.getxattr(p, ns), b"1")
+        for name, err in (("foo.bar", errno.EOPNOTSUPP), ("user.", errno.EINVAL), ("trusted.", errno.EINVAL)):
+            with self.assertRaises(OSError, msg=name) as cm:
+                os.setxattr(p, name, b"1")
+            self.assertEqual(cm.exception.errno, err, name)
+            with self.assertRaises(OSError, msg=name) as cm:
+                os.getxattr(p, name)
+            self.assertIn(cm.exception.errno, (err, errno.ENODATA), name)
+
     def test_directory_xattr_and_missing(self):
         d = os.path.join(self.work, "d")
         os.mkdir(d)

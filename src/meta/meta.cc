@@ -753,6 +753,10 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
 // ---- extended attributes ----
 
 static Status CheckXattrAccess(const Meta& m, const Ctx& ctx, const Attr& a, const std::string& name, bool write) {
+  // A namespace with nothing after it ("user.") is invalid, as on local Linux file systems.
+  for (const char* ns : {"user.", "trusted.", "security.", "system."}) {
+    if (name == ns) return Status::Err(EINVAL, "xattr name '" + name + "' has no name after the namespace");
+  }
   if (name.rfind("user.", 0) == 0) {
     if (!a.IsRegular() && !a.IsDir()) return Status::Err(write ? EPERM : ENODATA, "user xattrs only on files and directories");
     return m.CheckAccess(ctx, a, write ? W_OK : R_OK);
