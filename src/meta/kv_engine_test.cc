@@ -20,9 +20,15 @@
 
 #include "common/encoding.h"
 #include "common/url.h"
+#include "meta/engine_for_test.h"
 
 namespace tierfs {
 namespace {
+
+using testing_engines::EncodeU64;
+using testing_engines::Increment;
+using testing_engines::ReadCounter;
+using testing_engines::ServerUrl;
 
 namespace fs = std::filesystem;
 using KvList = std::vector<std::pair<std::string, std::string>>;
@@ -66,40 +72,6 @@ std::string ReadFile(const std::string& path) {
 void WriteFile(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
-}
-
-std::string EncodeU64(uint64_t v) {
-  std::string s;
-  PutU64(&s, v);
-  return s;
-}
-
-Status Increment(KvEngine& engine, const std::string& key) {
-  return engine.Txn([&](KvTxn& txn) -> Status {
-    ASSIGN_OR_RETURN(auto current, txn.Get(key));
-    uint64_t n = 0;
-    if (current) {
-      ByteReader r(*current);
-      n = r.U64();
-      if (!r.ok()) return Status::Err(EIO, "corrupt counter");
-    }
-    return txn.Put(key, EncodeU64(n + 1));
-  });
-}
-
-// Reads a counter written by Increment; 0 when missing, UINT64_MAX on error.
-uint64_t ReadCounter(KvEngine& engine, const std::string& key) {
-  uint64_t n = UINT64_MAX;
-  Status st = engine.Txn(
-      [&](KvTxn& txn) -> Status {
-        ASSIGN_OR_RETURN(auto v, txn.Get(key));
-        n = 0;
-        if (v) n = ByteReader(*v).U64();
-        return Status::OK();
-      },
-      /*read_only=*/true);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return n;
 }
 
 std::optional<std::string> GetCommitted(KvEngine& engine, std::string_view key) {
@@ -158,19 +130,6 @@ struct MemKind {
 struct SqliteKind {
   static std::string Url(const TempDir& dir) { return "sqlite3://" + dir.path() + "/meta.db"; }
 };
-
-// Shared engines run against throwaway servers that ctest starts (tests/servers.py); the
-// environment names them. Each test starts from an empty key space.
-std::string ServerUrl(const char* env, const std::string& suffix) {
-  const char* base = getenv(env);
-  if (base == nullptr || *base == '\0') return "";
-  std::string url = std::string(base) + suffix;
-  auto e = OpenKvEngine(url);
-  if (e.ok()) {
-    EXPECT_TRUE((*e)->Reset().ok());
-  }
-  return url;
-}
 
 struct RedisKind {
   // Database 2 of the test server; meta_test uses database 1.

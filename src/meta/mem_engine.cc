@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "meta/txn_nesting.h"
+
 namespace tierfs {
 
 // std::string compares through char_traits<char>, which orders bytes as unsigned char:
@@ -29,29 +31,6 @@ struct Registry {
 Registry& GlobalRegistry() {
   static Registry* registry = new Registry;
   return *registry;
-}
-
-// The shared states whose lock the current thread holds inside a Txn, to turn a nested
-// transaction (a guaranteed self-deadlock) into an error.
-thread_local std::vector<const MemEngine::State*> tls_active_states;
-
-class ActiveMark {
- public:
-  explicit ActiveMark(const MemEngine::State* s) : s_(s) { tls_active_states.push_back(s); }
-  ~ActiveMark() {
-    auto it = std::find(tls_active_states.begin(), tls_active_states.end(), s_);
-    if (it != tls_active_states.end()) tls_active_states.erase(it);
-  }
-  ActiveMark(const ActiveMark&) = delete;
-  ActiveMark& operator=(const ActiveMark&) = delete;
-
- private:
-  const MemEngine::State* s_;
-};
-
-bool IsActive(const MemEngine::State* s) {
-  return std::find(tls_active_states.begin(), tls_active_states.end(), s) !=
-         tls_active_states.end();
 }
 
 // A transaction over the base map, which the caller keeps locked for the transaction's
@@ -168,11 +147,11 @@ MemEngine::~MemEngine() = default;
 std::string MemEngine::Describe() const { return "mem://" + name_; }
 
 Status MemEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) {
-  if (IsActive(state_.get())) {
+  if (TxnNesting::Inside(state_.get())) {
     return Status::Err(EDEADLK, "nested transaction on metadata engine " + Describe() +
                                     " (programming error: it would deadlock)");
   }
-  ActiveMark mark(state_.get());
+  TxnNesting::Mark mark(state_.get());
   std::lock_guard<std::mutex> lock(state_->mu);
   MemTxn txn(state_->data, read_only);
   Status st = fn(txn);
@@ -183,7 +162,7 @@ Status MemEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) {
 }
 
 Status MemEngine::Reset() {
-  if (IsActive(state_.get())) {
+  if (TxnNesting::Inside(state_.get())) {
     return Status::Err(EDEADLK, "Reset inside a transaction on metadata engine " + Describe() +
                                     " (programming error: it would deadlock)");
   }

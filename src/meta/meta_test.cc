@@ -16,9 +16,12 @@
 #include <thread>
 
 #include "meta/kv_engine.h"
+#include "meta/engine_for_test.h"
 
 namespace tierfs {
 namespace {
+
+using testing_engines::ServerUrl;
 
 std::atomic<int> g_counter{0};
 
@@ -35,19 +38,6 @@ struct SqliteEngineKind {
     return "sqlite3://" + (dir / "meta.db").string();
   }
 };
-
-// Shared engines run against throwaway servers that ctest starts (tests/servers.py); the
-// environment names them. Each test starts from an empty key space.
-std::string ServerUrl(const char* env, const std::string& suffix) {
-  const char* base = getenv(env);
-  if (base == nullptr || *base == '\0') return "";
-  std::string url = std::string(base) + suffix;
-  auto e = OpenKvEngine(url);
-  if (e.ok()) {
-    EXPECT_TRUE((*e)->Reset().ok());
-  }
-  return url;
-}
 
 struct RedisEngineKind {
   // Database 1 of the test server; kv_engine_test uses database 2.

@@ -19,6 +19,7 @@
 #include "meta/postgres_conn.h"
 #include "meta/postgres_params.h"
 #include "meta/postgres_txn.h"
+#include "meta/txn_nesting.h"
 
 namespace tierfs {
 
@@ -77,25 +78,6 @@ struct Attempt {
   bool retry = false;
   static Attempt Done(Status s) { return Attempt{std::move(s), false}; }
   static Attempt Retry(Status why) { return Attempt{std::move(why), true}; }
-};
-
-class PostgresEngine;
-
-// The engines whose transaction the current thread is inside (see Txn).
-thread_local std::vector<const PostgresEngine*> tls_active_engines;
-
-class ActiveMark {
- public:
-  explicit ActiveMark(const PostgresEngine* e) : e_(e) { tls_active_engines.push_back(e); }
-  ~ActiveMark() {
-    auto it = std::find(tls_active_engines.begin(), tls_active_engines.end(), e_);
-    if (it != tls_active_engines.end()) tls_active_engines.erase(it);
-  }
-  ActiveMark(const ActiveMark&) = delete;
-  ActiveMark& operator=(const ActiveMark&) = delete;
-
- private:
-  const PostgresEngine* e_;
 };
 
 class PostgresEngine final : public KvEngine {
@@ -417,12 +399,11 @@ Attempt PostgresEngine::ResolveCommit(const std::string& txid, const Status& why
 }
 
 Status PostgresEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) {
-  if (std::find(tls_active_engines.begin(), tls_active_engines.end(), this) !=
-      tls_active_engines.end()) {
+  if (TxnNesting::Inside(this)) {
     return Status::Err(EDEADLK, "nested transaction on metadata engine " + Describe() +
                                     " (programming error: it would deadlock)");
   }
-  ActiveMark mark(this);
+  TxnNesting::Mark mark(this);
   return WithRetry(read_only ? "a read transaction" : "a write transaction",
                    [&](Clock::time_point deadline) -> Attempt {
                      auto conn = Acquire();
@@ -438,8 +419,7 @@ Status PostgresEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_on
 }
 
 Status PostgresEngine::Reset() {
-  if (std::find(tls_active_engines.begin(), tls_active_engines.end(), this) !=
-      tls_active_engines.end()) {
+  if (TxnNesting::Inside(this)) {
     return Status::Err(EDEADLK, "Reset inside a transaction on metadata engine " + Describe() +
                                     " (programming error: it would deadlock)");
   }

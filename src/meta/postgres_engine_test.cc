@@ -31,9 +31,15 @@
 
 #include "common/encoding.h"
 #include "meta/kv_engine.h"
+#include "meta/engine_for_test.h"
 
 namespace tierfs {
 namespace {
+
+using testing_engines::EncodeU64;
+using testing_engines::Increment;
+using testing_engines::ReadCounter;
+using testing_engines::ServerUrl;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -129,33 +135,6 @@ std::string EngineUrl(const std::string& extra = "") {
       HavePsql() && Psql(url, std::string("CREATE SCHEMA IF NOT EXISTS ") + kSchema);
   if (have_schema) url = WithQuery(url, std::string("options=-csearch_path%3D") + kSchema);
   return extra.empty() ? url : WithQuery(url, extra);
-}
-
-std::string EncodeU64(uint64_t v) {
-  std::string s;
-  PutU64(&s, v);
-  return s;
-}
-
-Status Increment(KvEngine& engine, const std::string& key) {
-  return engine.Txn([&](KvTxn& txn) -> Status {
-    ASSIGN_OR_RETURN(auto current, txn.Get(key));
-    uint64_t n = current ? ByteReader(*current).U64() : 0;
-    return txn.Put(key, EncodeU64(n + 1));
-  });
-}
-
-uint64_t ReadCounter(KvEngine& engine, const std::string& key) {
-  uint64_t n = UINT64_MAX;
-  Status st = engine.Txn(
-      [&](KvTxn& txn) -> Status {
-        ASSIGN_OR_RETURN(auto v, txn.Get(key));
-        n = v ? ByteReader(*v).U64() : 0;
-        return Status::OK();
-      },
-      true);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return n;
 }
 
 std::unique_ptr<KvEngine> MustOpen(const std::string& url) {

@@ -15,6 +15,7 @@
 #include "meta/redis_conn.h"
 #include "meta/redis_options.h"
 #include "meta/redis_txn.h"
+#include "meta/txn_nesting.h"
 
 namespace tierfs {
 
@@ -83,23 +84,6 @@ bool Retryable(const Status& st) {
   }
 }
 
-class RedisEngine;
-thread_local std::vector<const RedisEngine*> tls_active;
-
-class ActiveMark {
- public:
-  explicit ActiveMark(const RedisEngine* e) : e_(e) { tls_active.push_back(e); }
-  ~ActiveMark() {
-    auto it = std::find(tls_active.begin(), tls_active.end(), e_);
-    if (it != tls_active.end()) tls_active.erase(it);
-  }
-  ActiveMark(const ActiveMark&) = delete;
-  ActiveMark& operator=(const ActiveMark&) = delete;
-
- private:
-  const RedisEngine* e_;
-};
-
 // What one attempt of a transaction (or of Reset) came to.
 struct Attempt {
   enum Kind { kDone, kConflict, kUnavailable } kind = kDone;
@@ -134,18 +118,18 @@ class RedisEngine final : public KvEngine {
   std::string Describe() const override { return o_.describe; }
 
   Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
-    if (std::find(tls_active.begin(), tls_active.end(), this) != tls_active.end()) {
+    if (TxnNesting::Inside(this)) {
       return Status::Err(
           EDEADLK, "nested transaction on metadata engine " + Describe() + " (programming error)");
     }
-    ActiveMark mark(this);
+    TxnNesting::Mark mark(this);
     auto deadline = Clock::now() + o_.deadline;
     return WithRetry(read_only ? "a read transaction" : "a write transaction", deadline,
                      [&]() { return RunOnce(fn, read_only, deadline); });
   }
 
   Status Reset() override {
-    if (std::find(tls_active.begin(), tls_active.end(), this) != tls_active.end()) {
+    if (TxnNesting::Inside(this)) {
       return Status::Err(EDEADLK, "Reset inside a transaction on metadata engine " + Describe() +
                                       " (programming error)");
     }

@@ -29,9 +29,15 @@
 #include "common/encoding.h"
 #include "meta/key_schema.h"
 #include "meta/kv_engine.h"
+#include "meta/engine_for_test.h"
 
 namespace tierfs {
 namespace {
+
+using testing_engines::EncodeU64;
+using testing_engines::Increment;
+using testing_engines::ReadCounter;
+using testing_engines::ServerUrl;
 
 namespace fs = std::filesystem;
 using KvList = std::vector<std::pair<std::string, std::string>>;
@@ -214,34 +220,6 @@ std::unique_ptr<KvEngine> MustOpen(const std::string& url) {
   auto e = OpenKvEngine(url);
   EXPECT_TRUE(e.ok()) << url << ": " << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;
-}
-
-std::string EncodeU64(uint64_t v) {
-  std::string s;
-  PutU64(&s, v);
-  return s;
-}
-
-Status Increment(KvEngine& engine, const std::string& key, const std::string& also = "") {
-  return engine.Txn([&](KvTxn& txn) -> Status {
-    ASSIGN_OR_RETURN(auto current, txn.Get(key));
-    uint64_t n = current ? ByteReader(*current).U64() : 0;
-    if (!also.empty()) RETURN_IF_ERROR(txn.Put(also, EncodeU64(n + 1)));
-    return txn.Put(key, EncodeU64(n + 1));
-  });
-}
-
-uint64_t ReadCounter(KvEngine& engine, const std::string& key) {
-  uint64_t n = UINT64_MAX;
-  Status st = engine.Txn(
-      [&](KvTxn& txn) -> Status {
-        ASSIGN_OR_RETURN(auto v, txn.Get(key));
-        n = v ? ByteReader(*v).U64() : 0;
-        return Status::OK();
-      },
-      true);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return n;
 }
 
 KvList ScanAll(KvEngine& engine, std::string_view begin, std::string_view end, size_t limit = 0) {

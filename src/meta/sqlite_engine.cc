@@ -16,6 +16,8 @@
 #include <thread>
 #include <utility>
 
+#include "meta/txn_nesting.h"
+
 namespace tierfs {
 
 namespace {
@@ -90,23 +92,6 @@ Status SqlError(int rc, sqlite3* db, const std::string& path, std::string_view w
       return Status::Err(EIO, where);
   }
 }
-
-// The engines whose transaction the current thread is inside (see SqliteEngine::Txn).
-thread_local std::vector<const SqliteEngine*> tls_active_engines;
-
-class ActiveMark {
- public:
-  explicit ActiveMark(const SqliteEngine* e) : e_(e) { tls_active_engines.push_back(e); }
-  ~ActiveMark() {
-    auto it = std::find(tls_active_engines.begin(), tls_active_engines.end(), e_);
-    if (it != tls_active_engines.end()) tls_active_engines.erase(it);
-  }
-  ActiveMark(const ActiveMark&) = delete;
-  ActiveMark& operator=(const ActiveMark&) = delete;
-
- private:
-  const SqliteEngine* e_;
-};
 
 // Jitter keeps processes and threads that collided once from colliding again in lockstep.
 // Reseeded after fork() so parent and child do not share a sequence.
@@ -643,12 +628,11 @@ SqliteEngine::Attempt SqliteEngine::RunOnce(Conn& conn, const std::function<Stat
 }
 
 Status SqliteEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) {
-  if (std::find(tls_active_engines.begin(), tls_active_engines.end(), this) !=
-      tls_active_engines.end()) {
+  if (TxnNesting::Inside(this)) {
     return Status::Err(EDEADLK, "nested transaction on metadata engine " + Describe() +
                                     " (programming error: it would deadlock)");
   }
-  ActiveMark mark(this);
+  TxnNesting::Mark mark(this);
   return WithRetry(read_only ? "a read transaction" : "a write transaction", [&]() -> Attempt {
     std::unique_ptr<Conn> conn;
     Attempt a = Acquire(&conn);
