@@ -358,6 +358,26 @@ class BadInputTest(CliTestCase):
         self.assertOk(tierfs("umount", other), "umount second")
         self.assertFalse(is_mounted(other))
 
+    def test_relative_paths_with_background_mount(self):
+        # The background daemon works from "/"; relative database, mountpoint and log paths
+        # given by the user are resolved in the caller's directory before it detaches.
+        v = self.vol_()
+        v.format()
+        v._mountpoints.add(v.mnt)
+        res = harness.run(harness.tierfs_bin(), "mount", "sqlite3://meta.db", "mnt", "-d", "--log", "rel.log",
+                          cwd=v.dir)
+        self.assertOk(res, "mount -d with relative paths")
+        self.assertTrue(is_mounted(v.mnt), "relative mountpoint resolved in the caller's directory")
+        v.pid = v._find_daemon_pid(v.mnt)
+        with open(v.path("f"), "w") as f:
+            f.write("rel")
+        self.assertTrue(os.path.exists(os.path.join(v.dir, "rel.log")), "log opened where the user asked")
+        self.assertFalse(os.path.exists("/meta.db"))
+        self.assertOk(tierfs("umount", v.mnt))
+        v.mount()
+        with open(v.path("f")) as f:
+            self.assertEqual(f.read(), "rel", "data went into the volume at the relative database path")
+
     def test_bucket_parent_is_a_regular_file(self):
         v = self.vol_()
         blocker = os.path.join(v.dir, "blocker")

@@ -276,7 +276,17 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_flag("--no-default-permissions", a->no_default_permissions,
                 "Leave permission checks to TierFS alone (exact only with --entry-cache 0 "
                 "--dir-entry-cache 0: the kernel resolves cached paths without asking)");
-  sub->callback([a, exit_code] { *exit_code = a->background ? RunBackground(*a) : RunForeground(*a); });
+  sub->callback([a, exit_code] {
+    // The background process works from "/", so relative paths are resolved here, in the
+    // caller's directory.
+    a->mountpoint = AbsPath(a->mountpoint);
+    if (!a->log_file.empty()) a->log_file = AbsPath(a->log_file);
+    const std::string sqlite = "sqlite3://";
+    if (a->meta_url.rfind(sqlite, 0) == 0 && a->meta_url.size() > sqlite.size() && a->meta_url[sqlite.size()] != '/') {
+      a->meta_url = sqlite + AbsPath(a->meta_url.substr(sqlite.size()));
+    }
+    *exit_code = a->background ? RunBackground(*a) : RunForeground(*a);
+  });
 }
 
 }  // namespace tierfs::cmd

@@ -212,6 +212,16 @@ void Meta::ForgetDir(Ino ino) {
   dir_cache_.erase(ino);
 }
 
+bool Meta::KnownWithoutXattrs(Ino ino) {
+  if (opts_.dir_attr_cache_ns <= 0) return false;
+  std::lock_guard<std::mutex> l(dir_cache_mu_);
+  auto it = fresh_without_xattrs_.find(ino);
+  if (it == fresh_without_xattrs_.end()) return false;
+  if (it->second > MonoNanos()) return true;
+  fresh_without_xattrs_.erase(it);
+  return false;
+}
+
 Result<Attr> Meta::GetAttr(Ino ino) {
   if (opts_.dir_attr_cache_ns > 0) {
     std::lock_guard<std::mutex> l(dir_cache_mu_);
@@ -392,6 +402,11 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     return Status::OK();
   }));
   RememberDir(parent, parent_after);
+  if (opts_.dir_attr_cache_ns > 0) {
+    std::lock_guard<std::mutex> l(dir_cache_mu_);
+    if (fresh_without_xattrs_.size() > 4096) fresh_without_xattrs_.clear();
+    fresh_without_xattrs_[out->first] = MonoNanos() + opts_.dir_attr_cache_ns;
+  }
   AddUsage(0, 1);
   return Status::OK();
 }
@@ -774,6 +789,10 @@ static Status CheckXattrAccess(const Meta& m, const Ctx& ctx, const Attr& a, con
 }
 
 Result<std::string> Meta::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
+  // security.* is readable by everyone, so no permission check is skipped here.
+  if (name.rfind("security.", 0) == 0 && KnownWithoutXattrs(ino)) {
+    return Status::Err(ENODATA, "no xattr " + name);
+  }
   std::string value;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
@@ -801,6 +820,10 @@ Status Meta::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const st
 // updates the inode's ctime, in one transaction.
 Status Meta::ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  {
+    std::lock_guard<std::mutex> l(dir_cache_mu_);
+    fresh_without_xattrs_.erase(ino);
+  }
   return engine_->Txn([&](KvTxn& t) {
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));

@@ -274,6 +274,12 @@ class Meta {
   };
   std::mutex dir_cache_mu_;
   std::map<Ino, CachedDir> dir_cache_;
+  // Inodes this client created and has set no xattr on, with the monotonic time until which
+  // that may be assumed (the same window as dir_cache_). The kernel asks for
+  // security.capability before the first write to every file; for a file just created here
+  // the answer is known without a transaction. Guarded by dir_cache_mu_.
+  std::map<Ino, int64_t> fresh_without_xattrs_;
+  bool KnownWithoutXattrs(Ino ino);
 
   DeleteSliceFn delete_slice_;
   std::thread bg_;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -471,6 +472,39 @@ TYPED_TEST(MetaTest, LocksConflictAcrossClients) {
   EXPECT_EQ(other->GetLk(f, 9, Meta::LockRange{F_WRLCK, 0, 10, 3})->type, F_WRLCK);
   ASSERT_TRUE(this->m_->ReleaseLocks(f, 7).ok());
   EXPECT_EQ(other->GetLk(f, 9, Meta::LockRange{F_WRLCK, 0, 10, 3})->type, F_UNLCK);
+}
+
+// A client knows that a file it just created has no xattrs and answers security.* reads
+// without the engine; its own setxattr ends that at once, another client's within the
+// attribute cache window.
+TYPED_TEST(MetaTest, FreshFileXattrKnowledge) {
+  MetaOptions cached;
+  cached.dir_attr_cache_ns = 200'000'000;
+  auto engine = OpenKvEngine(this->url_);
+  ASSERT_TRUE(engine.ok());
+  auto opened = Meta::Open(std::move(*engine), cached);
+  ASSERT_TRUE(opened.ok());
+  Meta& a = **opened;
+  SessionInfo info;
+  ASSERT_TRUE(a.NewSession(info).ok());
+  auto f = a.Mknod(this->root_, kRootIno, "fresh", S_IFREG | 0644, 0);
+  ASSERT_TRUE(f.ok());
+  Ino ino = f->first;
+  EXPECT_EQ(this->Err(a.GetXattr(this->root_, ino, "security.capability").status()), ENODATA);
+  ASSERT_TRUE(a.SetXattr(this->root_, ino, "security.capability", "own", 0).ok());
+  auto own = a.GetXattr(this->root_, ino, "security.capability");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(*own, "own");
+
+  auto g = a.Mknod(this->root_, kRootIno, "fresh2", S_IFREG | 0644, 0);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(this->m_->SetXattr(this->root_, g->first, "security.selinux", "other", 0).ok());
+  auto seen = [&] { return a.GetXattr(this->root_, g->first, "security.selinux").ok(); };
+  for (int i = 0; i < 100 && !seen(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(seen()) << "another client's xattr must be visible once the cache window passed";
+  // Other namespaces always ask the engine.
+  ASSERT_TRUE(this->m_->SetXattr(this->root_, g->first, "user.u", "v", 0).ok());
+  EXPECT_TRUE(a.GetXattr(this->root_, g->first, "user.u").ok());
 }
 
 TYPED_TEST(MetaTest, DeadSessionIsCleaned) {

@@ -633,14 +633,31 @@ Status SqliteEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only
                                     " (programming error: it would deadlock)");
   }
   TxnNesting::Mark mark(this);
-  return WithRetry(read_only ? "a read transaction" : "a write transaction", [&]() -> Attempt {
+  auto on_main = [&](bool read) -> Attempt {
+    if (!main_) {
+      Attempt a = OpenConn(true, &main_);
+      if (a.retry || !a.status.ok()) return a;
+    }
+    Attempt a = RunOnce(*main_, fn, read);
+    if (main_->broken || main_->InTxn()) main_.reset();
+    return a;
+  };
+  if (!read_only) {
+    return WithRetry("a write transaction", [&]() -> Attempt {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      return on_main(false);
+    });
+  }
+  return WithRetry("a read transaction", [&]() -> Attempt {
+    {
+      std::unique_lock<std::mutex> lock(write_mu_, std::try_to_lock);
+      if (lock.owns_lock()) return on_main(true);
+    }
     std::unique_ptr<Conn> conn;
     Attempt a = Acquire(&conn);
     if (a.retry || !a.status.ok()) return a;
     Lease lease(this, std::move(conn));
-    std::unique_lock<std::mutex> write_lock(write_mu_, std::defer_lock);
-    if (!read_only) write_lock.lock();
-    return RunOnce(*lease, fn, read_only);
+    return RunOnce(*lease, fn, true);
   });
 }
 

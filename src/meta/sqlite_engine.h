@@ -65,7 +65,12 @@ class SqliteEngine final : public KvEngine {
   const std::string path_;      // as given, for messages and Describe()
   const std::string abs_path_;  // what connections open
 
-  std::mutex write_mu_;  // held from BEGIN IMMEDIATE to COMMIT/ROLLBACK
+  std::mutex write_mu_;  // held from BEGIN IMMEDIATE to COMMIT/ROLLBACK, and while main_ is in use
+  // The connection of every write, and of every read that finds it free: its page cache stays
+  // valid from one transaction to the next, where a pooled connection finds the database
+  // changed by another connection and re-reads its pages. Guarded by write_mu_; reads that
+  // find it busy take a pooled connection instead, so reads never wait for a write.
+  std::unique_ptr<Conn> main_;
 
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> idle_;  // guarded by pool_mu_
