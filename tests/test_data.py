@@ -1,7 +1,9 @@
 """Data path: concurrent writers, huge sparse files, overlapping writes and truncates,
-large sequential files with random reads, read-your-writes before close."""
+large sequential files with random reads, a fully written file beyond 4 GiB, O_DIRECT,
+read-your-writes before close."""
 
 import hashlib
+import mmap
 import os
 import time
 import random
@@ -337,6 +339,142 @@ class LargeFileTest(harness.TierFSTestCase):
                 self.assertTrue(got == want, "random read at %d+%d differs" % (off, n))
         finally:
             os.close(fd)
+
+
+def numbered_block(base, index):
+    """base (1 MiB) with the block index written over its first 8 bytes: cheap to make,
+    different for every block, so a block read from the wrong place is caught."""
+    return index.to_bytes(8, "little") + base[8:]
+
+
+class Beyond4GiBTest(harness.TierFSTestCase):
+    def test_fully_written_file_beyond_4gib(self):
+        # Every byte written (no holes): offsets past 2^32 through the whole data path,
+        # chunk indexes past 64, and lengths that do not fit 32 bits.
+        p = os.path.join(self.work, "big")
+        base = random.Random(4).randbytes(MiB)
+        nblocks = 4 * 1024 + 70           # 4 GiB + 70 MiB
+        tail = b"tail-beyond-4GiB" * 7    # a final partial block
+        size = nblocks * MiB + len(tail)
+        h = hashlib.sha256()
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        try:
+            for i in range(nblocks):
+                b = numbered_block(base, i)
+                h.update(b)
+                self.assertEqual(os.write(fd, b), MiB)
+            os.write(fd, tail)
+            h.update(tail)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.assertEqual(os.stat(p).st_size, size)
+        info = self.vol.info_json(p)
+        self.assertEqual(info["length"], size)
+
+        def check_spots(path):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                for off in (4 * GiB - 3, 4 * GiB, 4 * GiB + 5 * MiB + 17, 65 * CHUNK - 1, size - len(tail) - 10):
+                    n = 64
+                    got = os.pread(fd, n, off)
+                    want = b""
+                    for blk in range(off // MiB, (off + n - 1) // MiB + 1):
+                        want += numbered_block(base, blk) if blk < nblocks else tail
+                    start = off - (off // MiB) * MiB
+                    self.assertEqual(got, want[start:start + n], "read at %d differs" % off)
+                self.assertEqual(os.pread(fd, 200, size - len(tail)), tail)
+                self.assertEqual(os.pread(fd, 10, size), b"")
+            finally:
+                os.close(fd)
+
+        check_spots(p)
+        self.vol.remount()
+        g = hashlib.sha256()
+        with open(p, "rb", buffering=0) as f:
+            while True:
+                b = f.read(4 * MiB)
+                if not b:
+                    break
+                g.update(b)
+        self.assertEqual(g.hexdigest(), h.hexdigest(), "the 4 GiB+ file differs after remount")
+        check_spots(p)
+        # Truncate to just past 4 GiB and extend: the cut-off data reads as zeros.
+        os.truncate(p, 4 * GiB + 1)
+        os.truncate(p, 4 * GiB + 2 * MiB)
+        self.assertEqual(read_range(p, 4 * GiB - 1, 4),
+                         numbered_block(base, 4095)[-1:] + numbered_block(base, 4096)[:1] + bytes(2))
+        self.assertEqual(read_range(p, 4 * GiB + 1, MiB), bytes(MiB))
+        os.unlink(p)
+
+
+class DirectIOTest(harness.TierFSTestCase):
+    """O_DIRECT opens work, move exact bytes, and stay coherent with buffered I/O on the
+    same file (the kernel bypasses its page cache for them)."""
+
+    @staticmethod
+    def aligned(data):
+        buf = mmap.mmap(-1, max(len(data), mmap.PAGESIZE))  # page-aligned memory
+        buf[:len(data)] = data
+        return buf
+
+    def direct_pwrite(self, fd, data, off):
+        buf = self.aligned(data)
+        try:
+            return os.pwritev(fd, [memoryview(buf)[:len(data)]], off)
+        finally:
+            buf.close()
+
+    def direct_pread(self, fd, n, off):
+        buf = mmap.mmap(-1, max(n, mmap.PAGESIZE))
+        try:
+            got = os.preadv(fd, [memoryview(buf)[:n]], off)
+            return bytes(buf[:got])
+        finally:
+            buf.close()
+
+    def test_direct_write_and_read(self):
+        p = os.path.join(self.work, "direct")
+        rng = random.Random(9)
+        data = rng.randbytes(3 * MiB)
+        fd = os.open(p, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644)
+        try:
+            self.assertTrue(os.get_blocking(fd))
+            # 1 MiB requests, then 4 KiB ones, then one at an offset past a hole.
+            for off in range(0, 2 * MiB, MiB):
+                self.assertEqual(self.direct_pwrite(fd, data[off:off + MiB], off), MiB)
+            for off in range(2 * MiB, 3 * MiB, 4096):
+                self.assertEqual(self.direct_pwrite(fd, data[off:off + 4096], off), 4096)
+            self.assertEqual(self.direct_pwrite(fd, data[:8192], 5 * MiB), 8192)
+            self.assertEqual(os.fstat(fd).st_size, 5 * MiB + 8192)
+            self.assertEqual(self.direct_pread(fd, 3 * MiB, 0), data)
+            self.assertEqual(self.direct_pread(fd, 2 * MiB, 3 * MiB), bytes(2 * MiB), "hole not zero")
+            self.assertEqual(self.direct_pread(fd, 16384, 5 * MiB), data[:8192], "short read at EOF")
+        finally:
+            os.close(fd)
+        # Buffered readers see what O_DIRECT wrote, before and after a remount.
+        self.assertEqual(read_range(p, 0, 3 * MiB), data)
+        self.vol.remount()
+        self.assertEqual(read_range(p, 5 * MiB, 8192), data[:8192])
+
+    def test_direct_and_buffered_are_coherent(self):
+        p = os.path.join(self.work, "mixed")
+        with open(p, "wb") as f:
+            f.write(b"a" * (2 * MiB))
+        buffered = os.open(p, os.O_RDWR)
+        direct = os.open(p, os.O_RDWR | os.O_DIRECT)
+        try:
+            self.assertEqual(os.pread(buffered, 4096, 4096), b"a" * 4096)  # now in the page cache
+            self.assertEqual(self.direct_pwrite(direct, b"D" * 4096, 4096), 4096)
+            self.assertEqual(os.pread(buffered, 4096, 4096), b"D" * 4096, "stale page after a direct write")
+            os.pwrite(buffered, b"B" * 4096, MiB)
+            self.assertEqual(self.direct_pread(direct, 4096, MiB), b"B" * 4096, "direct read missed a buffered write")
+            os.ftruncate(direct, MiB + 4096)
+            self.assertEqual(os.fstat(buffered).st_size, MiB + 4096)
+            self.assertEqual(self.direct_pread(direct, 8192, MiB), b"B" * 4096)
+        finally:
+            os.close(buffered)
+            os.close(direct)
 
 
 class ReadYourWritesTest(harness.TierFSTestCase):
