@@ -386,8 +386,8 @@ void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
-  // Every metadata operation is committed before it is answered: nothing to sync.
-  fuse_reply_err(req, 0);
+  OpTimer timer(kOpFsync);
+  Reply(req, V(req)->FsyncDir());
 }
 
 void OpStatfs(fuse_req_t req, fuse_ino_t) {

@@ -50,6 +50,9 @@ class KvEngine {
   virtual Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only = false) = 0;
   // Removes every key (used by tests and `format --force`).
   virtual Status Reset() = 0;
+  // Makes every committed transaction durable against a power loss (fsync). Engines on a
+  // server leave durability to the server's own configuration.
+  virtual Status Sync() { return Status::OK(); }
 };
 
 // Opens an engine from a META-URL: "mem://name", "sqlite3://PATH",

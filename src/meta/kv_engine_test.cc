@@ -611,6 +611,18 @@ TEST(SqliteEngine, ReopenKeepsData) {
   EXPECT_EQ(ReadCounter(**e, "c"), 1u);
 }
 
+// Which files Sync makes durable is checked through a mount (test_crash.py, under strace).
+TEST(SqliteEngine, SyncAfterCommits) {
+  TempDir dir;
+  auto e = OpenKvEngine("sqlite3://" + dir.path() + "/meta.db");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE((*e)->Sync().ok());
+  ASSERT_TRUE(PutCommitted(**e, "k", "v").ok());
+  Status st = (*e)->Sync();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(GetCommitted(**e, "k"), "v");
+}
+
 TEST(SqliteEngine, RelativePathIsResolvedAgainstTheCurrentDirectory) {
   TempDir dir;
   std::string old_cwd = fs::current_path().string();

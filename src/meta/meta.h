@@ -159,6 +159,8 @@ class Meta {
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
   Result<StatFs> GetStatFs();
+  // Makes every committed change durable against a power loss (see KvEngine::Sync).
+  Status Sync() { return engine_->Sync(); }
 
   // ---- namespace ----
   Result<Attr> GetAttr(Ino ino);

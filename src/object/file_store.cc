@@ -330,6 +330,18 @@ Status FileStore::Init() {
   return Status::OK();
 }
 
+Status FileStore::Sync() {
+  std::string dir = root_.empty() ? "/" : root_;
+  FdCloser fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Status::Err(EIO, "cannot open bucket directory " + dir + " to sync it: " + std::strerror(errno));
+  if (syncfs(fd.get()) != 0) {
+    int err = errno;
+    return Status::Err(err == ENOSPC ? ENOSPC : EIO,
+                       "syncing bucket directory " + dir + " to disk failed: " + std::strerror(err));
+  }
+  return Status::OK();
+}
+
 Status FileStore::Put(const std::string& key, std::string_view data) { return PutParts(key, {data}); }
 
 Status FileStore::PutParts(const std::string& key, const std::vector<std::string_view>& parts) {

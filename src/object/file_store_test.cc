@@ -378,6 +378,19 @@ TEST(FileStoreInit, CreatesNestedRootAndDescribes) {
   ASSERT_TRUE(store.Init().ok());   // idempotent
 }
 
+TEST(FileStoreInit, SyncNeedsTheBucketDirectory) {
+  TempDir tmp;
+  std::string root = tmp.path() + "/bucket";
+  FileStore store(root);
+  ASSERT_TRUE(store.Init().ok());
+  ASSERT_TRUE(store.Put("k", "v").ok());
+  EXPECT_TRUE(store.Sync().ok());
+  fs::remove_all(root);
+  Status st = store.Sync();
+  EXPECT_EQ(st.code(), EIO) << st.ToString();
+  EXPECT_NE(st.message().find(root), std::string::npos) << st.message();
+}
+
 TEST(FileStoreInit, BucketPathThroughARegularFile) {
   TempDir tmp;
   std::string file = tmp.path() + "/plain-file";

@@ -51,6 +51,7 @@ class SharedStore : public ObjectStore {
   Status AbortMultipart(const std::string& key, const std::string& upload_id) override {
     return s_->AbortMultipart(key, upload_id);
   }
+  Status Sync() override { return s_->Sync(); }
 
  private:
   std::shared_ptr<ObjectStore> s_;

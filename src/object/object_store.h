@@ -51,6 +51,10 @@ class ObjectStore {
                             std::string_view data) = 0;
   virtual Status CompleteMultipart(const std::string& key, const std::string& upload_id, int parts) = 0;
   virtual Status AbortMultipart(const std::string& key, const std::string& upload_id) = 0;
+
+  // Makes every Put that has returned durable against a power loss of the machine holding
+  // the objects. Stores whose puts are durable when they return (S3, RADOS) need nothing.
+  virtual Status Sync() { return Status::OK(); }
 };
 
 // Where a volume's objects live, as chosen at format time (and changed by `tierfs config`).

@@ -467,8 +467,12 @@ Status Vfs::Flush(uint64_t fh, uint64_t lock_owner) {
 Status Vfs::Fsync(uint64_t fh) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
-  return FlushInode(*h->state);
+  RETURN_IF_ERROR(FlushInode(*h->state));
+  RETURN_IF_ERROR(store_->store()->Sync());
+  return meta_->Sync();
 }
+
+Status Vfs::FsyncDir() { return meta_->Sync(); }
 
 Status Vfs::Release(uint64_t fh, bool flock_release, uint64_t lock_owner) {
   std::shared_ptr<Handle> h;

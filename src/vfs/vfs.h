@@ -75,7 +75,12 @@ class Vfs {
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
   // close(2) of one file descriptor: commits buffered data, drops the owner's locks.
   Status Flush(uint64_t fh, uint64_t lock_owner);
+  // fsync(2): commits the file's buffered data, then makes its objects and the metadata
+  // durable against a power loss, in that order.
   Status Fsync(uint64_t fh);
+  // fsync(2) of a directory: every metadata change is committed before it is answered,
+  // so only durability remains.
+  Status FsyncDir();
   // flock_release: the kernel asks to drop the flock of lock_owner (last close of the file).
   Status Release(uint64_t fh, bool flock_release = false, uint64_t lock_owner = 0);
   Status Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len);
