@@ -282,7 +282,8 @@ void RegisterMount(CLI::App& app, int* exit_code) {
     a->mountpoint = AbsPath(a->mountpoint);
     if (!a->log_file.empty()) a->log_file = AbsPath(a->log_file);
     const std::string sqlite = "sqlite3://";
-    if (a->meta_url.rfind(sqlite, 0) == 0 && a->meta_url.size() > sqlite.size() && a->meta_url[sqlite.size()] != '/') {
+    if (a->meta_url.rfind(sqlite, 0) == 0 && a->meta_url.size() > sqlite.size() &&
+        a->meta_url[sqlite.size()] != '/') {
       a->meta_url = sqlite + AbsPath(a->meta_url.substr(sqlite.size()));
     }
     *exit_code = a->background ? RunBackground(*a) : RunForeground(*a);

@@ -333,7 +333,9 @@ Status FileStore::Init() {
 Status FileStore::Sync() {
   std::string dir = root_.empty() ? "/" : root_;
   FdCloser fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return Status::Err(EIO, "cannot open bucket directory " + dir + " to sync it: " + std::strerror(errno));
+  if (fd.get() < 0) {
+    return Status::Err(EIO, "cannot open bucket directory " + dir + " to sync it: " + std::strerror(errno));
+  }
   if (syncfs(fd.get()) != 0) {
     int err = errno;
     return Status::Err(err == ENOSPC ? ENOSPC : EIO,
