@@ -155,5 +155,18 @@ class FsyncDurabilityTest(harness.TierFSTestCase):
         with open(p, "rb") as f:
             self.assertEqual(f.read(), b"x" * 100000)
 
+        # The sync must not disturb SQLite's own locks: fcntl locks belong to the process,
+        # so a stray open+close of the database drops them, and the next process to close
+        # the database deletes the log the client still writes to. Then another process
+        # opening the volume would no longer see the client's commits.
+        self.assertOk(tierfs("status", self.vol.meta_url))
+        self.assertTrue(os.path.exists(db + "-wal") and os.path.exists(db + "-shm"),
+                        "the SQLite log was deleted while the client had it open")
+        before = self.vol.status_json()["inodes"]
+        with open(os.path.join(self.work, "after"), "w") as f:
+            f.write("after")
+        self.assertTrue(wait_for(lambda: self.vol.status_json()["inodes"] > before, timeout=10),
+                        "another process no longer sees the client's commits")
+
 if __name__ == "__main__":
     harness.main()

@@ -440,19 +440,35 @@ Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path
 std::string SqliteEngine::Describe() const { return "sqlite3://" + path_; }
 
 Status SqliteEngine::Sync() {
+  // Through SQLite's own file handles: opening and closing the files here would drop every
+  // POSIX lock this process holds on them (fcntl locks belong to the process and file, not
+  // the descriptor), and another process could then delete the log under us.
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!main_) {
+    Attempt a = OpenConn(true, &main_);
+    if (!a.status.ok()) return a.status;
+    if (a.retry) return Status::Err(EIO, "metadata database " + path_ + " busy while syncing");
+  }
+  sqlite3* db = main_->db;
+  sqlite3_file* wal = nullptr;
+  sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
+  if (!wal || !wal->pMethods) {
+    // This connection has not read since it opened: a read opens the log.
+    int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return SqlError(rc, db, path_, "opening the log to sync it");
+    sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
+  }
+  sqlite3_file* main_file = nullptr;
+  sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &main_file);
   // The log holds the commits since the last checkpoint; a checkpoint syncs the database
-  // file before it lets the log be reused. Syncing the log first and then the file covers
-  // a checkpoint running in between. A missing log (no connection open) is nothing to sync.
-  for (const std::string& p : {abs_path_ + "-wal", abs_path_}) {
-    int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENOENT) continue;
-      return Status::Err(EIO, "cannot open " + p + " to sync metadata: " + std::strerror(errno));
+  // file before the log is reused. Syncing the log and then the file covers both.
+  for (sqlite3_file* f : {wal, main_file}) {
+    if (!f || !f->pMethods) continue;
+    int rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
+    if (rc != SQLITE_OK) {
+      return Status::Err(EIO, "syncing metadata database " + path_ + " to disk failed (SQLite error " +
+                                  std::to_string(rc) + ")");
     }
-    int rc = fdatasync(fd);
-    int err = errno;
-    close(fd);
-    if (rc != 0) return Status::Err(EIO, "syncing metadata file " + p + " failed: " + std::strerror(err));
   }
   return Status::OK();
 }
