@@ -1,5 +1,7 @@
 """`tierfs fsck` on a real volume damaged on purpose: a deleted block object is reported by
-the file's path with a non-zero exit; a clean volume passes; --path limits the check."""
+the file's path with a non-zero exit; a clean volume passes; --path limits the check; a
+block corrupted in place keeps its size, so only --deep (which reads and verifies every
+byte) finds it."""
 
 import json
 import os
@@ -52,6 +54,43 @@ class FsckTest(harness.TierFSTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("--path", err)
 
+
+    def test_deep_finds_corruption_that_keeps_the_size(self):
+        good = os.path.join(self.mnt, "good")
+        rotten = os.path.join(self.mnt, "d", "rotten")
+        os.makedirs(os.path.dirname(rotten))
+        with open(good, "wb") as f:
+            f.write(os.urandom(2 * MiB + 5))
+        with open(rotten, "wb") as f:
+            f.write(os.urandom(3 * MiB))
+        keys = self.vol.object_keys(rotten)
+        self.vol.umount()
+
+        report = self.fsck("--deep")
+        self.assertEqual(report["problems"], [], report)
+        self.assertEqual(report["objects_checked"], 6)
+        self.assertEqual(report["bytes_verified"], 5 * MiB + 5, "deep fsck must read every byte")
+
+        # Bit rot in the middle of one block: same size, different bytes.
+        obj = os.path.join(self.vol.bucket, keys[1])
+        with open(obj, "r+b") as f:
+            f.seek(os.path.getsize(obj) // 2)
+            b = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([b[0] ^ 0x40]))
+        self.assertEqual(self.fsck()["problems"], [], "a size check cannot see this damage")
+        report = self.fsck("--deep", "--threads", "3", rc_expected=1)
+        self.assertEqual([(p["kind"], p["path"]) for p in report["problems"]], [("corrupt-object", "/d/rotten")],
+                         report)
+        self.assertIn(keys[1], report["problems"][0]["detail"])
+        self.assertEqual(report["bytes_verified"], 4 * MiB + 5, "the other blocks are still verified")
+        # A missing block is still "missing", also in deep mode; bad options are refused.
+        os.unlink(os.path.join(self.vol.bucket, keys[0]))
+        kinds = sorted(p["kind"] for p in self.fsck("--deep", rc_expected=1)["problems"])
+        self.assertEqual(kinds, ["corrupt-object", "missing-object"])
+        rc, out, err = tierfs("fsck", self.vol.meta_url, "--deep", "--skip-objects")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("exclude", err)
 
 if __name__ == "__main__":
     harness.main()

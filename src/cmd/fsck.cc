@@ -1,4 +1,4 @@
-// tierfs fsck META-URL [--path P] [--repair] [--json]: check (and repair what needs no
+// tierfs fsck META-URL [--path P] [--repair] [--deep] [--json]: check (and repair what needs no
 // guess) the namespace, link counts and block objects of a volume. Exit status: 0 when
 // nothing is wrong (or everything found was repaired), 1 when problems remain.
 #include <CLI/CLI.hpp>
@@ -16,7 +16,8 @@ namespace {
 
 struct Args {
   std::string meta_url, path = "/";
-  bool repair = false, json = false, skip_objects = false;
+  bool repair = false, json = false, skip_objects = false, deep = false;
+  int threads = 16;
 };
 
 int Run(const Args& a) {
@@ -29,6 +30,9 @@ int Run(const Args& a) {
   opts.path = a.path;
   opts.repair = a.repair;
   opts.check_objects = !a.skip_objects;
+  opts.deep = a.deep;
+  opts.threads = a.threads;
+  if (a.deep && a.skip_objects) return Fail("fsck", Status::Err(EINVAL, "--deep and --skip-objects exclude each other"));
   opts.progress = [](const std::string& m) { std::cerr << "fsck: " << m << std::endl; };
   auto r = CheckVolume(meta->get(), store->get(), opts);
   if (!r.ok()) return Fail("fsck", r.status());
@@ -39,6 +43,7 @@ int Run(const Args& a) {
     }
     nlohmann::json j = {{"dirs", r->dirs},       {"files", r->files},
                         {"others", r->others},   {"objects_checked", r->objects_checked},
+                        {"bytes_verified", r->bytes_verified},
                         {"problems", probs},     {"remaining", r->Remaining()}};
     std::cout << j.dump(2) << std::endl;
   } else {
@@ -46,7 +51,8 @@ int Run(const Args& a) {
       std::cout << (p.repaired ? "repaired " : "") << p.kind << ": " << p.path << ": " << p.detail << "\n";
     }
     std::cout << "checked " << r->dirs << " directories, " << r->files << " files, " << r->others
-              << " other inodes, " << r->objects_checked << " objects: " << r->problems.size() << " problems, "
+              << " other inodes, " << r->objects_checked << " objects"
+              << (a.deep ? " (" + std::to_string(r->bytes_verified) + " bytes read and verified)" : "") << ": " << r->problems.size() << " problems, "
               << r->Remaining() << " remaining" << (a.repair || r->Remaining() == 0 ? "" : " (--repair fixes link counts and dangling entries)")
               << std::endl;
   }
@@ -62,6 +68,9 @@ void RegisterFsck(CLI::App& app, int* exit_code) {
   sub->add_option("--path", a->path, "Check only this directory tree of the volume")->capture_default_str();
   sub->add_flag("--repair", a->repair, "Fix link counts and remove entries whose inode is gone");
   sub->add_flag("--skip-objects", a->skip_objects, "Do not check that block objects exist");
+  sub->add_flag("--deep", a->deep,
+                "Read every block in full and verify its checksums (finds corrupted data, not only missing objects)");
+  sub->add_option("--threads", a->threads, "Concurrent object checks")->capture_default_str()->check(CLI::Range(1, 256));
   sub->add_flag("--json", a->json, "Print the report as JSON");
   sub->callback([a, exit_code] { *exit_code = Run(*a); });
 }

@@ -1,10 +1,15 @@
 // The tierfs command: one subcommand per file in this folder.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
 
 int main(int argc, char** argv) {
+  // Commands print their results on stdout (often JSON); warnings from the layers below
+  // go to stderr. `mount` replaces this logger with its log file.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("cli"));
   CLI::App app{"TierFS: a distributed POSIX file system on object storage"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

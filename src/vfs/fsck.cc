@@ -2,12 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "chunk/block_key.h"
 #include "chunk/slice_map.h"
+#include "common/thread_pool.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
 
@@ -23,9 +27,70 @@ namespace {
 
 std::string Join(const std::string& dir, const std::string& name) { return dir == "/" ? "/" + name : dir + "/" + name; }
 
-// Checks that every block object the file's slice windows need exists with its size.
-void CheckFileData(Meta* meta, ObjectStore* store, Ino ino, const std::string& path,
-                   std::unordered_set<std::string>* checked, FsckReport* r) {
+// Checks block objects on a pool of threads (one HEAD or GET each), because a remote store
+// answers one request at a time per connection. Results are kept here until Finish.
+class ObjectChecker {
+ public:
+  ObjectChecker(ObjectStore* store, const FsckOptions& opts)
+      : store_(store), deep_(opts.deep),
+        pool_(std::make_unique<ThreadPool>("fsck", std::max(1, opts.threads), 4 * std::max(1, opts.threads))) {}
+
+  void Check(std::string key, uint32_t len, std::string path) {
+    pool_->Submit([this, key = std::move(key), len, path = std::move(path)] {
+      FsckProblem prob;
+      uint64_t verified = 0;
+      if (deep_) {
+        auto data = store_->Get(key);
+        if (!data.ok()) {
+          prob = {data.status().code() == ENOENT ? "missing-object" : "corrupt-object", path,
+                  key + ": " + data.status().message()};
+        } else if (data->size() != len) {
+          prob = {"bad-object-size", path,
+                  key + " holds " + std::to_string(data->size()) + " bytes, expected " + std::to_string(len)};
+        } else {
+          verified = data->size();
+        }
+      } else {
+        auto head = store_->Head(key);
+        if (!head.ok()) {
+          prob = {"missing-object", path, key + ": " + head.status().message()};
+        } else if (head->size != len) {
+          prob = {"bad-object-size", path,
+                  key + " holds " + std::to_string(head->size) + " bytes, expected " + std::to_string(len)};
+        }
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      checked_++;
+      verified_ += verified;
+      if (!prob.kind.empty()) problems_.push_back(std::move(prob));
+    });
+  }
+
+  uint64_t Checked() {
+    std::lock_guard<std::mutex> l(mu_);
+    return checked_;
+  }
+  // Waits for every queued check and adds the results to r.
+  void Finish(FsckReport* r) {
+    pool_.reset();
+    r->objects_checked += checked_;
+    r->bytes_verified += verified_;
+    for (auto& p : problems_) r->problems.push_back(std::move(p));
+    problems_.clear();
+  }
+
+ private:
+  ObjectStore* store_;
+  const bool deep_;
+  std::mutex mu_;
+  uint64_t checked_ = 0, verified_ = 0;     // guarded by mu_
+  std::vector<FsckProblem> problems_;       // guarded by mu_
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// Queues a check of every block object the file's slice windows need.
+void CheckFileData(Meta* meta, ObjectChecker* checker, Ino ino, const std::string& path,
+                   std::unordered_set<std::string>* queued, FsckReport* r) {
   const std::string& volume = meta->format().name;
   const uint32_t bs = meta->format().block_size;
   auto chunks = meta->ListChunks(ino);
@@ -41,16 +106,8 @@ void CheckFileData(Meta* meta, ObjectStore* store, Ino ino, const std::string& p
       for (const BlockSpan& span : BlockSpans(s.size, bs, s.off, s.len)) {
         uint32_t len = BlockLength(s.size, bs, span.index);
         std::string key = BlockKey(volume, s.id, span.index, len);
-        if (!checked->insert(key).second) continue;
-        r->objects_checked++;
-        auto head = store->Head(key);
-        if (!head.ok()) {
-          r->problems.push_back({"missing-object", path, key + ": " + head.status().message()});
-        } else if (head->size != len) {
-          r->problems.push_back({"bad-object-size", path,
-                                 key + " holds " + std::to_string(head->size) + " bytes, expected " +
-                                     std::to_string(len)});
-        }
+        if (!queued->insert(key).second) continue;
+        checker->Check(std::move(key), len, path);
       }
     }
   }
@@ -88,7 +145,8 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
   std::unordered_map<Ino, uint32_t> links, subdirs;
   std::unordered_map<Ino, Attr> attrs;
   std::unordered_map<Ino, std::string> paths;
-  std::unordered_set<std::string> checked_objects;
+  std::unordered_set<std::string> queued_objects;
+  ObjectChecker checker(store, opts);
   std::deque<Ino> queue{start};
   auto sa = meta->GetAttr(start);
   if (!sa.ok()) return sa.status();
@@ -127,17 +185,20 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
       } else if (first) {
         if (e.attr.IsRegular()) {
           r.files++;
-          if (opts.check_objects) CheckFileData(meta, store, e.ino, p, &checked_objects, &r);
+          if (opts.check_objects) CheckFileData(meta, &checker, e.ino, p, &queued_objects, &r);
         } else {
           r.others++;
         }
       }
       if ((r.files + r.dirs + r.others) % 10000 == 0) {
         say("checked " + std::to_string(r.files + r.dirs + r.others) + " inodes, " +
-            std::to_string(r.objects_checked) + " objects");
+            std::to_string(checker.Checked()) + " objects");
       }
     }
   }
+
+  say("waiting for the last object checks");
+  checker.Finish(&r);
 
   // Link counts: directories always (their count depends only on their children); files
   // only over the whole volume, where every link was seen.

@@ -1,6 +1,7 @@
 // Consistency check of a volume: every directory entry points at an inode of the type it
 // says, link counts match the entries, every inode is reachable, and every block object a
-// file needs exists with the right size. Broken files are reported by path.
+// file needs exists with the right size (with deep, that its every byte reads back and
+// matches its checksums). Broken files are reported by path.
 //
 // Repairs only what needs no guess: wrong link counts are set to what the entries say, and
 // entries pointing at missing inodes are removed. Missing data and unreachable inodes are
@@ -23,18 +24,24 @@ struct FsckOptions {
   std::string path = "/";  // check this subtree only (link counts of files need "/")
   bool repair = false;
   bool check_objects = true;
+  // Read every referenced block in full, so the checksum layer verifies its contents
+  // (bit rot, torn or overwritten objects), instead of only asking for its size.
+  bool deep = false;
+  int threads = 16;  // concurrent object checks (HEAD or GET)
   std::function<void(const std::string&)> progress;
 };
 
 struct FsckProblem {
-  std::string kind;  // dangling-entry, type-mismatch, link-count, orphan, missing-object, bad-object-size
+  // dangling-entry, type-mismatch, link-count, orphan, missing-object, bad-object-size,
+  // corrupt-object
+  std::string kind;
   std::string path;
   std::string detail;
   bool repaired = false;
 };
 
 struct FsckReport {
-  uint64_t dirs = 0, files = 0, others = 0, objects_checked = 0;
+  uint64_t dirs = 0, files = 0, others = 0, objects_checked = 0, bytes_verified = 0;
   std::vector<FsckProblem> problems;
   size_t Remaining() const;
 };
