@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <unordered_set>
+#include <vector>
 
 #include "chunk/block_key.h"
 #include "common/clock.h"
@@ -47,13 +49,25 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
   };
   GcReport r;
 
-  // 1. Every slice the namespace refers to, and the slices already awaiting deletion.
-  std::unordered_set<uint64_t> referenced, pending;
+  // 1. Every slice the namespace refers to, and the slices already awaiting deletion. The
+  //    ids are kept as one sorted array (8 bytes each, about 2 GB for 250 million slices)
+  //    rather than a hash set, which costs five times that.
+  std::vector<uint64_t> referenced;
+  std::unordered_set<uint64_t> pending;
   uint64_t refs = 0;
   RETURN_IF_ERROR(meta->ForEachSliceRef([&](uint64_t id, uint32_t) {
-    referenced.insert(id);
+    referenced.push_back(id);
     if (++refs % 1000000 == 0) say("scanned " + std::to_string(refs) + " slice references");
+    // Shared slices (copies, snapshots of chunks) repeat ids: compact now and then.
+    if (referenced.size() >= (uint64_t{1} << 24) && (referenced.size() & (referenced.size() - 1)) == 0) {
+      std::sort(referenced.begin(), referenced.end());
+      referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
+    }
   }));
+  std::sort(referenced.begin(), referenced.end());
+  referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
+  referenced.shrink_to_fit();
+  auto in_use = [&](uint64_t id) { return std::binary_search(referenced.begin(), referenced.end(), id); };
   ASSIGN_OR_RETURN(auto pending_slices, meta->PendingSlices());
   for (auto [id, size] : pending_slices) pending.insert(id);
   r.pending_slices = pending_slices.size();
@@ -81,7 +95,7 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
         continue;
       }
       // A block-named object outside its fan-out directory can never be read: garbage.
-      if (block && referenced.count(id)) {
+      if (block && in_use(id)) {
         r.referenced++;
         continue;
       }
