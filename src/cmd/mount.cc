@@ -38,6 +38,7 @@ struct Args {
   std::vector<std::string> options;
   bool read_only = false;
   bool no_default_permissions = false;
+  bool no_sync_blocks = false;
 };
 
 void SetupLogging(const std::string& file, bool foreground) {
@@ -115,7 +116,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
   if (!meta.ok()) return fail(meta.status());
   const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt);
+  auto store = OpenStore(fmt, !a.no_sync_blocks);
   if (!store.ok()) return fail(store.status());
   if (!ro) {
     Status init = (*store)->Init();
@@ -276,6 +277,10 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_flag("--no-default-permissions", a->no_default_permissions,
                 "Leave permission checks to TierFS alone (exact only with --entry-cache 0 "
                 "--dir-entry-cache 0: the kernel resolves cached paths without asking)");
+  sub->add_flag("--no-sync-blocks", a->no_sync_blocks,
+                "file storage: do not fsync each block before committing it. Faster small files on a "
+                "disk, but after a power loss a file written shortly before may point at a lost block "
+                "(EIO; fsck lists it). fsync(2) stays a full barrier either way");
   sub->callback([a, exit_code] {
     // The background process works from "/", so relative paths are resolved here, in the
     // caller's directory.

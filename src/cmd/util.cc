@@ -33,8 +33,9 @@ Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_
   return Meta::Open(std::move(engine), opts);
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format) {
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts) {
   StorageSpec spec = format.Spec();
+  spec.sync_puts = sync_puts;
   ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;

@@ -26,7 +26,8 @@ int Fail(const std::string& what, const Status& st);
 Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns = 0);
 // Opens the object store a volume's format record describes, with TIERFS_ACCESS_KEY and
 // TIERFS_SECRET_KEY (or TIERFS_SECRET_KEY_FILE) overriding the stored credentials.
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format);
+// sync_puts: see StorageSpec::sync_puts (only `mount --no-sync-blocks` turns it off).
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts = true);
 // Adds --access-key, --secret-key, --session-token and --ceph-conf to a subcommand.
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
                           std::string* session_token, std::string* ceph_conf);

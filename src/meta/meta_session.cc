@@ -215,6 +215,11 @@ Status Meta::CleanPendingSlices() {
         });
       },
       true));
+  if (pending.empty()) return Status::OK();
+  // The transactions that released these slices must be on disk before their blocks go:
+  // a power loss could otherwise roll the metadata back to a state that still points at
+  // deleted blocks.
+  RETURN_IF_ERROR(engine_->Sync());
   std::vector<std::pair<uint64_t, uint32_t>> deleted;
   for (auto [id, size] : pending) {
     Status st = delete_slice_(id, size);

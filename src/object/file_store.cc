@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <climits>
@@ -256,7 +258,7 @@ int FileStore::CreateTemp(const std::string& path, bool create_dirs, std::string
 
 int FileStore::CommitTemp(int fd, const std::string& tmp, const std::string& path) {
   int err = 0;
-  if (options_.fsync && fsync(fd) != 0) err = errno;
+  if (SyncPuts() && fsync(fd) != 0) err = errno;
   // close() can report a deferred write error (NFS, quotas), so it is checked.
   if (close(fd) != 0 && err == 0) err = errno;
   if (err == 0 && rename(tmp.c_str(), path.c_str()) != 0) err = errno;
@@ -266,7 +268,7 @@ int FileStore::CommitTemp(int fd, const std::string& tmp, const std::string& pat
     }
     return err;
   }
-  if (options_.fsync) err = FsyncDir(DirName(path));
+  if (SyncPuts()) err = FsyncDir(DirName(path));
   return err;
 }
 
@@ -308,6 +310,10 @@ Status FileStore::Init() {
   if (!S_ISDIR(st.st_mode)) {
     return Status::Err(ENOTDIR, "bucket path " + dir + " exists but is not a directory");
   }
+  // Syncing a bucket held in memory only costs system calls: nothing survives a power loss.
+  struct statfs fsinfo;
+  in_memory_ = statfs(dir.c_str(), &fsinfo) == 0 &&
+               (fsinfo.f_type == TMPFS_MAGIC || fsinfo.f_type == RAMFS_MAGIC);
   // Creating a file is the only reliable test: access(W_OK) ignores read-only mounts in
   // some setups and always passes for root.
   std::string probe = root_ + "/" + kTempPrefix + "probe." + RandomHex();
@@ -331,6 +337,31 @@ Status FileStore::Init() {
 }
 
 Status FileStore::Sync() {
+  // Group sync: one syncfs covers every object written before it started, so callers that
+  // arrive while one runs wait for the next and share it.
+  // Every Put was synced before it returned, or nothing can survive a power loss anyway.
+  if (SyncPuts() || in_memory_) return Status::OK();
+  std::unique_lock<std::mutex> l(sync_mu_);
+  uint64_t ticket = ++sync_requested_;
+  while (sync_done_ < ticket) {
+    if (sync_running_) {
+      sync_cv_.wait(l);
+      continue;
+    }
+    sync_running_ = true;
+    uint64_t target = sync_requested_;
+    l.unlock();
+    Status st = SyncNow();
+    l.lock();
+    sync_running_ = false;
+    if (st.ok()) sync_done_ = std::max(sync_done_, target);
+    sync_cv_.notify_all();
+    if (!st.ok()) return st;
+  }
+  return Status::OK();
+}
+
+Status FileStore::SyncNow() {
   std::string dir = root_.empty() ? "/" : root_;
   FdCloser fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) {

@@ -11,14 +11,16 @@
 // (both are reserved for the store itself). Other keys are rejected with EINVAL. Because
 // keys map to paths, the store cannot hold both "a" and "a/b".
 //
-// Durability: by default objects are not fsynced (the page cache and a later sync carry
-// them); with FileStoreOptions::fsync each object and its directory entry are fsynced
-// before Put returns.
+// Durability: with FileStoreOptions::fsync (what volumes use unless mounted with
+// --no-sync-blocks) each object and its directory entry are fsynced before Put returns;
+// without it objects stay in the page cache until Sync() or the kernel writes them back.
 //
 // Threads: every method may be called from any thread concurrently. Several processes
 // may share one root directory.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -43,7 +45,8 @@ class FileStore : public ObjectStore {
   std::string Describe() const override;
   // mkdir -p the root, then proves it writable by creating and removing a probe file.
   Status Init() override;
-  // syncfs() of the file system holding the bucket: one call covers every object written.
+  // syncfs() of the file system holding the bucket: one call covers every object written;
+  // callers arriving while one runs share the next. Nothing to do with options.fsync.
   Status Sync() override;
   Status Put(const std::string& key, std::string_view data) override;
   Status PutParts(const std::string& key, const std::vector<std::string_view>& parts) override;
@@ -88,6 +91,13 @@ class FileStore : public ObjectStore {
 
   std::string root_;  // without trailing '/'; "" for the file system root
   FileStoreOptions options_;
+  std::atomic<bool> in_memory_{false};  // the bucket is on tmpfs/ramfs (found by Init)
+  bool SyncPuts() const { return options_.fsync && !in_memory_; }
+  Status SyncNow();
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  uint64_t sync_requested_ = 0, sync_done_ = 0;  // guarded by sync_mu_
+  bool sync_running_ = false;
   std::mutex dirs_mu_;
   std::unordered_set<std::string> known_dirs_;  // guarded by dirs_mu_
 };

@@ -81,7 +81,9 @@ Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spe
     if (ec) {
       return Status::Err(EINVAL, "cannot make bucket directory " + bucket + " absolute: " + ec.message());
     }
-    return std::unique_ptr<ObjectStore>(std::make_unique<FileStore>(path.lexically_normal().string()));
+    FileStoreOptions options;
+    options.fsync = spec.sync_puts;
+    return std::unique_ptr<ObjectStore>(std::make_unique<FileStore>(path.lexically_normal().string(), options));
   }
   if (storage == "mem") return std::unique_ptr<ObjectStore>(std::make_unique<SharedStore>(SharedMemBucket(bucket)));
   if (storage == "s3") return NewS3Store(spec);

@@ -66,6 +66,10 @@ struct StorageSpec {
   std::string secret_key;  // s3: secret access key; never logged or shown
   std::string session_token;  // s3: optional STS token
   std::string ceph_conf;   // rados: ceph.conf path ("" = $CEPH_CONF or Ceph's default)
+  // file: fsync every object (and its directory entry) before Put returns, so that no
+  // metadata can reach the disk before the blocks it points to. Off trades that power-loss
+  // guarantee for speed (see README, "Consistency and durability").
+  bool sync_puts = true;
 };
 
 // Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within
