@@ -32,7 +32,9 @@ int Run(const Args& a) {
   opts.check_objects = !a.skip_objects;
   opts.deep = a.deep;
   opts.threads = a.threads;
-  if (a.deep && a.skip_objects) return Fail("fsck", Status::Err(EINVAL, "--deep and --skip-objects exclude each other"));
+  if (a.deep && a.skip_objects) {
+    return Fail("fsck", Status::Err(EINVAL, "--deep and --skip-objects exclude each other"));
+  }
   opts.progress = [](const std::string& m) { std::cerr << "fsck: " << m << std::endl; };
   auto r = CheckVolume(meta->get(), store->get(), opts);
   if (!r.ok()) return Fail("fsck", r.status());
@@ -52,7 +54,8 @@ int Run(const Args& a) {
     }
     std::cout << "checked " << r->dirs << " directories, " << r->files << " files, " << r->others
               << " other inodes, " << r->objects_checked << " objects"
-              << (a.deep ? " (" + std::to_string(r->bytes_verified) + " bytes read and verified)" : "") << ": " << r->problems.size() << " problems, "
+              << (a.deep ? " (" + std::to_string(r->bytes_verified) + " bytes read and verified)" : "")
+              << ": " << r->problems.size() << " problems, "
               << r->Remaining() << " remaining" << (a.repair || r->Remaining() == 0 ? "" : " (--repair fixes link counts and dangling entries)")
               << std::endl;
   }
@@ -70,7 +73,9 @@ void RegisterFsck(CLI::App& app, int* exit_code) {
   sub->add_flag("--skip-objects", a->skip_objects, "Do not check that block objects exist");
   sub->add_flag("--deep", a->deep,
                 "Read every block in full and verify its checksums (finds corrupted data, not only missing objects)");
-  sub->add_option("--threads", a->threads, "Concurrent object checks")->capture_default_str()->check(CLI::Range(1, 256));
+  sub->add_option("--threads", a->threads, "Concurrent object checks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   sub->add_flag("--json", a->json, "Print the report as JSON");
   sub->callback([a, exit_code] { *exit_code = Run(*a); });
 }

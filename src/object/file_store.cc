@@ -337,10 +337,10 @@ Status FileStore::Init() {
 }
 
 Status FileStore::Sync() {
-  // Group sync: one syncfs covers every object written before it started, so callers that
-  // arrive while one runs wait for the next and share it.
   // Every Put was synced before it returned, or nothing can survive a power loss anyway.
   if (SyncPuts() || in_memory_) return Status::OK();
+  // Group sync: one syncfs covers every object written before it started, so callers that
+  // arrive while one runs wait for the next and share it.
   std::unique_lock<std::mutex> l(sync_mu_);
   uint64_t ticket = ++sync_requested_;
   while (sync_done_ < ticket) {
