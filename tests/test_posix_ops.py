@@ -506,6 +506,25 @@ class NamespaceTest(harness.TierFSTestCase):
         self.assertEqual(read_file(os.path.join(w, "full", "moved", "f")), b"srcfile")
         self.assertEqual(sorted(os.listdir(w)), ["file", "full"])
 
+    def test_no_exdev_inside_the_volume(self):
+        # One volume is one file system: moves, links and copies between any two of its
+        # directories never fail with EXDEV, so `mv` renames instead of copying.
+        w = self.work
+        os.makedirs(os.path.join(w, "a", "deep", "er"))
+        os.makedirs(os.path.join(w, "b"))
+        write_file(os.path.join(w, "a", "deep", "er", "f"), b"payload")
+        ino = os.stat(os.path.join(w, "a", "deep", "er", "f")).st_ino
+        os.rename(os.path.join(w, "a", "deep", "er", "f"), os.path.join(w, "b", "f"))
+        os.link(os.path.join(w, "b", "f"), os.path.join(w, "a", "link"))
+        os.rename(os.path.join(w, "a", "deep"), os.path.join(w, "b", "deep"))
+        self.assertEqual(os.stat(os.path.join(w, "a", "link")).st_ino, ino, "a rename keeps the inode")
+        with open(os.path.join(w, "b", "f"), "rb") as src, open(os.path.join(w, "a", "copy"), "wb") as dst:
+            self.assertEqual(os.copy_file_range(src.fileno(), dst.fileno(), 7), 7)
+        res = harness.run("mv", os.path.join(w, "b", "deep"), os.path.join(w, "a", "moved"))
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        self.assertTrue(os.path.isdir(os.path.join(w, "a", "moved", "er")))
+        self.assertEqual(read_file(os.path.join(w, "a", "copy")), b"payload")
+
     def test_renameat2_noreplace(self):
         a, b, c = (os.path.join(self.work, n) for n in "abc")
         write_file(a, b"A")
