@@ -22,7 +22,8 @@ from harness import is_mounted, msg, pid_alive, run, tierfs, wait_for
 MiB = 1 << 20
 
 # The writer runs in its own process so that the kill reaches it through the dead mount
-# (ENOTCONN), like any application. It prints "name sha256" only after fsync and close.
+# (ENOTCONN), like any application. It fsyncs every third file and prints
+# "name sha256 synced|closed" only after close returned. (test_powercut uses it too.)
 WRITER = r"""
 import hashlib, os, random, sys
 d, seed = sys.argv[1], int(sys.argv[2])
@@ -36,12 +37,13 @@ while True:
         fd = os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o644)
         for off in range(0, size, 1 << 20):
             os.write(fd, data[off:off + (1 << 20)])
-        if i % 3 == 0:
+        synced = i % 3 == 0
+        if synced:
             os.fsync(fd)
         os.close(fd)
     except OSError:
         sys.exit(0)
-    print(name, hashlib.sha256(data).hexdigest(), flush=True)
+    print(name, hashlib.sha256(data).hexdigest(), "synced" if synced else "closed", flush=True)
     i += 1
 """
 
@@ -67,7 +69,7 @@ class CrashLoopTest(harness.TierFSTestCase):
             for w in writers:
                 out, _ = w.communicate(timeout=60)
                 for line in out.splitlines():
-                    name, digest = line.split()
+                    name, digest, _ = line.split()
                     durable[name] = digest
             run("fusermount3", "-uz", self.mnt)
             if is_mounted(self.mnt):

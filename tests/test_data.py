@@ -314,14 +314,7 @@ class LargeFileTest(harness.TierFSTestCase):
                 h.update(b)
                 f.write(b)
         self.assertEqual(os.path.getsize(p), nblocks * MiB)
-        g = hashlib.sha256()
-        with open(p, "rb", buffering=0) as f:
-            while True:
-                b = f.read(4 * MiB)
-                if not b:
-                    break
-                g.update(b)
-        self.assertEqual(g.hexdigest(), h.hexdigest(), "sequential read differs")
+        self.assertEqual(harness.file_sha256(p, 4 * MiB), h.hexdigest(), "sequential read differs")
         rng = random.Random(77)
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -390,14 +383,7 @@ class Beyond4GiBTest(harness.TierFSTestCase):
 
         check_spots(p)
         self.vol.remount()
-        g = hashlib.sha256()
-        with open(p, "rb", buffering=0) as f:
-            while True:
-                b = f.read(4 * MiB)
-                if not b:
-                    break
-                g.update(b)
-        self.assertEqual(g.hexdigest(), h.hexdigest(), "the 4 GiB+ file differs after remount")
+        self.assertEqual(harness.file_sha256(p, 4 * MiB), h.hexdigest(), "the 4 GiB+ file differs after remount")
         check_spots(p)
         # Truncate to just past 4 GiB and extend: the cut-off data reads as zeros.
         os.truncate(p, 4 * GiB + 1)

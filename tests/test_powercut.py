@@ -21,30 +21,7 @@ import time
 
 import harness
 from harness import is_mounted, msg, pid_alive, run, tierfs, wait_for
-
-# Prints "name sha256 synced|closed" after each file's close; fsyncs every third file.
-WRITER = r"""
-import hashlib, os, random, sys
-d, seed = sys.argv[1], int(sys.argv[2])
-rng = random.Random(seed)
-i = 0
-while True:
-    size = rng.choice([1000, 70000, 1 << 20, 3 << 20 | 123])
-    data = rng.randbytes(size)
-    name = "s%d-f%04d" % (seed, i)
-    synced = i % 3 == 0
-    try:
-        fd = os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o644)
-        for off in range(0, size, 1 << 20):
-            os.write(fd, data[off:off + (1 << 20)])
-        if synced:
-            os.fsync(fd)
-        os.close(fd)
-    except OSError:
-        sys.exit(0)
-    print(name, hashlib.sha256(data).hexdigest(), "synced" if synced else "closed", flush=True)
-    i += 1
-"""
+from test_crash import WRITER
 
 
 def helper_bin():

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/backoff.h"
 #include "meta/postgres_conn.h"
 #include "meta/postgres_params.h"
 #include "meta/postgres_txn.h"
@@ -41,23 +42,6 @@ constexpr microseconds kReconnectBackoffCap(1'000'000);
 constexpr std::chrono::seconds kWarnAfter(1);
 constexpr std::chrono::seconds kLostWarnInterval(5);
 
-// Jitter keeps clients that collided once from colliding again in lockstep. Reseeded after
-// fork() so parent and child do not share a sequence.
-microseconds Backoff(int attempt, microseconds base, microseconds cap) {
-  thread_local std::minstd_rand rng;
-  thread_local pid_t seeded_pid = 0;
-  pid_t pid = getpid();
-  if (seeded_pid != pid) {
-    std::random_device rd;
-    rng.seed(rd() ^ static_cast<unsigned>(pid) ^
-             static_cast<unsigned>(std::hash<std::thread::id>()(std::this_thread::get_id())));
-    seeded_pid = pid;
-  }
-  int shift = std::min(attempt, 20);
-  auto full = std::min<microseconds>(cap, base * (1LL << shift));
-  std::uniform_int_distribution<int64_t> dist(full.count() / 2, full.count());
-  return microseconds(dist(rng));
-}
 
 // Connection failures worth waiting out (the server restarting, a network blip), as
 // opposed to ones that will not go away by themselves (wrong password, missing database).
@@ -194,8 +178,8 @@ Status PostgresEngine::WithRetry(const char* what, F&& attempt) {
       reconnected = true;
       continue;
     }
-    auto pause = conflict ? Backoff(n, kConflictBackoffBase, kConflictBackoffCap)
-                          : Backoff(n, kReconnectBackoffBase, kReconnectBackoffCap);
+    auto pause = conflict ? JitteredBackoff(n, kConflictBackoffBase, kConflictBackoffCap)
+                          : JitteredBackoff(n, kReconnectBackoffBase, kReconnectBackoffCap);
     auto left = std::chrono::duration_cast<microseconds>(deadline - now);
     std::this_thread::sleep_for(std::min(pause, left));
   }
@@ -394,7 +378,7 @@ Attempt PostgresEngine::ResolveCommit(const std::string& txid, const Status& why
     if (now >= deadline) return Attempt::Done(Ambiguous(Server(), last));
     auto left = std::chrono::duration_cast<microseconds>(deadline - now);
     std::this_thread::sleep_for(
-        std::min(Backoff(n, kReconnectBackoffBase, kReconnectBackoffCap), left));
+        std::min(JitteredBackoff(n, kReconnectBackoffBase, kReconnectBackoffCap), left));
   }
 }
 

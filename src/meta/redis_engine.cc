@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/backoff.h"
 #include "meta/redis_conn.h"
 #include "meta/redis_options.h"
 #include "meta/redis_txn.h"
@@ -40,32 +41,10 @@ constexpr std::chrono::microseconds kServerBase(10'000), kServerCap(1'000'000);
 constexpr std::chrono::seconds kMarkerSlack(60);
 constexpr std::chrono::seconds kRetryWarnAfter(2);
 
-// Reseeded after fork() so processes do not share a sequence.
-std::mt19937_64& Rng() {
-  thread_local std::mt19937_64 rng;
-  thread_local pid_t seeded = 0;
-  if (seeded != getpid()) {
-    std::random_device rd;
-    rng.seed((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid()) ^
-             std::hash<std::thread::id>()(std::this_thread::get_id()));
-    seeded = getpid();
-  }
-  return rng;
-}
-
-// Jitter keeps clients that collided once from colliding again in lockstep.
-std::chrono::microseconds Backoff(int attempt, std::chrono::microseconds base,
-                                  std::chrono::microseconds cap) {
-  int shift = std::min(attempt, 20);
-  auto full = std::min<std::chrono::microseconds>(cap, base * (1LL << shift));
-  std::uniform_int_distribution<int64_t> dist(full.count() / 2, full.count());
-  return std::chrono::microseconds(dist(Rng()));
-}
-
 std::string NewMarker() {
   char buf[40];
-  snprintf(buf, sizeof(buf), "x%016llx%016llx", static_cast<unsigned long long>(Rng()()),
-           static_cast<unsigned long long>(Rng()()));
+  snprintf(buf, sizeof(buf), "x%016llx%016llx", static_cast<unsigned long long>(ThreadRng()()),
+           static_cast<unsigned long long>(ThreadRng()()));
   return buf;
 }
 
@@ -109,7 +88,7 @@ class RedisEngine final : public KvEngine {
         return st;
       }
       if (st.code() != EAGAIN) return st;
-      auto wait = Backoff(attempt, kServerBase, kServerCap);
+      auto wait = JitteredBackoff(attempt, kServerBase, kServerCap);
       if (Clock::now() + wait > deadline) return Status::Err(EIO, st.message());
       std::this_thread::sleep_for(wait);
     }
@@ -149,9 +128,9 @@ class RedisEngine final : public KvEngine {
       bool conflict = a.kind == Attempt::kConflict;
       // The first retry after a lost connection reconnects at once: usually just that
       // connection died (or the server restarted) and a new one works.
-      auto wait = conflict       ? Backoff(conflicts, kConflictBase, kConflictCap)
+      auto wait = conflict       ? JitteredBackoff(conflicts, kConflictBase, kConflictCap)
                   : outages == 0 ? std::chrono::microseconds(0)
-                                 : Backoff(outages - 1, kServerBase, kServerCap);
+                                 : JitteredBackoff(outages - 1, kServerBase, kServerCap);
       (conflict ? conflicts : outages)++;
       auto now = Clock::now();
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
@@ -279,7 +258,7 @@ class RedisEngine final : public KvEngine {
         last = conn.status();
       }
       if (!Retryable(last) && last.code() != EIO) break;
-      auto wait = Backoff(attempt, kServerBase, kServerCap);
+      auto wait = JitteredBackoff(attempt, kServerBase, kServerCap);
       if (Clock::now() + wait > deadline) break;
       std::this_thread::sleep_for(wait);
     }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/backoff.h"
 #include "meta/txn_nesting.h"
 
 namespace tierfs {
@@ -93,23 +94,7 @@ Status SqlError(int rc, sqlite3* db, const std::string& path, std::string_view w
   }
 }
 
-// Jitter keeps processes and threads that collided once from colliding again in lockstep.
-// Reseeded after fork() so parent and child do not share a sequence.
-std::chrono::microseconds Backoff(int attempt) {
-  thread_local std::minstd_rand rng;
-  thread_local pid_t seeded_pid = 0;
-  pid_t pid = getpid();
-  if (seeded_pid != pid) {
-    std::random_device rd;
-    rng.seed(rd() ^ static_cast<unsigned>(pid) ^
-             static_cast<unsigned>(std::hash<std::thread::id>()(std::this_thread::get_id())));
-    seeded_pid = pid;
-  }
-  int shift = std::min(attempt, 20);
-  auto full = std::min<std::chrono::microseconds>(kBackoffCap, kBackoffBase * (1LL << shift));
-  std::uniform_int_distribution<int64_t> dist(full.count() / 2, full.count());
-  return std::chrono::microseconds(dist(rng));
-}
+std::chrono::microseconds Backoff(int attempt) { return JitteredBackoff(attempt, kBackoffBase, kBackoffCap); }
 
 // Binds a blob; an empty view must still bind a zero-length BLOB, never NULL.
 int BindBlob(sqlite3_stmt* s, int index, std::string_view data) {

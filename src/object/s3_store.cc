@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/url.h"
 #include "object/http_client.h"
@@ -55,11 +56,8 @@ Status BadUrl(const std::string& url, const std::string& why) {
 }
 
 std::chrono::milliseconds Backoff(int attempt) {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(MonoNanos()));
-  auto d = kBackoffBase * (1LL << std::min(attempt - 1, 16));
-  d = std::min<std::chrono::milliseconds>(d, kBackoffCap);
-  std::uniform_int_distribution<int64_t> dist(d.count() / 2, d.count());
-  return std::chrono::milliseconds(dist(rng));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(JitteredBackoff(
+      std::min(attempt - 1, 16), std::chrono::microseconds(kBackoffBase), std::chrono::microseconds(kBackoffCap)));
 }
 
 // S3 error codes that mean "try again", whatever the HTTP status: RequestTimeout is a 400
