@@ -101,6 +101,30 @@ class MultiClientTest(harness.TierFSTestCase):
         os.rmdir(os.path.join(b, "d"))
         self.eventually(lambda: not os.path.exists(os.path.join(a, "d")), "rmdir not seen")
 
+    def test_open_creat_of_a_name_another_client_just_made(self):
+        # Client a caches "no such entry"; b creates the file; a's open(O_CREAT) reaches the
+        # volume as a create of a name that now exists. Without O_EXCL it opens b's file.
+        a, b, _ = self.mnts
+        self.assertFalse(os.path.exists(os.path.join(a, "log")))
+        with open(os.path.join(b, "log"), "w") as f:
+            f.write("from b\n")
+        with open(os.path.join(a, "log"), "a") as f:
+            f.write("from a\n")
+        with open(os.path.join(b, "log")) as f:
+            self.assertEqual(f.read(), "from b\nfrom a\n")
+        self.assertFalse(os.path.exists(os.path.join(a, "log2")))
+        with open(os.path.join(b, "log2"), "w") as f:
+            f.write("old")
+        with self.assertRaises(FileExistsError):
+            os.open(os.path.join(a, "log2"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        self.assertFalse(os.path.exists(os.path.join(a, "log3")))
+        with open(os.path.join(b, "log3"), "w") as f:
+            f.write("old contents")
+        with open(os.path.join(a, "log3"), "w") as f:   # O_CREAT | O_TRUNC
+            f.write("new")
+        with open(os.path.join(a, "log3")) as f:
+            self.assertEqual(f.read(), "new")
+
     # ---- locks ----------------------------------------------------------------------
 
     def lock_attempt(self, path, kind, blocking=False, timeout=30):

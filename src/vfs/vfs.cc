@@ -309,16 +309,38 @@ Result<OpenResult> Vfs::OpenWithAttr(Ino ino, const Attr& a, int flags) {
 
 Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, const std::string& name,
                                                  uint32_t mode, int flags) {
-  ASSIGN_OR_RETURN(Entry e, Mknod(ctx, parent, name, (mode & 07777) | S_IFREG, 0));
-  // The creator may write even if the new mode forbids it (open(O_CREAT|O_WRONLY, 0444)).
-  meta_->OpenCreated(e.ino);
-  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(e.ino, e.attr, flags));
-  {
-    auto st = State(e.ino);
-    std::lock_guard<std::mutex> l(st->mu);
-    st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
+  // The kernel sends CREATE when its lookup found no entry, but another client may have
+  // created the name since. open(O_CREAT) without O_EXCL must then open that file, as on a
+  // local file system; if that one is unlinked again before we look, try the create again.
+  for (int attempt = 0;; attempt++) {
+    auto made = Mknod(ctx, parent, name, (mode & 07777) | S_IFREG, 0);
+    if (made.ok() || made.status().code() != EEXIST || (flags & O_EXCL)) {
+      ASSIGN_OR_RETURN(Entry e, std::move(made));
+      // The creator may write even if the new mode forbids it (open(O_CREAT|O_WRONLY, 0444)).
+      meta_->OpenCreated(e.ino);
+      ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(e.ino, e.attr, flags));
+      {
+        auto st = State(e.ino);
+        std::lock_guard<std::mutex> l(st->mu);
+        st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
+      }
+      return std::make_pair(e, r);
+    }
+    auto found = Lookup(ctx, parent, name);
+    if (!found.ok() && found.status().code() == ENOENT && attempt < 8) continue;
+    RETURN_IF_ERROR(found.status());
+    Entry e = *found;
+    if (e.attr.IsDir()) return Status::Err(EISDIR, name + " is a directory");
+    if (!e.attr.IsRegular()) return Status::Err(EEXIST, name + " exists and is not a regular file");
+    // Permission checks and O_TRUNC as for a plain open: the kernel takes the file as new
+    // and will not truncate it itself.
+    ASSIGN_OR_RETURN(OpenResult r, Open(ctx, e.ino, flags));
+    if (flags & O_TRUNC) {
+      auto a = GetAttr(e.ino);
+      if (a.ok()) e.attr = *a;
+    }
+    return std::make_pair(e, r);
   }
-  return std::make_pair(e, r);
 }
 
 Result<std::vector<ChunkSegment>> Vfs::Segments(InodeState& st, uint32_t chunk) {

@@ -151,5 +151,44 @@ TEST_F(VfsTest, LayoutJsonNamesSlices) {
   EXPECT_NE(j->find("\"slices\""), std::string::npos);
 }
 
+// The kernel sends CREATE after a lookup that found nothing; another client may have made
+// the name in between. Without O_EXCL that must open the file it made, as a local file
+// system would, with the permission checks and the O_TRUNC of a plain open.
+TEST_F(VfsTest, CreateOfANameMadeMeanwhileOpensIt) {
+  uint64_t fh = Create("shared.log");
+  ASSERT_TRUE(vfs_->Write(fh, 0, "first\n", 6).ok());
+  ASSERT_TRUE(vfs_->Release(fh).ok());
+  auto again = vfs_->Create(ctx_, kRootIno, "shared.log", 0644, O_WRONLY | O_APPEND);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->first.attr.length, 6u);
+  ASSERT_TRUE(vfs_->Write(again->second.fh, 6, "second\n", 7).ok());
+  ASSERT_TRUE(vfs_->Release(again->second.fh).ok());
+  auto rd = vfs_->Create(ctx_, kRootIno, "shared.log", 0644, O_RDONLY);
+  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
+  EXPECT_EQ(ReadAll(rd->second.fh, 0, 100), "first\nsecond\n");
+  ASSERT_TRUE(vfs_->Release(rd->second.fh).ok());
+
+  auto excl = vfs_->Create(ctx_, kRootIno, "shared.log", 0644, O_WRONLY | O_EXCL);
+  ASSERT_FALSE(excl.ok());
+  EXPECT_EQ(excl.status().code(), EEXIST);
+
+  Ctx other;
+  other.uid = other.gid = 4242;
+  auto denied = vfs_->Create(other, kRootIno, "shared.log", 0644, O_WRONLY);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), EACCES);
+
+  auto trunc = vfs_->Create(ctx_, kRootIno, "shared.log", 0644, O_RDWR | O_TRUNC);
+  ASSERT_TRUE(trunc.ok()) << trunc.status().ToString();
+  EXPECT_EQ(trunc->first.attr.length, 0u);
+  EXPECT_EQ(ReadAll(trunc->second.fh, 0, 100), "");
+  ASSERT_TRUE(vfs_->Release(trunc->second.fh).ok());
+
+  ASSERT_TRUE(vfs_->Mkdir(ctx_, kRootIno, "dir", 0755).ok());
+  auto dir = vfs_->Create(ctx_, kRootIno, "dir", 0644, O_RDONLY);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), EISDIR);
+}
+
 }  // namespace
 }  // namespace tierfs
