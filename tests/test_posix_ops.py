@@ -10,6 +10,9 @@ import os
 import random
 import socket
 import stat
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import unittest
@@ -1184,6 +1187,48 @@ class LockTest(harness.TierFSTestCase):
             if not wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, timeout=30):
                 os.kill(pid, 9)
                 os.waitpid(pid, 0)
+
+    WAITERS = 24   # more than the mount has FUSE worker threads
+
+    def test_more_blocked_lockers_than_fuse_threads(self):
+        # Every waiter blocks in flock or F_SETLKW while this process holds both locks. The
+        # mount must still serve the release (and everything else): waits do not hold the
+        # FUSE workers. Then each waiter gets the lock in turn.
+        fd = os.open(self.p, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        setlk(fd, fcntl.F_WRLCK, 0, 0)
+        code = textwrap.dedent("""
+            import fcntl, os, struct, sys, time
+            p, kind = sys.argv[1], sys.argv[2]
+            fd = os.open(p, os.O_RDWR)
+            if kind == "flock":
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                fcntl.fcntl(fd, fcntl.F_SETLKW, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+            print("got", flush=True)
+            time.sleep(0.05)
+            os.close(fd)
+        """)
+        kids = [subprocess.Popen([sys.executable, "-c", code, self.p, "flock" if i % 2 else "setlkw"],
+                                 stdout=subprocess.PIPE, text=True) for i in range(self.WAITERS)]
+        try:
+            time.sleep(1.5)
+            self.assertEqual([k.poll() for k in kids], [None] * self.WAITERS, "a waiter got a held lock")
+            # The mount still answers while every waiter blocks.
+            self.assertEqual(len(os.listdir(self.work)), 1)
+            with open(self.p, "rb") as f:
+                self.assertEqual(f.read(), b"x" * 1000)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            setlk(fd, fcntl.F_UNLCK, 0, 0)
+            for k in kids:
+                out, _ = k.communicate(timeout=120)
+                self.assertEqual((k.returncode, out), (0, "got\n"))
+        finally:
+            os.close(fd)
+            for k in kids:
+                if k.poll() is None:
+                    k.kill()
+                    k.wait()
 
 
 def _second_mount(testcase):

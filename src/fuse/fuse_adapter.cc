@@ -10,8 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "meta/meta.h"
@@ -20,10 +23,21 @@
 namespace tierfs {
 namespace {
 
+// Blocking lock requests (flock, F_SETLKW) that could not be granted at once wait on a
+// thread of their own, not on a FUSE worker: with every worker waiting for a lock, the
+// request that releases it could never be served.
+struct LockWaiters {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;        // guarded by mu
+  std::atomic<bool> stopping{false};  // set once the session has ended; waiters then give up
+};
+
 struct Ctxt {
   Vfs* vfs;
   FuseOptions opts;
   fuse_session* se = nullptr;
+  LockWaiters waiters;
 };
 
 // Per-operation request counts and total latency, logged when the file system unmounts.
@@ -448,16 +462,17 @@ void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   Reply(req, V(req)->Access(MakeCtx(req), ino, mask));
 }
 
-// Waits for a blocking lock by retrying; an interrupted request (signal) returns EINTR.
-template <typename Fn>
-Status RetryUntilGranted(fuse_req_t req, Fn try_lock) {
+// Waits for a blocking lock by retrying; an interrupted request (signal) returns EINTR, and
+// so does the end of the session.
+Status RetryUntilGranted(fuse_req_t req, const std::function<Status()>& try_lock, const LockWaiters& w) {
   int delay_ms = 1;
   for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    delay_ms = std::min(delay_ms * 2, 50);
     Status st = try_lock();
     if (st.code() != EAGAIN) return st;
     if (fuse_req_interrupted(req)) return Status::Err(EINTR, "interrupted while waiting for a lock");
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    delay_ms = std::min(delay_ms * 2, 50);
+    if (w.stopping) return Status::Err(EINTR, "file system unmounted while waiting for a lock");
   }
 }
 
@@ -471,16 +486,37 @@ void RevalidateAfterLock(fuse_req_t req, fuse_ino_t ino, const Status& st, bool 
   if (se) fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
 }
 
+void ReplyLock(fuse_req_t req, fuse_ino_t ino, const Status& st, bool unlock, bool flock) {
+  if (flock && st.code() == EAGAIN) return ReplyErr(req, EWOULDBLOCK);
+  RevalidateAfterLock(req, ino, st, unlock);
+  Reply(req, st);
+}
+
+// Tries once; a blocking request that must wait goes on to a waiter thread, which replies.
+void LockOrWait(fuse_req_t req, fuse_ino_t ino, std::function<Status()> attempt, bool blocking, bool unlock,
+                bool flock) {
+  Status st = attempt();
+  if (st.code() != EAGAIN || !blocking) return ReplyLock(req, ino, st, unlock, flock);
+  LockWaiters* w = &static_cast<Ctxt*>(fuse_req_userdata(req))->waiters;
+  {
+    std::lock_guard<std::mutex> l(w->mu);
+    ++w->running;
+  }
+  std::thread([=, attempt = std::move(attempt)] {
+    Status r = RetryUntilGranted(req, attempt, *w);
+    ReplyLock(req, ino, r, unlock, flock);
+    std::lock_guard<std::mutex> l(w->mu);
+    --w->running;
+    w->cv.notify_all();
+  }).detach();
+}
+
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   OpTimer timer(kOpLock);
-  bool nb = op & LOCK_NB;
   int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   Vfs* vfs = V(req);
-  auto attempt = [&] { return vfs->Flock(fi->fh, fi->lock_owner, base); };
-  Status st = nb ? attempt() : RetryUntilGranted(req, attempt);
-  if (st.code() == EAGAIN) return ReplyErr(req, EWOULDBLOCK);
-  RevalidateAfterLock(req, ino, st, base & LOCK_UN);
-  Reply(req, st);
+  uint64_t fh = fi->fh, owner = fi->lock_owner;
+  LockOrWait(req, ino, [=] { return vfs->Flock(fh, owner, base); }, !(op & LOCK_NB), base & LOCK_UN, true);
 }
 
 Meta::LockRange ToRange(const struct flock* l) {
@@ -511,10 +547,8 @@ void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* l
   Meta::LockRange want = ToRange(lock);
   want.pid = fuse_req_ctx(req)->pid;
   Vfs* vfs = V(req);
-  auto attempt = [&] { return vfs->SetLk(fi->fh, fi->lock_owner, want); };
-  Status st = sleep ? RetryUntilGranted(req, attempt) : attempt();
-  RevalidateAfterLock(req, ino, st, want.type == F_UNLCK);
-  Reply(req, st);
+  uint64_t fh = fi->fh, owner = fi->lock_owner;
+  LockOrWait(req, ino, [=] { return vfs->SetLk(fh, owner, want); }, sleep != 0, want.type == F_UNLCK, false);
 }
 
 void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
@@ -578,7 +612,7 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const Status&)>& on_ready) {
-  Ctxt ctxt{vfs, opts};
+  Ctxt ctxt{vfs, opts, nullptr, {}};
   std::vector<std::string> argv_s = {"tierfs"};
   std::string o = "fsname=" + opts.fsname + ",subtype=tierfs";
   for (const auto& m : opts.mount_options) o += "," + m;
@@ -615,6 +649,12 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   fuse_loop_cfg_set_idle_threads(cfg, 8);
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
+  {
+    // Lock waiters use the session and the Vfs: they end (EINTR) before either goes.
+    std::unique_lock<std::mutex> l(ctxt.waiters.mu);
+    ctxt.waiters.stopping = true;
+    ctxt.waiters.cv.wait(l, [&] { return ctxt.waiters.running == 0; });
+  }
   LogOpStats();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
