@@ -311,6 +311,9 @@ Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn
   if (txn.wrote()) {
     txid_index = conn.QueueSql("SELECT pg_current_xact_id()::text");
     conn.EndBatch();
+    // Broken while sending that batch: COMMIT is never sent, so the server rolls the
+    // transaction back when it sees the connection gone, and running it again is safe.
+    if (!conn.lost().ok()) return Attempt::Retry(conn.lost());
   }
   size_t commit_index = conn.QueueSql("COMMIT");
   std::vector<pg::ResultPtr> results;
