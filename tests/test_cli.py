@@ -4,13 +4,17 @@ Each error case checks a non-zero exit, a message that says what was wrong, and 
 nothing already stored was lost or silently created.
 """
 
+import fcntl
 import json
 import os
 import re
 import shutil
 import sqlite3
 import stat
+import subprocess
+import sys
 import tempfile
+import time
 import unittest
 
 import harness
@@ -18,7 +22,7 @@ from harness import Volume, is_mounted, msg, run, tierfs, wait_for
 
 SUBCOMMANDS = {
     "format": ["--storage", "--bucket", "--block-size", "--force"],
-    "mount": ["--log", "--attr-cache", "--entry-cache", "--buffer-size", "--cache-size"],
+    "mount": ["--log", "--attr-cache", "--entry-cache", "--buffer-size", "--cache-size", "--fuse-threads"],
     "umount": ["--force"],
     "status": ["--json"],
     "info": ["--json"],
@@ -357,6 +361,45 @@ class BadInputTest(CliTestCase):
         self.assertEqual(len(v.status_json()["sessions"]), 2)
         self.assertOk(tierfs("umount", other), "umount second")
         self.assertFalse(is_mounted(other))
+
+    def test_fuse_threads(self):
+        # The embedded default gets 2 FUSE workers per CPU (at least 4); --fuse-threads sets
+        # the number, and one worker still serves everything, blocked lock waiters included.
+        v = self.vol_()
+        v.format()
+        v.mount()
+        want = max(4, 2 * os.cpu_count())
+        self.assertOk(tierfs("umount", v.mnt))
+        line = "with %d FUSE worker threads" % want
+
+        def logged():
+            with open(v.log) as f:   # complete once the daemon has exited
+                return line in f.read()
+        self.assertTrue(wait_for(logged, timeout=10), line + " not in the log:\n" + v.log_tail())
+        res = tierfs("mount", v.meta_url, v.mnt, "-d", "--fuse-threads", "0")
+        self.assertNotEqual(res[0], 0)
+        self.assertIn("--fuse-threads", res[2])
+        v.mount("--fuse-threads", "1")
+        p = v.path("locked")
+        with open(p, "w") as f:
+            f.write("x")
+        holder = open(p)
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        code = "import fcntl, sys; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print('got')"
+        waiters = [subprocess.Popen([sys.executable, "-c", code, p], stdout=subprocess.PIPE, text=True)
+                   for _ in range(3)]
+        try:
+            time.sleep(0.5)
+            self.assertEqual(sorted(os.listdir(v.mnt)), ["locked"], "mount stopped serving while waiters block")
+            fcntl.flock(holder, fcntl.LOCK_UN)
+            for w in waiters:
+                self.assertEqual(w.communicate(timeout=60)[0], "got\n")
+        finally:
+            holder.close()
+            for w in waiters:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
 
     def test_relative_paths_with_background_mount(self):
         # The background daemon works from "/"; relative database, mountpoint and log paths

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "chunk/cached_store.h"
 #include "cmd/commands.h"
@@ -39,7 +41,20 @@ struct Args {
   bool read_only = false;
   bool no_default_permissions = false;
   bool no_sync_blocks = false;
+  int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
+
+// FUSE worker threads. On the embedded default (SQLite and a local directory) a handler
+// is CPU work that never waits on a network, and workers beyond a couple per CPU only add
+// sleeps, wake-ups and lock contention (measured: 16 workers made 4-thread small-file
+// creates on 2 CPUs 15% slower than 4). A remote engine or store makes handlers wait on
+// round trips, and more workers keep more of them in flight.
+int FuseThreadsFor(const std::string& meta_url, const std::string& storage) {
+  bool local = (meta_url.rfind("sqlite3://", 0) == 0 || meta_url.rfind("mem://", 0) == 0) &&
+               (storage == "file" || storage == "mem");
+  if (!local) return 16;
+  return static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
+}
 
 void SetupLogging(const std::string& file, bool foreground) {
   try {
@@ -167,7 +182,8 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     fopts.entry_timeout = a.entry_cache;
     fopts.dir_entry_timeout = a.dir_entry_cache;
     fopts.mount_options = mount_opts;
-    spdlog::info("mounting volume {} ({}) on {}", fmt.name, fmt.uuid, mp);
+    fopts.max_threads = a.fuse_threads > 0 ? a.fuse_threads : FuseThreadsFor(a.meta_url, fmt.storage);
+    spdlog::info("mounting volume {} ({}) on {} with {} FUSE worker threads", fmt.name, fmt.uuid, mp, fopts.max_threads);
     Status run = RunFuse(&vfs, fopts, [&](const Status& r) {
       if (r.ok()) spdlog::info("mounted {} on {}", fmt.name, mp);
       ready(r);
@@ -272,6 +288,9 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "Memory block cache for reads, on top of --buffer-size (default: a quarter of it, taken from it)");
   sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
+  sub->add_option("--fuse-threads", a->fuse_threads,
+                  "FUSE worker threads (default: 2 per CPU, at least 4, with SQLite and a local bucket; 16 otherwise)")
+      ->check(CLI::Range(1, 1024));
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
   sub->add_flag("--no-default-permissions", a->no_default_permissions,
