@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "chunk/slice_map.h"
 #include "common/clock.h"
 #include "meta/meta.h"
 #include "meta/meta_internal.h"
@@ -216,10 +217,21 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
       uint64_t end = std::min(off_in + n, chunk_abs + kChunkSize);
       std::vector<SliceRecord> recs;
       RETURN_IF_ERROR(ReadChunkTx(t, in, index, &recs));
-      for (const auto& r : recs) {
-        uint64_t rs = chunk_abs + r.pos, re = rs + r.len;
-        uint64_t s = std::max(rs, pos), e = std::min(re, end);
-        if (s < e) RETURN_IF_ERROR(place(r, s, e, rs));
+      // Only what is visible in the source range is copied, not the records it shadows:
+      // copying every record made each copy of a fragmented range as large as its whole
+      // history, and copies of copies grew without bound.
+      auto visible = Slice(BuildSliceMap(std::move(recs)), static_cast<uint32_t>(pos - chunk_abs),
+                           static_cast<uint32_t>(end - pos));
+      for (const ChunkSegment& seg : visible) {
+        if (seg.id == 0) continue;  // already a hole
+        SliceRecord r;
+        r.id = seg.id;
+        r.size = seg.size;
+        r.off = seg.off;
+        r.pos = seg.pos;
+        r.len = seg.len;
+        uint64_t rs = chunk_abs + seg.pos;
+        RETURN_IF_ERROR(place(r, rs, rs + seg.len, rs));
       }
       pos = end;
     }

@@ -428,6 +428,29 @@ TYPED_TEST(MetaTest, CopyFileRangeSharesSlices) {
   EXPECT_EQ(deleted.size(), 1u);
 }
 
+// A copy takes what is visible in the source range, not the records shadowed there: copies
+// of copies of an often rewritten range must not grow the metadata (fsx found a chunk
+// with half a million records after 2,500 operations).
+TYPED_TEST(MetaTest, CopyFileRangeCopiesOnlyWhatIsVisible) {
+  Ino f = this->File("f");
+  uint64_t last = 0;
+  for (int i = 0; i < 40; ++i) this->WriteSlice(f, 0, 0, 4096, &last);  // each shadows the one before
+  size_t before = this->m_->ReadChunk(f, 0)->size();
+  for (int round = 0; round < 6; ++round) {
+    uint64_t from = (round % 2) ? 8192 : 0, to = (round % 2) ? 0 : 8192;
+    auto n = this->m_->CopyFileRange(this->root_, f, from, f, to, 4096);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, 4096u);
+  }
+  auto recs = *this->m_->ReadChunk(f, 0);
+  // Each copy adds a hole and one record for the one visible piece.
+  EXPECT_LE(recs.size(), before + 6 * 2);
+  auto r = Resolve(recs, 12288);
+  EXPECT_EQ(r[0], std::make_pair(last, 0u));
+  EXPECT_EQ(r[8192 + 4095], std::make_pair(last, 4095u));
+  EXPECT_EQ(r[4096].first, 0u);
+}
+
 TYPED_TEST(MetaTest, FallocatePunchHoleAndExtend) {
   Ino f = this->File("f");
   uint64_t id;
