@@ -424,16 +424,19 @@ Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path
 
 std::string SqliteEngine::Describe() const { return "sqlite3://" + path_; }
 
+SqliteEngine::Attempt SqliteEngine::OpenMain() {
+  if (main_) return Attempt::Done(Status::OK());
+  return OpenConn(true, &main_);
+}
+
 Status SqliteEngine::Sync() {
   // Through SQLite's own file handles: opening and closing the files here would drop every
   // POSIX lock this process holds on them (fcntl locks belong to the process and file, not
   // the descriptor), and another process could then delete the log under us.
   std::lock_guard<std::mutex> lock(write_mu_);
-  if (!main_) {
-    Attempt a = OpenConn(true, &main_);
-    if (!a.status.ok()) return a.status;
-    if (a.retry) return Status::Err(EIO, "metadata database " + path_ + " busy while syncing");
-  }
+  Attempt opened = OpenMain();
+  if (!opened.status.ok()) return opened.status;
+  if (opened.retry) return Status::Err(EIO, "metadata database " + path_ + " busy while syncing");
   sqlite3* db = main_->db;
   sqlite3_file* wal = nullptr;
   sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
@@ -653,10 +656,8 @@ Status SqliteEngine::Txn(const std::function<Status(KvTxn&)>& fn, bool read_only
   }
   TxnNesting::Mark mark(this);
   auto on_main = [&](bool read) -> Attempt {
-    if (!main_) {
-      Attempt a = OpenConn(true, &main_);
-      if (a.retry || !a.status.ok()) return a;
-    }
+    Attempt opened = OpenMain();
+    if (opened.retry || !opened.status.ok()) return opened;
     Attempt a = RunOnce(*main_, fn, read);
     if (main_->broken || main_->InTxn()) main_.reset();
     return a;

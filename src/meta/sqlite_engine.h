@@ -59,6 +59,8 @@ class SqliteEngine final : public KvEngine {
   // One try at opening a connection with pragmas set and statements prepared.
   Attempt OpenConn(bool prepare, std::unique_ptr<Conn>* out);
   Attempt Acquire(std::unique_ptr<Conn>* out);
+  // Opens main_ if it is not open; the caller holds write_mu_.
+  Attempt OpenMain();
   void Release(std::unique_ptr<Conn> conn);
   Attempt RunOnce(Conn& conn, const std::function<Status(KvTxn&)>& fn, bool read_only);
   // Calls attempt until it does not ask for a retry, sleeping with backoff in between.
