@@ -259,7 +259,9 @@ void Vfs::Forget(Ino ino) {
   if (!busy) inodes_.erase(it);
 }
 
-Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
+Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) { return OpenInode(ctx, ino, flags, nullptr); }
+
+Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr_out) {
   std::vector<SliceRecord> first_chunk;
   bool want_chunk = !(flags & O_TRUNC) && (flags & O_ACCMODE) != O_WRONLY;
   ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags, want_chunk ? &first_chunk : nullptr));
@@ -275,6 +277,7 @@ Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) {
     a = *t;
   }
   ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(ino, a, flags));
+  if (attr_out) *attr_out = MergePending(ino, a);  // with this client's buffered writes
   if (want_chunk && a.IsRegular() && a.length > 0) {
     auto st = State(ino);
     std::lock_guard<std::mutex> l(st->mu);
@@ -334,11 +337,7 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
     if (!e.attr.IsRegular()) return Status::Err(EEXIST, name + " exists and is not a regular file");
     // Permission checks and O_TRUNC as for a plain open: the kernel takes the file as new
     // and will not truncate it itself.
-    ASSIGN_OR_RETURN(OpenResult r, Open(ctx, e.ino, flags));
-    if (flags & O_TRUNC) {
-      auto a = GetAttr(e.ino);
-      if (a.ok()) e.attr = *a;
-    }
+    ASSIGN_OR_RETURN(OpenResult r, OpenInode(ctx, e.ino, flags, &e.attr));
     return std::make_pair(e, r);
   }
 }

@@ -112,6 +112,8 @@ class Vfs {
 
  private:
   Result<OpenResult> OpenWithAttr(Ino ino, const Attr& a, int flags);
+  // Open, also giving the attributes the file was opened with (after O_TRUNC).
+  Result<OpenResult> OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr_out);
   std::shared_ptr<InodeState> State(Ino ino);
   std::shared_ptr<Handle> GetHandle(uint64_t fh);
   uint64_t AddHandle(std::shared_ptr<Handle> h);
