@@ -18,6 +18,7 @@
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/size.h"
+#include "common/url.h"
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
@@ -50,8 +51,8 @@ struct Args {
 // creates on 2 CPUs 15% slower than 4). A remote engine or store makes handlers wait on
 // round trips, and more workers keep more of them in flight.
 int FuseThreadsFor(const std::string& meta_url, const std::string& storage) {
-  bool local = (meta_url.rfind("sqlite3://", 0) == 0 || meta_url.rfind("mem://", 0) == 0) &&
-               (storage == "file" || storage == "mem");
+  auto url = ParseUrl(meta_url);
+  bool local = url.ok() && (url->scheme == "sqlite3" || url->scheme == "mem") && (storage == "file" || storage == "mem");
   if (!local) return 16;
   return static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
 }
