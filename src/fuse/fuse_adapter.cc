@@ -329,7 +329,7 @@ void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   OpTimer timer(kOpRelease);
-  Reply(req, V(req)->Release(fi->fh, fi->flock_release, fi->lock_owner));
+  Reply(req, V(req)->Release(fi->fh));
 }
 
 void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
@@ -515,8 +515,8 @@ void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   OpTimer timer(kOpLock);
   int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   Vfs* vfs = V(req);
-  uint64_t fh = fi->fh, owner = fi->lock_owner;
-  LockOrWait(req, ino, [=] { return vfs->Flock(fh, owner, base); }, !(op & LOCK_NB), base & LOCK_UN, true);
+  uint64_t fh = fi->fh;
+  LockOrWait(req, ino, [=] { return vfs->Flock(fh, base); }, !(op & LOCK_NB), base & LOCK_UN, true);
 }
 
 Meta::LockRange ToRange(const struct flock* l) {

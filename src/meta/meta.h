@@ -228,8 +228,8 @@ class Meta {
   // Returns the first conflicting lock, or type F_UNLCK.
   Result<LockRange> GetLk(Ino ino, uint64_t owner, LockRange want);
   Status SetLk(Ino ino, uint64_t owner, LockRange want);
-  // Drops every lock of owner on ino (close).
-  Status ReleaseLocks(Ino ino, uint64_t owner);
+  // Drops every record lock of owner on ino (close(2) of any of the owner's descriptors).
+  Status ReleaseRecordLocks(Ino ino, uint64_t owner);
 
  private:
   Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format);

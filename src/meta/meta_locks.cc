@@ -142,12 +142,9 @@ Status Meta::SetLk(Ino ino, uint64_t owner, LockRange want) {
   });
 }
 
-Status Meta::ReleaseLocks(Ino ino, uint64_t owner) {
+Status Meta::ReleaseRecordLocks(Ino ino, uint64_t owner) {
   uint64_t sid = sid_;
-  return engine_->Txn([&](KvTxn& t) {
-    RETURN_IF_ERROR(t.Delete(keys::Plock(ino, sid, owner)));
-    return t.Delete(keys::Flock(ino, sid, owner));
-  });
+  return engine_->Txn([&](KvTxn& t) { return t.Delete(keys::Plock(ino, sid, owner)); });
 }
 
 }  // namespace tierfs

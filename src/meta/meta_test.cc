@@ -493,7 +493,7 @@ TYPED_TEST(MetaTest, LocksConflictAcrossClients) {
   ASSERT_TRUE(this->m_->SetLk(f, 7, un).ok());
   EXPECT_TRUE(other->SetLk(f, 8, want).ok());
   EXPECT_EQ(other->GetLk(f, 9, Meta::LockRange{F_WRLCK, 0, 10, 3})->type, F_WRLCK);
-  ASSERT_TRUE(this->m_->ReleaseLocks(f, 7).ok());
+  ASSERT_TRUE(this->m_->ReleaseRecordLocks(f, 7).ok());
   EXPECT_EQ(other->GetLk(f, 9, Meta::LockRange{F_WRLCK, 0, 10, 3})->type, F_UNLCK);
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "chunk/block_key.h"
 #include "chunk/cached_store.h"
@@ -28,6 +29,9 @@ struct InodeState {
   int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
   uint64_t seen_length = 0;
   int opens = 0;
+  // Owners (processes, as the kernel names them) that took record locks on the inode
+  // through this client: close(2) of any of their descriptors drops those locks.
+  std::set<uint64_t> record_lock_owners;
   // The kernel asks for security.capability before every write(2); a recent "no such
   // xattr" answer is remembered for the attribute-cache time (1 s).
   int64_t no_caps_until_ns = 0;
@@ -42,7 +46,7 @@ struct Handle {
   Ino ino = 0;
   int flags = 0;
   bool is_dir = false;
-  bool locked = false;  // took a flock or record lock: drop them on close
+  bool flocked = false;  // took a flock: dropped when the open file description goes
   std::shared_ptr<InodeState> state;
   // reader: sequential-stream detection and readahead window
   std::mutex read_mu;
@@ -478,9 +482,15 @@ Status Vfs::Flush(uint64_t fh, uint64_t lock_owner) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
   Status s = FlushInode(*h->state);
-  if (h->locked) {
-    Status ls = meta_->ReleaseLocks(h->ino, lock_owner);
-    if (!ls.ok()) spdlog::warn("releasing locks of inode {} failed: {}", h->ino, ls.ToString());
+  bool owned;
+  {
+    std::lock_guard<std::mutex> l(h->state->mu);
+    owned = h->state->record_lock_owners.erase(lock_owner) > 0;
+  }
+  if (owned) {
+    // POSIX: closing any descriptor of the file drops every record lock the process holds on it.
+    Status ls = meta_->ReleaseRecordLocks(h->ino, lock_owner);
+    if (!ls.ok()) spdlog::warn("releasing record locks of inode {} failed: {}", h->ino, ls.ToString());
   }
   return s;
 }
@@ -495,7 +505,7 @@ Status Vfs::Fsync(uint64_t fh) {
 
 Status Vfs::FsyncDir() { return meta_->Sync(); }
 
-Status Vfs::Release(uint64_t fh, bool flock_release, uint64_t lock_owner) {
+Status Vfs::Release(uint64_t fh) {
   std::shared_ptr<Handle> h;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -505,9 +515,9 @@ Status Vfs::Release(uint64_t fh, bool flock_release, uint64_t lock_owner) {
     handles_.erase(it);
   }
   Status s = FlushInode(*h->state);
-  if (flock_release && h->locked) {
+  if (h->flocked) {
     // The last descriptor of an open file description is gone: its flock goes with it.
-    Status ls = meta_->Flock(h->ino, lock_owner, F_UNLCK);
+    Status ls = meta_->Flock(h->ino, fh, F_UNLCK);
     if (!ls.ok()) spdlog::warn("releasing flock of inode {} failed: {}", h->ino, ls.ToString());
   }
   {
@@ -670,14 +680,18 @@ Status Vfs::AfterLock(Handle& h) {
   return Status::OK();
 }
 
-Status Vfs::Flock(uint64_t fh, uint64_t owner, int op) {
+// A flock belongs to an open file description, which is what a handle stands for, so the
+// handle names the owner. Not the kernel's owner id: that is the address of the kernel's
+// file object, reused as soon as the file is closed, while the RELEASE that drops the old
+// flock may still be on its way and would then drop the new holder's lock.
+Status Vfs::Flock(uint64_t fh, int op) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
   int type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
   if (type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
-  RETURN_IF_ERROR(meta_->Flock(h->ino, owner, type));
+  RETURN_IF_ERROR(meta_->Flock(h->ino, fh, type));
   if (type == F_UNLCK) return Status::OK();
-  h->locked = true;
+  h->flocked = true;
   return AfterLock(*h);
 }
 
@@ -693,7 +707,10 @@ Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
   if (want.type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
   RETURN_IF_ERROR(meta_->SetLk(h->ino, owner, want));
   if (want.type == F_UNLCK) return Status::OK();
-  h->locked = true;
+  {
+    std::lock_guard<std::mutex> l(h->state->mu);
+    h->state->record_lock_owners.insert(owner);
+  }
   return AfterLock(*h);
 }
 

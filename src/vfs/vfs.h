@@ -73,7 +73,7 @@ class Vfs {
   Result<OpenResult> Open(const Ctx& ctx, Ino ino, int flags);
   Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
-  // close(2) of one file descriptor: commits buffered data, drops the owner's locks.
+  // close(2) of one file descriptor: commits buffered data, drops the owner's record locks.
   Status Flush(uint64_t fh, uint64_t lock_owner);
   // fsync(2): commits the file's buffered data, then makes its objects and the metadata
   // durable against a power loss, in that order.
@@ -81,8 +81,8 @@ class Vfs {
   // fsync(2) of a directory: every metadata change is committed before it is answered,
   // so only durability remains.
   Status FsyncDir();
-  // flock_release: the kernel asks to drop the flock of lock_owner (last close of the file).
-  Status Release(uint64_t fh, bool flock_release = false, uint64_t lock_owner = 0);
+  // The last close of an open file description: commits, and drops its flock.
+  Status Release(uint64_t fh);
   Status Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len);
   Result<uint64_t> CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out, uint64_t off_out,
                                  uint64_t len);
@@ -101,7 +101,8 @@ class Vfs {
   Status RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name);
 
   // op: LOCK_SH, LOCK_EX or LOCK_UN (no LOCK_NB: the caller loops for blocking locks).
-  Status Flock(uint64_t fh, uint64_t owner, int op);
+  // The lock belongs to the handle (the open file description), as flock(2) wants.
+  Status Flock(uint64_t fh, int op);
   Result<Meta::LockRange> GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
   Status SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
 

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -188,6 +189,42 @@ TEST_F(VfsTest, CreateOfANameMadeMeanwhileOpensIt) {
   auto dir = vfs_->Create(ctx_, kRootIno, "dir", 0644, O_RDONLY);
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), EISDIR);
+}
+
+// The kernel closes a file and sends RELEASE later, on another thread; by then the next
+// open may already hold the flock. Releasing the old handle must drop only its own lock.
+TEST_F(VfsTest, LateReleaseOfAClosedFileKeepsTheNextHoldersFlock) {
+  uint64_t first = Create("shared.log");
+  ASSERT_TRUE(vfs_->Flock(first, LOCK_EX).ok());
+  ASSERT_TRUE(vfs_->Flock(first, LOCK_UN).ok());
+  auto again = vfs_->Open(ctx_, meta_->Lookup(ctx_, kRootIno, "shared.log")->first, O_RDWR);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(vfs_->Flock(again->fh, LOCK_EX).ok());
+  ASSERT_TRUE(vfs_->Release(first).ok());  // the late RELEASE of the first open
+  auto third = vfs_->Open(ctx_, meta_->Lookup(ctx_, kRootIno, "shared.log")->first, O_RDWR);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(vfs_->Flock(third->fh, LOCK_EX).code(), EAGAIN) << "the holder's flock was dropped";
+  ASSERT_TRUE(vfs_->Release(again->fh).ok());
+  EXPECT_TRUE(vfs_->Flock(third->fh, LOCK_EX).ok()) << "the flock outlived its file";
+  ASSERT_TRUE(vfs_->Release(third->fh).ok());
+}
+
+// POSIX record locks belong to the process: closing any of its descriptors of the file
+// drops them, even one that never locked.
+TEST_F(VfsTest, CloseOfAnyDescriptorDropsTheProcesssRecordLocks) {
+  constexpr uint64_t kProcess = 77, kOther = 78;
+  uint64_t locker = Create("db");
+  Ino ino = meta_->Lookup(ctx_, kRootIno, "db")->first;
+  auto second = vfs_->Open(ctx_, ino, O_RDONLY);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(vfs_->SetLk(locker, kProcess, Meta::LockRange{F_WRLCK, 0, 99, 1}).ok());
+  auto other = vfs_->Open(ctx_, ino, O_RDWR);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(vfs_->SetLk(other->fh, kOther, Meta::LockRange{F_WRLCK, 50, 60, 2}).code(), EAGAIN);
+  ASSERT_TRUE(vfs_->Flush(second->fh, kProcess).ok());  // close(2) of the descriptor that did not lock
+  EXPECT_TRUE(vfs_->SetLk(other->fh, kOther, Meta::LockRange{F_WRLCK, 50, 60, 2}).ok())
+      << "the record lock survived a close by its process";
+  for (uint64_t fh : {locker, second->fh, other->fh}) ASSERT_TRUE(vfs_->Release(fh).ok());
 }
 
 }  // namespace
