@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -23,7 +24,7 @@ from harness import Volume, is_mounted, msg, run, tierfs, wait_for
 SUBCOMMANDS = {
     "format": ["--storage", "--bucket", "--block-size", "--force"],
     "mount": ["--log", "--attr-cache", "--entry-cache", "--buffer-size", "--cache-size", "--fuse-threads"],
-    "umount": ["--force"],
+    "umount": ["--force", "--wait"],
     "status": ["--json"],
     "info": ["--json"],
     "version": [],
@@ -466,6 +467,45 @@ class BadInputTest(CliTestCase):
         res = tierfs("mount", v.meta_url, v.mnt, "-d", "--log", v.log)
         self.assertFails(res, "bucket", v.bucket, "storage", "not a directory", what="mount with bucket being a file")
         self.assertFalse(is_mounted(v.mnt))
+
+    def test_umount_waits_for_the_client_to_finish(self):
+        # The client's last transaction (closing its session) waits while this test holds
+        # the SQLite write lock: umount must not return before the client is done.
+        v = self.vol_()
+        self.assertOk(v.format(), "format")
+        v.mount()
+        data = os.urandom(5 << 20)
+        with open(v.path("kept"), "wb") as f:
+            f.write(data)
+        pid = v.pid
+        self.assertTrue(pid, "could not find the mount daemon")
+        self.assertEqual(os.getxattr(v.mnt, "tierfs.pid"), str(pid).encode())
+        db = sqlite3.connect(v.meta_db, timeout=30, isolation_level=None, check_same_thread=False)
+        self.addCleanup(db.close)
+        db.execute("BEGIN EXCLUSIVE")
+        unlock = threading.Timer(3.0, lambda: db.execute("COMMIT"))
+        unlock.start()
+        self.addCleanup(unlock.cancel)
+        self.assertOk(tierfs("umount", v.mnt), "umount")
+        self.assertFalse(harness.process_running(pid), "tierfs umount returned while the client was still running")
+        unlock.join()
+
+        # A client that takes longer than --wait: umount says so and fails; the unmount stands.
+        v.mount()
+        pid = v.pid
+        db.execute("BEGIN EXCLUSIVE")
+        unlock = threading.Timer(4.0, lambda: db.execute("COMMIT"))
+        unlock.start()
+        self.addCleanup(unlock.cancel)
+        res = tierfs("umount", v.mnt, "--wait", "1")
+        self.assertFails(res, "still committing", str(pid), what="umount --wait 1 of a client that takes longer")
+        self.assertFalse(is_mounted(v.mnt))
+        unlock.join()
+        self.assertTrue(wait_for(lambda: not harness.process_running(pid), timeout=60), "the client never exited")
+        v.mount()
+        with open(v.path("kept"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        v.umount()
 
     def test_umount_not_mounted(self):
         d = self.local_tmpdir()

@@ -1,9 +1,17 @@
-// tierfs umount MOUNTPOINT [--force]
+// tierfs umount MOUNTPOINT [--force] [--wait SECONDS]
+//
+// Unmounts, then waits for the client that served the mount to commit what it still
+// buffers and close its session, so that a script may stop the machine, detach the disk
+// under a local bucket or run `tierfs fsck` as soon as umount returns.
+#include <poll.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 
@@ -27,20 +35,64 @@ int RunProgram(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-int Run(const std::string& mountpoint, bool force) {
+// A descriptor that becomes readable when the client serving mp exits, or -1 when the
+// mount does not say which process serves it (not TierFS, or a client that already left).
+int WatchClient(const std::string& mp, pid_t* pid) {
+  char buf[32] = {0};
+  ssize_t n = getxattr(mp.c_str(), "tierfs.pid", buf, sizeof buf - 1);
+  if (n <= 0) return -1;
+  *pid = static_cast<pid_t>(atol(buf));
+  if (*pid <= 0) return -1;
+  return static_cast<int>(syscall(SYS_pidfd_open, *pid, 0));
+}
+
+int WaitForClient(int pidfd, pid_t pid, int wait_s) {
+  auto start = std::chrono::steady_clock::now();
+  bool told = false;
+  for (;;) {
+    pollfd p{pidfd, POLLIN, 0};
+    if (poll(&p, 1, 1000) > 0) break;
+    auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+    if (!told && waited >= 2) {
+      std::cerr << "tierfs: waiting for the client (pid " << pid << ") to commit buffered writes\n";
+      told = true;
+    }
+    if (waited >= wait_s) {
+      close(pidfd);
+      return Fail("umount", Status::Err(ETIMEDOUT, "unmounted, but the client (pid " + std::to_string(pid) +
+                                                       ") is still committing buffered writes after " +
+                                                       std::to_string(wait_s) + " s; see its log"));
+    }
+  }
+  close(pidfd);
+  return 0;
+}
+
+int Run(const std::string& mountpoint, bool force, int wait_s) {
   std::string mp = AbsPath(mountpoint);
   if (!IsMountPoint(mp)) return Fail("umount", Status::Err(EINVAL, mp + " is not mounted"));
+  // A lazy unmount leaves the client serving the files still open: nothing to wait for.
+  pid_t pid = 0;
+  int pidfd = force ? -1 : WatchClient(mp, &pid);
+  int rc = 0;
   if (geteuid() == 0) {
-    if (umount2(mp.c_str(), force ? MNT_DETACH : 0) == 0) return 0;
-    int err = errno;
-    if (err == EBUSY && !force) {
-      return Fail("umount", Status::Err(EBUSY, mp + " is busy (files open or a process inside it); close them or use --force"));
+    if (umount2(mp.c_str(), force ? MNT_DETACH : 0) != 0) {
+      int err = errno;
+      if (err == EBUSY && !force) {
+        rc = Fail("umount", Status::Err(EBUSY, mp + " is busy (files open or a process inside it); close them or use --force"));
+      } else {
+        rc = Fail("umount", Status::Err(err, std::string("unmounting ") + mp + " failed: " + strerror(err)));
+      }
     }
-    return Fail("umount", Status::Err(err, std::string("unmounting ") + mp + " failed: " + strerror(err)));
+  } else if (RunProgram({"fusermount3", force ? "-uz" : "-u", mp}) != 0) {
+    rc = Fail("umount", Status::Err(EIO, "fusermount3 could not unmount " + mp));
   }
-  int rc = RunProgram({"fusermount3", force ? "-uz" : "-u", mp});
-  if (rc != 0) return Fail("umount", Status::Err(EIO, "fusermount3 could not unmount " + mp));
-  return 0;
+  if (pidfd < 0) return rc;
+  if (rc != 0) {
+    close(pidfd);
+    return rc;
+  }
+  return WaitForClient(pidfd, pid, wait_s);
 }
 
 }  // namespace
@@ -48,10 +100,15 @@ int Run(const std::string& mountpoint, bool force) {
 void RegisterUmount(CLI::App& app, int* exit_code) {
   auto mp = std::make_shared<std::string>();
   auto force = std::make_shared<bool>(false);
+  auto wait_s = std::make_shared<int>(600);
   auto* sub = app.add_subcommand("umount", "Unmount a TierFS mount point");
   sub->add_option("MOUNTPOINT", *mp, "Mount point")->required();
-  sub->add_flag("--force", *force, "Detach even when busy (lazy unmount)");
-  sub->callback([mp, force, exit_code] { *exit_code = Run(*mp, *force); });
+  sub->add_flag("--force", *force, "Detach even when busy (lazy unmount); does not wait for the client");
+  sub->add_option("--wait", *wait_s,
+                  "Seconds to wait for the client to commit buffered writes and exit after the unmount")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->callback([mp, force, wait_s, exit_code] { *exit_code = Run(*mp, *force, *wait_s); });
 }
 
 }  // namespace tierfs::cmd

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -61,6 +62,9 @@ struct Handle {
 
 namespace {
 constexpr const char* kInfoXattr = "tierfs.info";
+// On the root: the pid of the client serving this mount (`tierfs umount` waits for it).
+constexpr const char* kPidXattr = "tierfs.pid";
+bool IsVirtualXattr(const std::string& name) { return name == kInfoXattr || name == kPidXattr; }
 constexpr uint64_t kMaxReadahead = 64ull << 20;
 }  // namespace
 
@@ -622,6 +626,7 @@ Result<StatFs> Vfs::GetStatFs() { return meta_->GetStatFs(); }
 
 Result<std::string> Vfs::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (name == kInfoXattr) return LayoutJson(ino);
+  if (name == kPidXattr && ino == kRootIno) return std::to_string(getpid());
   bool caps = name == kCapsXattr;
   std::shared_ptr<InodeState> st;
   if (caps) {
@@ -650,7 +655,7 @@ void Vfs::ForgetXattrCache(Ino ino) {
 }
 
 Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
-  if (name == kInfoXattr) return Status::Err(EPERM, "tierfs.info is read-only");
+  if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
   ForgetXattrCache(ino);
   return meta_->SetXattr(ctx, ino, name, value, flags);
 }
@@ -658,7 +663,7 @@ Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std
 Result<std::vector<std::string>> Vfs::ListXattr(const Ctx& ctx, Ino ino) { return meta_->ListXattr(ctx, ino); }
 
 Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
-  if (name == kInfoXattr) return Status::Err(EPERM, "tierfs.info is read-only");
+  if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
   ForgetXattrCache(ino);
   return meta_->RemoveXattr(ctx, ino, name);
 }
