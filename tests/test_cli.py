@@ -507,6 +507,29 @@ class BadInputTest(CliTestCase):
             self.assertEqual(f.read(), data)
         v.umount()
 
+    def test_umount_of_a_client_in_another_pid_namespace(self):
+        # The client's pid is its own namespace's (1 here): from outside it names another
+        # process, which umount must not wait for.
+        v = self.vol_()
+        self.assertOk(v.format(), "format")
+        client = subprocess.Popen(["unshare", "--pid", "--fork", harness.tierfs_bin(), "mount", v.meta_url, v.mnt,
+                                   "--log", v.log], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: client.poll() is None and client.kill())
+        self.addCleanup(lambda: is_mounted(v.mnt) and run("fusermount3", "-uz", v.mnt))
+        if not wait_for(lambda: is_mounted(v.mnt) or client.poll() is not None, timeout=30) or not is_mounted(v.mnt):
+            client.kill()
+            self.fail("mount in a new pid namespace failed: %s" % client.communicate()[1])
+        self.assertEqual(os.getxattr(v.mnt, "tierfs.pid"), b"1")
+        with open(v.path("f"), "w") as f:
+            f.write("kept")
+        self.assertOk(tierfs("umount", v.mnt, "--wait", "5"), "umount of a client in another pid namespace")
+        _, err = client.communicate(timeout=60)
+        self.assertEqual(client.returncode, 0, err)
+        v.mount()
+        with open(v.path("f")) as f:
+            self.assertEqual(f.read(), "kept")
+        v.umount()
+
     def test_umount_not_mounted(self):
         d = self.local_tmpdir()
         res = tierfs("umount", d)

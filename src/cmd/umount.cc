@@ -3,6 +3,7 @@
 // Unmounts, then waits for the client that served the mount to commit what it still
 // buffers and close its session, so that a script may stop the machine, detach the disk
 // under a local bucket or run `tierfs fsck` as soon as umount returns.
+#include <dirent.h>
 #include <poll.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <string_view>
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
@@ -35,15 +37,42 @@ int RunProgram(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-// A descriptor that becomes readable when the client serving mp exits, or -1 when the
-// mount does not say which process serves it (not TierFS, or a client that already left).
+// False when pid certainly has no FUSE device open. The client reports its pid as its
+// own pid namespace sees it; from another namespace (a client in a container) the number
+// names some unrelated process, or none.
+bool ServesFuse(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return errno == EACCES;  // not ours to inspect: take the client's word
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    char target[64];
+    ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    if (n > 0 && std::string_view(target, static_cast<size_t>(n)) == "/dev/fuse") {
+      found = true;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// A descriptor that becomes readable when the client serving mp exits, or -1 when it
+// cannot be told which process that is (not TierFS, a client that already left, or one in
+// another pid namespace).
 int WatchClient(const std::string& mp, pid_t* pid) {
   char buf[32] = {0};
   ssize_t n = getxattr(mp.c_str(), "tierfs.pid", buf, sizeof buf - 1);
   if (n <= 0) return -1;
   *pid = static_cast<pid_t>(atol(buf));
   if (*pid <= 0) return -1;
-  return static_cast<int>(syscall(SYS_pidfd_open, *pid, 0));
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, *pid, 0));
+  // Checked after pinning the process with the pidfd, so the pid cannot change meanwhile.
+  if (fd >= 0 && !ServesFuse(*pid)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 int WaitForClient(int pidfd, pid_t pid, int wait_s) {
