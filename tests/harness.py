@@ -104,15 +104,6 @@ def wait_for(pred, timeout=30.0, interval=0.05):
         time.sleep(interval)
 
 
-def process_running(pid):
-    """True while pid exists and has not exited (an unreaped zombie has exited)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
 def pid_alive(pid):
     try:
         os.kill(pid, 0)

@@ -19,7 +19,7 @@ import time
 import unittest
 
 import harness
-from harness import Volume, is_mounted, msg, run, tierfs, wait_for
+from harness import Volume, is_mounted, msg, pid_alive, run, tierfs, wait_for
 
 SUBCOMMANDS = {
     "format": ["--storage", "--bucket", "--block-size", "--force"],
@@ -487,7 +487,7 @@ class BadInputTest(CliTestCase):
         unlock.start()
         self.addCleanup(unlock.cancel)
         self.assertOk(tierfs("umount", v.mnt), "umount")
-        self.assertFalse(harness.process_running(pid), "tierfs umount returned while the client was still running")
+        self.assertFalse(pid_alive(pid), "tierfs umount returned while the client was still running")
         unlock.join()
 
         # A client that takes longer than --wait: umount says so and fails; the unmount stands.
@@ -501,7 +501,7 @@ class BadInputTest(CliTestCase):
         self.assertFails(res, "still committing", str(pid), what="umount --wait 1 of a client that takes longer")
         self.assertFalse(is_mounted(v.mnt))
         unlock.join()
-        self.assertTrue(wait_for(lambda: not harness.process_running(pid), timeout=60), "the client never exited")
+        self.assertTrue(wait_for(lambda: not pid_alive(pid), timeout=60), "the client never exited")
         v.mount()
         with open(v.path("kept"), "rb") as f:
             self.assertEqual(f.read(), data)
