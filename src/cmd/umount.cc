@@ -97,31 +97,31 @@ int WaitForClient(int pidfd, pid_t pid, int wait_s) {
   return 0;
 }
 
+// The unmount itself: umount2 as root, fusermount3 otherwise.
+int Unmount(const std::string& mp, bool force) {
+  if (geteuid() != 0) {
+    if (RunProgram({"fusermount3", force ? "-uz" : "-u", mp}) == 0) return 0;
+    return Fail("umount", Status::Err(EIO, "fusermount3 could not unmount " + mp));
+  }
+  if (umount2(mp.c_str(), force ? MNT_DETACH : 0) == 0) return 0;
+  int err = errno;
+  if (err == EBUSY && !force) {
+    return Fail("umount", Status::Err(EBUSY, mp + " is busy (files open or a process inside it); close them or use --force"));
+  }
+  return Fail("umount", Status::Err(err, std::string("unmounting ") + mp + " failed: " + strerror(err)));
+}
+
 int Run(const std::string& mountpoint, bool force, int wait_s) {
   std::string mp = AbsPath(mountpoint);
   if (!IsMountPoint(mp)) return Fail("umount", Status::Err(EINVAL, mp + " is not mounted"));
   // A lazy unmount leaves the client serving the files still open: nothing to wait for.
   pid_t pid = 0;
   int pidfd = force ? -1 : WatchClient(mp, &pid);
-  int rc = 0;
-  if (geteuid() == 0) {
-    if (umount2(mp.c_str(), force ? MNT_DETACH : 0) != 0) {
-      int err = errno;
-      if (err == EBUSY && !force) {
-        rc = Fail("umount", Status::Err(EBUSY, mp + " is busy (files open or a process inside it); close them or use --force"));
-      } else {
-        rc = Fail("umount", Status::Err(err, std::string("unmounting ") + mp + " failed: " + strerror(err)));
-      }
-    }
-  } else if (RunProgram({"fusermount3", force ? "-uz" : "-u", mp}) != 0) {
-    rc = Fail("umount", Status::Err(EIO, "fusermount3 could not unmount " + mp));
-  }
+  int rc = Unmount(mp, force);
   if (pidfd < 0) return rc;
-  if (rc != 0) {
-    close(pidfd);
-    return rc;
-  }
-  return WaitForClient(pidfd, pid, wait_s);
+  if (rc == 0) return WaitForClient(pidfd, pid, wait_s);
+  close(pidfd);
+  return rc;
 }
 
 }  // namespace
