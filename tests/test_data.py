@@ -463,6 +463,33 @@ class DirectIOTest(harness.TierFSTestCase):
             os.close(direct)
 
 
+    def test_mmap_of_a_file_opened_with_o_direct(self):
+        # ext4 allows it, and programs that mix both do it; FUSE's own direct-I/O mode
+        # refused shared mappings with ENODEV.
+        p = os.path.join(self.work, "mapped")
+        with open(p, "wb") as f:
+            f.write(b"a" * (2 * MiB))
+        direct = os.open(p, os.O_RDWR | os.O_DIRECT)
+        buffered = os.open(p, os.O_RDWR)
+        try:
+            with mmap.mmap(direct, 2 * MiB) as m:
+                m[4096:8192] = b"M" * 4096
+                m.flush()
+                self.assertEqual(os.pread(buffered, 4096, 4096), b"M" * 4096, "msync'ed page not read back")
+                self.assertEqual(self.direct_pread(direct, 4096, 4096), b"M" * 4096)
+                # A direct write drops the mapped page: the mapping sees the new data.
+                self.assertEqual(self.direct_pwrite(direct, b"D" * 4096, 4096), 4096)
+                self.assertEqual(m[4096:8192], b"D" * 4096, "the mapping kept data older than a direct write")
+                os.pwrite(buffered, b"B" * 100, MiB)
+                self.assertEqual(m[MiB:MiB + 100], b"B" * 100)
+        finally:
+            os.close(direct)
+            os.close(buffered)
+        self.vol.remount()
+        self.assertEqual(read_range(p, 4096, 4096), b"D" * 4096)
+        self.assertEqual(read_range(p, MiB, 100), b"B" * 100)
+
+
 class ReadYourWritesTest(harness.TierFSTestCase):
     def test_read_through_other_fd_before_close(self):
         p = os.path.join(self.work, "f")

@@ -1,6 +1,7 @@
 #define FUSE_USE_VERSION 312
 #include "fuse/fuse_adapter.h"
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -33,12 +35,54 @@ struct LockWaiters {
   std::atomic<bool> stopping{false};  // set once the session has ended; waiters then give up
 };
 
+// Replies to O_DIRECT writes after dropping the kernel's cached pages of the range.
+//
+// The kernel drops them itself after a synchronous direct write, but after an
+// asynchronous one (AIO, io_uring) only before sending it: a buffered reader or an mmap
+// fault that reads the range while the write is on its way caches the old data again, and
+// every later buffered read returns it (the kernel fix came after the kernels this runs
+// on). Invalidating here, once the write is applied and before the write completes, closes
+// that window. It runs on a thread of its own, not on a FUSE worker: invalidation waits
+// for pages that readers hold locked until their READ is answered, and those READs need
+// free workers.
+struct DirectWriteReplies {
+  struct Item {
+    fuse_req_t req;
+    fuse_ino_t ino;
+    off_t off;
+    size_t size;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> queue;  // guarded by mu
+  bool stopping = false;   // guarded by mu
+  std::thread thread;
+};
+
 struct Ctxt {
   Vfs* vfs;
   FuseOptions opts;
   fuse_session* se = nullptr;
   LockWaiters waiters;
+  DirectWriteReplies direct;
 };
+
+void DirectWriteLoop(Ctxt* c) {
+  pthread_setname_np(pthread_self(), "fuse-dio-inval");
+  DirectWriteReplies& d = c->direct;
+  std::unique_lock<std::mutex> l(d.mu);
+  for (;;) {
+    d.cv.wait(l, [&] { return d.stopping || !d.queue.empty(); });
+    if (d.queue.empty()) return;
+    DirectWriteReplies::Item it = d.queue.front();
+    d.queue.pop_front();
+    l.unlock();
+    // After the session ended the kernel is gone: the notification fails, the reply too.
+    fuse_lowlevel_notify_inval_inode(c->se, it.ino, it.off, static_cast<off_t>(it.size));
+    fuse_reply_write(it.req, it.size);
+    l.lock();
+  }
+}
 
 // Per-operation request counts and total latency, logged when the file system unmounts.
 enum Op { kOpLookup, kOpGetattr, kOpSetattr, kOpCreate, kOpOpen, kOpRead, kOpWrite, kOpFlush, kOpRelease,
@@ -279,7 +323,12 @@ void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
 void FillOpen(fuse_file_info* fi, const OpenResult& o) {
   fi->fh = o.fh;
   fi->keep_cache = o.keep_cache ? 1 : 0;
-  fi->direct_io = o.direct_io ? 1 : 0;
+  // O_DIRECT opens are not FOPEN_DIRECT_IO: the kernel then serves them through its own
+  // direct-I/O path, which writes back dirty pages before and drops cached ones after
+  // every direct write, also when an AIO write completes, and allows mmap of the file
+  // (FOPEN_DIRECT_IO refuses shared mappings, and dropped the cache before an AIO write
+  // had reached us, so buffered readers could cache the old data again).
+  fi->direct_io = 0;
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -315,10 +364,20 @@ void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
   fuse_reply_buf(req, tls_read_buf.data(), *r);
 }
 
-void OpWrite(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(kOpWrite);
   Status st = V(req)->Write(fi->fh, static_cast<uint64_t>(off), buf, size);
   if (!st.ok()) return Reply(req, st);
+  // A page-cache writeback (writepage) must not wait for its own pages.
+  if ((fi->flags & O_DIRECT) && !fi->writepage && size > 0) {
+    DirectWriteReplies& d = static_cast<Ctxt*>(fuse_req_userdata(req))->direct;
+    {
+      std::lock_guard<std::mutex> l(d.mu);
+      d.queue.push_back({req, ino, off, size});
+    }
+    d.cv.notify_one();
+    return;
+  }
   fuse_reply_write(req, size);
 }
 
@@ -612,7 +671,7 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const Status&)>& on_ready) {
-  Ctxt ctxt{vfs, opts, nullptr, {}};
+  Ctxt ctxt{vfs, opts, nullptr, {}, {}};
   std::vector<std::string> argv_s = {"tierfs"};
   std::string o = "fsname=" + opts.fsname + ",subtype=tierfs";
   for (const auto& m : opts.mount_options) o += "," + m;
@@ -644,6 +703,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     return st;
   }
   on_ready(Status::OK());
+  ctxt.direct.thread = std::thread(DirectWriteLoop, &ctxt);
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(opts.max_threads));
   fuse_loop_cfg_set_idle_threads(cfg, 8);
@@ -655,6 +715,12 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     ctxt.waiters.stopping = true;
     ctxt.waiters.cv.wait(l, [&] { return ctxt.waiters.running == 0; });
   }
+  {
+    std::lock_guard<std::mutex> l(ctxt.direct.mu);
+    ctxt.direct.stopping = true;
+  }
+  ctxt.direct.cv.notify_all();
+  ctxt.direct.thread.join();
   LogOpStats();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

@@ -13,7 +13,8 @@ namespace {
 constexpr size_t kMaxOpenSlices = 64;
 }  // namespace
 
-FileWriter::FileWriter(Ino ino, Meta* meta, CachedStore* store) : ino_(ino), meta_(meta), store_(store) {}
+FileWriter::FileWriter(Ino ino, Meta* meta, CachedStore* store, CommitHook hook)
+    : ino_(ino), meta_(meta), store_(store), hook_(std::move(hook)) {}
 
 FileWriter::~FileWriter() {
   std::lock_guard<std::mutex> l(mu_);
@@ -25,6 +26,7 @@ Status FileWriter::Write(uint64_t off, const char* data, size_t len) {
   if (!error_.ok()) return error_;
   if (off + len > kMaxFileSize) return Status::Err(EFBIG, "write beyond the 1 PiB file size limit");
   if (dirty_since_ns_ == 0) dirty_since_ns_ = MonoNanos();
+  dirty_ = true;
   uint64_t pos = off;
   size_t done = 0;
   while (done < len) {
@@ -39,7 +41,7 @@ Status FileWriter::Write(uint64_t off, const char* data, size_t len) {
     done += n;
     pos += n;
   }
-  pending_length_ = std::max(pending_length_, off + len);
+  pending_length_ = std::max(pending_length_.load(), off + len);
   if (slices_.size() > kMaxOpenSlices) return FlushLocked();
   return Status::OK();
 }
@@ -67,15 +69,18 @@ Status FileWriter::WritePiece(uint32_t chunk, uint32_t pos, const char* data, ui
   return Status::OK();
 }
 
-Status FileWriter::Flush(Attr* attr, bool* committed) {
+Status FileWriter::Flush() {
   std::lock_guard<std::mutex> l(mu_);
-  return FlushLocked(attr, committed);
+  return FlushLocked();
 }
 
-Status FileWriter::FlushLocked(Attr* attr, bool* committed) {
-  if (committed) *committed = false;
+Status FileWriter::FlushLocked() {
+  if (!dirty_) return Status::OK();
   Status first = error_;
   int64_t now = NowNanos();
+  Attr attr;
+  bool committed = false;
+  if (hook_ && !slices_.empty()) hook_(nullptr);
   size_t i = 0;
   for (; i < slices_.size() && first.ok(); ++i) {
     OpenSlice& s = slices_[i];
@@ -88,8 +93,8 @@ Status FileWriter::FlushLocked(Attr* attr, bool* committed) {
       rec.off = 0;
       rec.len = rec.size;
       uint64_t end = static_cast<uint64_t>(s.chunk) * kChunkSize + s.pos + rec.len;
-      st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, attr);
-      if (st.ok() && committed) *committed = true;
+      st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, &attr);
+      if (st.ok()) committed = true;
       if (!st.ok()) {
         // Uploaded but not committed: the blocks leak until gc collects them; the data is
         // reported lost to the application instead of silently dropped.
@@ -101,26 +106,14 @@ Status FileWriter::FlushLocked(Attr* attr, bool* committed) {
     if (!st.ok()) first = st;
   }
   for (; i < slices_.size(); ++i) slices_[i].writer->Abort();
+  bool had_slices = !slices_.empty();
   slices_.clear();
   pending_length_ = 0;
   dirty_since_ns_ = 0;
   error_ = Status::OK();
+  if (hook_ && had_slices) hook_(committed ? &attr : nullptr);
+  dirty_ = false;
   return first;
-}
-
-uint64_t FileWriter::PendingLength() {
-  std::lock_guard<std::mutex> l(mu_);
-  return pending_length_;
-}
-
-bool FileWriter::Dirty() {
-  std::lock_guard<std::mutex> l(mu_);
-  return !slices_.empty() || !error_.ok();
-}
-
-int64_t FileWriter::DirtySinceNs() {
-  std::lock_guard<std::mutex> l(mu_);
-  return dirty_since_ns_;
 }
 
 }  // namespace tierfs

@@ -6,10 +6,19 @@
 // shadow earlier ones. A failed upload or commit is remembered and returned by the next
 // Write/Flush, so the application learns of it at write, fsync or close.
 //
-// Threads: any thread; one mutex serializes the writes of the inode.
+// Commits and readers: the hook given at construction runs under the writer's lock right
+// before a flush commits its first slice and right after it committed the last (with the
+// inode's attributes then, or nullptr when nothing was committed). A reader that caches
+// what the metadata says of the file drops it there: it cannot see the writer clean
+// before the hook has run, nor keep a view read before the commit.
+//
+// Threads: any thread; one mutex serializes the writes of the inode. Dirty() and
+// PendingLength() take no lock, so they may be called while holding the hook's lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -25,17 +34,19 @@ class SliceWriter;
 
 class FileWriter {
  public:
-  FileWriter(Ino ino, Meta* meta, CachedStore* store);
+  using CommitHook = std::function<void(const Attr* after)>;
+  FileWriter(Ino ino, Meta* meta, CachedStore* store, CommitHook hook = nullptr);
   ~FileWriter();
 
   Status Write(uint64_t off, const char* data, size_t len);
-  // Uploads and commits everything buffered. Returns (and clears) a sticky error. When
-  // something was committed and `attr` is given, it receives the inode's new attributes.
-  Status Flush(Attr* attr = nullptr, bool* committed = nullptr);
+  // Uploads and commits everything buffered. Returns (and clears) a sticky error.
+  Status Flush();
   // Highest end offset written since the last commit (0 when clean).
-  uint64_t PendingLength();
-  bool Dirty();
-  int64_t DirtySinceNs();
+  uint64_t PendingLength() const { return pending_length_.load(); }
+  // Something is buffered (or a sticky error waits): true until a flush has committed it
+  // and run the hook.
+  bool Dirty() const { return dirty_.load(); }
+  int64_t DirtySinceNs() const { return dirty_since_ns_.load(); }
 
  private:
   struct OpenSlice {
@@ -44,16 +55,19 @@ class FileWriter {
     std::unique_ptr<SliceWriter> writer;
   };
   Status WritePiece(uint32_t chunk, uint32_t pos, const char* data, uint32_t len);
-  Status FlushLocked(Attr* attr = nullptr, bool* committed = nullptr);
+  Status FlushLocked();
 
   Ino ino_;
   Meta* meta_;
   CachedStore* store_;
+  CommitHook hook_;
   std::mutex mu_;
-  std::vector<OpenSlice> slices_;
-  uint64_t pending_length_ = 0;
-  int64_t dirty_since_ns_ = 0;
-  Status error_;
+  std::vector<OpenSlice> slices_;  // guarded by mu_
+  Status error_;                   // guarded by mu_
+  // Written under mu_, read without it.
+  std::atomic<uint64_t> pending_length_{0};
+  std::atomic<int64_t> dirty_since_ns_{0};
+  std::atomic<bool> dirty_{false};
 };
 
 }  // namespace tierfs

@@ -20,12 +20,20 @@
 namespace tierfs {
 
 // Per-inode state shared by the handles of one inode.
+//
+// What it caches of the metadata (slice maps, length) is only ever replaced by something
+// read after the last change this client made: every change (a commit, truncate,
+// fallocate, copy_file_range, a lock taken) bumps `gen` and drops the maps, and a value
+// read from the engine is kept only if `gen` did not move while it was being read.
+// Otherwise a read that raced with a commit would put the pre-commit layout back into the
+// cache, and every later read would return the old data.
 struct InodeState {
   explicit InodeState(Ino i) : ino(i) {}
   Ino ino;
   std::mutex mu;
   std::shared_ptr<FileWriter> writer;                // created on first write
   std::map<uint32_t, std::vector<ChunkSegment>> chunks;  // resolved slice maps
+  uint64_t gen = 0;                                  // bumped by every local layout change
   uint64_t length = 0;                               // as last seen by this client
   int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
   uint64_t seen_length = 0;
@@ -36,6 +44,18 @@ struct InodeState {
   // The kernel asks for security.capability before every write(2); a recent "no such
   // xattr" answer is remembered for the attribute-cache time (1 s).
   int64_t no_caps_until_ns = 0;
+
+  // Both with mu held.
+  void Invalidate() {
+    chunks.clear();
+    ++gen;
+  }
+  // Takes the length and times of `a`, read from the engine after this client's last change.
+  void Seen(const Attr& a) {
+    length = a.length;
+    seen_mtime = a.mtime_ns;
+    seen_length = a.length;
+  }
 };
 
 namespace {
@@ -144,17 +164,46 @@ Status Vfs::FlushInode(InodeState& st) {
     w = st.writer;
   }
   if (!w || !w->Dirty()) return Status::OK();
-  Attr a;
-  bool committed = false;
-  Status s = w->Flush(&a, &committed);
+  return w->Flush();
+}
+
+std::shared_ptr<FileWriter> Vfs::Writer(InodeState& st) {
   std::lock_guard<std::mutex> l(st.mu);
-  st.chunks.clear();
-  if (committed) {
-    st.length = a.length;
-    st.seen_mtime = a.mtime_ns;
-    st.seen_length = a.length;
+  if (!st.writer) {
+    // The state owns the writer, so the hook never outlives it.
+    InodeState* sp = &st;
+    st.writer = std::make_shared<FileWriter>(st.ino, meta_, store_, [sp](const Attr* after) {
+      std::lock_guard<std::mutex> g(sp->mu);
+      sp->Invalidate();
+      if (after) sp->Seen(*after);
+    });
   }
-  return s;
+  return st.writer;
+}
+
+uint64_t Vfs::Gen(InodeState& st) {
+  std::lock_guard<std::mutex> l(st.mu);
+  return st.gen;
+}
+
+Status Vfs::Refresh(InodeState& st, const Attr* known, uint64_t gen) {
+  for (int attempt = 0;; ++attempt) {
+    Attr a;
+    if (known && attempt == 0) {
+      a = *known;
+    } else {
+      gen = Gen(st);
+      ASSIGN_OR_RETURN(a, meta_->GetAttr(st.ino));
+    }
+    std::lock_guard<std::mutex> l(st.mu);
+    bool fresh = st.gen == gen;
+    st.Invalidate();
+    // A commit of this client's raced with the read: read again (the commit's own
+    // attributes may predate the change being refreshed for).
+    if (!fresh && attempt < 8) continue;
+    if (!(st.writer && st.writer->Dirty())) st.Seen(a);
+    return Status::OK();
+  }
 }
 
 Status Vfs::FlushAll() {
@@ -212,12 +261,9 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
       ASSIGN_OR_RETURN(Attr cur, meta_->GetAttr(ino));
       if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, cur, W_OK));
     }
+    uint64_t gen = Gen(*st);
     ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
-    std::lock_guard<std::mutex> l(st->mu);
-    st->chunks.clear();
-    st->length = a.length;
-    st->seen_mtime = a.mtime_ns;
-    st->seen_length = a.length;
+    RETURN_IF_ERROR(Refresh(*st, &a, gen));
     return a;
   }
   ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
@@ -272,6 +318,8 @@ Result<OpenResult> Vfs::Open(const Ctx& ctx, Ino ino, int flags) { return OpenIn
 Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr_out) {
   std::vector<SliceRecord> first_chunk;
   bool want_chunk = !(flags & O_TRUNC) && (flags & O_ACCMODE) != O_WRONLY;
+  auto st = State(ino);
+  uint64_t gen = Gen(*st);
   ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags, want_chunk ? &first_chunk : nullptr));
   if ((flags & O_TRUNC) && a.IsRegular()) {
     // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
@@ -283,37 +331,39 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
       return t.status();
     }
     a = *t;
+    gen = Gen(*st);
   }
-  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(ino, a, flags));
+  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, a, flags, gen));
   if (attr_out) *attr_out = MergePending(ino, a);  // with this client's buffered writes
   if (want_chunk && a.IsRegular() && a.length > 0) {
-    auto st = State(ino);
     std::lock_guard<std::mutex> l(st->mu);
-    if (!(st->writer && st->writer->Dirty())) st->chunks[0] = BuildSliceMap(std::move(first_chunk));
+    if (st->gen == gen && !(st->writer && st->writer->Dirty())) st->chunks[0] = BuildSliceMap(std::move(first_chunk));
   }
   return r;
 }
 
-Result<OpenResult> Vfs::OpenWithAttr(Ino ino, const Attr& a, int flags) {
-  auto st = State(ino);
+Result<OpenResult> Vfs::OpenWithAttr(const std::shared_ptr<InodeState>& st, const Attr& a, int flags,
+                                     uint64_t gen) {
   auto h = std::make_shared<Handle>();
-  h->ino = ino;
+  h->ino = st->ino;
   h->flags = flags;
   h->state = st;
   OpenResult r;
   {
     std::lock_guard<std::mutex> l(st->mu);
     bool dirty = st->writer && st->writer->Dirty();
+    // `a` is current unless this client changed the file while it was being read (then
+    // the state already holds something newer, and the kernel's cache is dropped).
+    bool fresh = st->gen == gen;
     // Close-to-open: keep the kernel's page cache only if nobody changed the file since
     // this client last saw it.
-    r.keep_cache = !dirty && st->seen_mtime == a.mtime_ns && st->seen_length == a.length;
-    if (!r.keep_cache && !dirty) st->chunks.clear();
-    if (!dirty) st->length = a.length;
-    st->seen_mtime = a.mtime_ns;
-    st->seen_length = a.length;
+    r.keep_cache = fresh && !dirty && st->seen_mtime == a.mtime_ns && st->seen_length == a.length;
+    if (fresh && !dirty) {
+      if (!r.keep_cache) st->Invalidate();
+      st->Seen(a);
+    }
     st->opens++;
   }
-  r.direct_io = (flags & O_DIRECT) != 0;
   r.fh = AddHandle(std::move(h));
   return r;
 }
@@ -329,9 +379,10 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
       ASSIGN_OR_RETURN(Entry e, std::move(made));
       // The creator may write even if the new mode forbids it (open(O_CREAT|O_WRONLY, 0444)).
       meta_->OpenCreated(e.ino);
-      ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(e.ino, e.attr, flags));
+      // A new inode: nothing of this client's can have raced with reading its attributes.
+      auto st = State(e.ino);
+      ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, e.attr, flags, Gen(*st)));
       {
-        auto st = State(e.ino);
         std::lock_guard<std::mutex> l(st->mu);
         st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
       }
@@ -351,15 +402,19 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
 }
 
 Result<std::vector<ChunkSegment>> Vfs::Segments(InodeState& st, uint32_t chunk) {
+  uint64_t gen;
   {
     std::lock_guard<std::mutex> l(st.mu);
     auto it = st.chunks.find(chunk);
     if (it != st.chunks.end()) return it->second;
+    gen = st.gen;
   }
   ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(st.ino, chunk));
   std::vector<ChunkSegment> segs = BuildSliceMap(std::move(recs));
   std::lock_guard<std::mutex> l(st.mu);
-  st.chunks[chunk] = segs;
+  // Read before a commit of this client's ended: good for this read, which overlapped the
+  // commit, but not for the cache.
+  if (st.gen == gen) st.chunks[chunk] = segs;
   return segs;
 }
 
@@ -455,24 +510,17 @@ Status Vfs::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
   if (!h) return Status::Err(EBADF, "bad file handle");
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   InodeState& st = *h->state;
-  std::shared_ptr<FileWriter> w;
-  {
-    std::lock_guard<std::mutex> l(st.mu);
-    if (!st.writer) st.writer = std::make_shared<FileWriter>(st.ino, meta_, store_);
-    w = st.writer;
-  }
+  std::shared_ptr<FileWriter> w = Writer(st);
   RETURN_IF_ERROR(w->Write(off, data, size));
   {
     std::lock_guard<std::mutex> g(mu_);
     dirty_.try_emplace(st.ino, h->state);
   }
   {
+    // Cached slice maps stay valid until the writer commits (its hook drops them); reads
+    // commit buffered writes first.
     std::lock_guard<std::mutex> l(st.mu);
     st.length = std::max(st.length, off + size);
-    // Cached slice maps of the written chunks are stale once the writer commits.
-    for (uint64_t c = off >> kChunkBits; c <= (off + size - (size ? 1 : 0)) >> kChunkBits; ++c) {
-      st.chunks.erase(static_cast<uint32_t>(c));
-    }
   }
   // Backpressure: bound the memory held by written-but-not-uploaded data.
   if (store_->buffered_bytes() > opts_.buffer_bytes) {
@@ -541,13 +589,7 @@ Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint6
   if ((h->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "file not open for writing");
   RETURN_IF_ERROR(FlushInode(*h->state));
   RETURN_IF_ERROR(meta_->Fallocate(ctx, h->ino, mode, off, len));
-  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(h->ino));
-  std::lock_guard<std::mutex> l(h->state->mu);
-  h->state->chunks.clear();
-  h->state->length = a.length;
-  h->state->seen_mtime = a.mtime_ns;
-  h->state->seen_length = a.length;
-  return Status::OK();
+  return Refresh(*h->state);
 }
 
 Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out,
@@ -559,12 +601,7 @@ Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off
   RETURN_IF_ERROR(FlushInode(*hi->state));
   RETURN_IF_ERROR(FlushInode(*ho->state));
   ASSIGN_OR_RETURN(uint64_t n, meta_->CopyFileRange(ctx, hi->ino, off_in, ho->ino, off_out, len));
-  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ho->ino));
-  std::lock_guard<std::mutex> l(ho->state->mu);
-  ho->state->chunks.clear();
-  ho->state->length = a.length;
-  ho->state->seen_mtime = a.mtime_ns;
-  ho->state->seen_length = a.length;
+  RETURN_IF_ERROR(Refresh(*ho->state));
   return n;
 }
 
@@ -673,17 +710,7 @@ Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
 // next holder sees the previous holder's writes (what NFS users rely on).
 Status Vfs::BeforeUnlock(Handle& h) { return FlushInode(*h.state); }
 
-Status Vfs::AfterLock(Handle& h) {
-  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(h.ino));
-  InodeState& st = *h.state;
-  std::lock_guard<std::mutex> l(st.mu);
-  if (st.writer && st.writer->Dirty()) return Status::OK();
-  st.chunks.clear();
-  st.length = a.length;
-  st.seen_mtime = a.mtime_ns;
-  st.seen_length = a.length;
-  return Status::OK();
-}
+Status Vfs::AfterLock(Handle& h) { return Refresh(*h.state); }
 
 // A flock belongs to an open file description, which is what a handle stands for, so the
 // handle names the owner. Not the kernel's owner id: that is the address of the kernel's

@@ -41,7 +41,6 @@ struct Entry {
 struct OpenResult {
   uint64_t fh = 0;
   bool keep_cache = false;
-  bool direct_io = false;
 };
 
 class Vfs {
@@ -112,13 +111,20 @@ class Vfs {
   Status FlushAll();
 
  private:
-  Result<OpenResult> OpenWithAttr(Ino ino, const Attr& a, int flags);
+  // Opens with attributes read from the engine while the state's generation was `gen`.
+  Result<OpenResult> OpenWithAttr(const std::shared_ptr<InodeState>& st, const Attr& a, int flags, uint64_t gen);
   // Open, also giving the attributes the file was opened with (after O_TRUNC).
   Result<OpenResult> OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr_out);
   std::shared_ptr<InodeState> State(Ino ino);
   std::shared_ptr<Handle> GetHandle(uint64_t fh);
   uint64_t AddHandle(std::shared_ptr<Handle> h);
   Status FlushInode(InodeState& st);
+  // The inode's writer, made on first use; its commits drop what the state caches.
+  std::shared_ptr<class FileWriter> Writer(InodeState& st);
+  uint64_t Gen(InodeState& st);
+  // After a change made through the engine: drops the cached maps and takes the inode's
+  // length from `known` (read while the generation was `gen`) or from a fresh GetAttr.
+  Status Refresh(InodeState& st, const Attr* known = nullptr, uint64_t gen = 0);
   Status BeforeUnlock(Handle& h);
   Status AfterLock(Handle& h);
   Result<std::vector<struct ChunkSegment>> Segments(InodeState& st, uint32_t chunk);

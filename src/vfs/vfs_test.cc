@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "chunk/cached_store.h"
 #include "meta/kv_engine.h"
@@ -18,19 +21,88 @@ namespace {
 
 std::atomic<int> g_n{0};
 
+// Forwards a transaction and notes whether it scanned (chunk reads scan their records).
+class ScanSpy : public KvTxn {
+ public:
+  ScanSpy(KvTxn& t, bool* scanned) : t_(t), scanned_(scanned) {}
+  Result<std::optional<std::string>> Get(std::string_view key) override { return t_.Get(key); }
+  Status Put(std::string_view key, std::string_view value) override { return t_.Put(key, value); }
+  Status Delete(std::string_view key) override { return t_.Delete(key); }
+  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
+                                                              std::string_view prefix, size_t n,
+                                                              std::string_view suffix) override {
+    return t_.GetIndirect(direct, prefix, n, suffix);
+  }
+  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
+    *scanned_ = true;
+    return t_.Scan(begin, end, limit, fn);
+  }
+
+ private:
+  KvTxn& t_;
+  bool* scanned_;
+};
+
+// An engine that, once armed, holds the caller of the next read-only transaction that
+// scanned until Resume(): the caller has read, and has not yet used what it read.
+class PausingEngine : public KvEngine {
+ public:
+  explicit PausingEngine(std::unique_ptr<KvEngine> inner) : inner_(std::move(inner)) {}
+  std::string Describe() const override { return inner_->Describe(); }
+  Status Reset() override { return inner_->Reset(); }
+  Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
+    bool scanned = false;
+    Status st = inner_->Txn(
+        [&](KvTxn& t) {
+          ScanSpy spy(t, &scanned);
+          return fn(spy);
+        },
+        read_only);
+    std::unique_lock<std::mutex> l(mu_);
+    if (read_only && scanned && armed_) {
+      armed_ = false;
+      paused_ = true;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return !paused_; });
+    }
+    return st;
+  }
+  void Arm() {
+    std::lock_guard<std::mutex> l(mu_);
+    armed_ = true;
+  }
+  void WaitPaused() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return paused_; });
+  }
+  void Resume() {
+    std::lock_guard<std::mutex> l(mu_);
+    paused_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::unique_ptr<KvEngine> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, paused_ = false;
+};
+
 class VfsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string name = "vfs_test_" + std::to_string(g_n++);
-    auto engine = OpenKvEngine("mem://" + name);
-    ASSERT_TRUE(engine.ok());
+    auto inner = OpenKvEngine("mem://" + name);
+    ASSERT_TRUE(inner.ok());
+    auto engine = std::make_unique<PausingEngine>(std::move(*inner));
+    engine_ = engine.get();
     FormatRecord rec;
     rec.name = name;
     rec.storage = "mem";
     rec.bucket = name;
     rec.block_size = 64 << 10;
-    ASSERT_TRUE(Meta::Format(engine->get(), rec, false).ok());
-    auto m = Meta::Open(std::move(*engine));
+    ASSERT_TRUE(Meta::Format(engine.get(), rec, false).ok());
+    auto m = Meta::Open(std::move(engine));
     ASSERT_TRUE(m.ok());
     meta_ = std::move(*m);
     ASSERT_TRUE(meta_->NewSession(SessionInfo{}).ok());
@@ -61,6 +133,7 @@ class VfsTest : public ::testing::Test {
   }
 
   Ctx ctx_ = Ctx::Root();
+  PausingEngine* engine_ = nullptr;  // owned by meta_
   std::unique_ptr<Meta> meta_;
   std::unique_ptr<CachedStore> store_;
   std::unique_ptr<Vfs> vfs_;
@@ -225,6 +298,28 @@ TEST_F(VfsTest, CloseOfAnyDescriptorDropsTheProcesssRecordLocks) {
   EXPECT_TRUE(vfs_->SetLk(other->fh, kOther, Meta::LockRange{F_WRLCK, 50, 60, 2}).ok())
       << "the record lock survived a close by its process";
   for (uint64_t fh : {locker, second->fh, other->fh}) ASSERT_TRUE(vfs_->Release(fh).ok());
+}
+
+// A read that loads a chunk's slice map while this client commits a write to the chunk
+// returns the old data (the two overlapped), but must not leave the old map cached: every
+// later read would return the old data too (stale reads seen under mixed mmap, O_DIRECT
+// and buffered I/O).
+TEST_F(VfsTest, AReadRacingACommitDoesNotCacheTheOldLayout) {
+  uint64_t fh = Create("f");
+  const std::string old_data(100 << 10, 'o'), new_data(100 << 10, 'n');
+  ASSERT_TRUE(vfs_->Write(fh, 0, old_data.data(), old_data.size()).ok());
+  ASSERT_TRUE(vfs_->Flush(fh, 0).ok());
+  engine_->Arm();
+  std::string during;
+  std::thread reader([&] { during = ReadAll(fh, 0, old_data.size()); });
+  engine_->WaitPaused();  // the reader holds the chunk's records as they were before
+  ASSERT_TRUE(vfs_->Write(fh, 0, new_data.data(), new_data.size()).ok());
+  ASSERT_TRUE(vfs_->Flush(fh, 0).ok());
+  engine_->Resume();
+  reader.join();
+  EXPECT_EQ(during, old_data);
+  EXPECT_EQ(ReadAll(fh, 0, new_data.size()), new_data) << "a read after the commit returned the old data";
+  ASSERT_TRUE(vfs_->Release(fh).ok());
 }
 
 }  // namespace
