@@ -6,6 +6,7 @@ set-user-ID / set-group-ID bits cleared by a write from a non-owner and by chown
 import errno
 import os
 import stat
+import subprocess
 import unittest
 
 import harness
@@ -37,6 +38,12 @@ def as_user(fn):
     os.close(r)
     os.waitpid(pid, 0)
     return int(out or b"255")
+
+
+def run_program(path):
+    rc = subprocess.call([path])
+    if rc != 0:
+        raise OSError(errno.EIO, "%s exited with %d" % (path, rc))
 
 
 class PermissionRules:
@@ -78,6 +85,18 @@ class PermissionRules:
         self.assertEqual(as_user(lambda: os.close(os.open(group_rw, os.O_RDWR))), 0)
         self.assertEqual(as_user(lambda: open(other_r, "rb").read()), 0)
         self.assertEqual(as_user(lambda: open(other_r, "r+b")), errno.EACCES)
+
+    def test_execute_only_program_runs(self):
+        # Mode --x for the caller: execve needs execute permission only (the kernel opens
+        # the program for exec, not for reading); reading it stays forbidden.
+        p = self.path("true-x")
+        with open("/bin/true", "rb") as src, open(p, "wb") as dst:
+            dst.write(src.read())
+        os.chmod(p, 0o711)
+        self.assertEqual(as_user(lambda: run_program(p)), 0)
+        self.assertEqual(as_user(lambda: open(p, "rb").read(1)), errno.EACCES)
+        os.chmod(p, 0o700)
+        self.assertEqual(as_user(lambda: run_program(p)), errno.EACCES)
 
     def test_directory_search_and_write(self):
         d = self.mkdir("closed", 0o700)

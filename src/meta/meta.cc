@@ -880,6 +880,9 @@ Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRec
     case O_WRONLY: mask = W_OK; break;
     default: mask = R_OK | W_OK; break;
   }
+  // execve(2) opens the file read-only with __FMODE_EXEC, which open(2) cannot pass: the
+  // program needs execute permission, not read permission (a mode of --x runs, as on ext4).
+  if ((flags & O_ACCMODE) == O_RDONLY && (flags & kOpenForExec)) mask = X_OK;
   if (flags & O_TRUNC) mask |= W_OK;
   if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
   if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");

@@ -101,6 +101,9 @@ enum SetAttrMask : uint32_t {
   kSetCtime = 1 << 8,
 };
 
+// The kernel's __FMODE_EXEC open flag: set in the flags of the open execve(2) makes.
+constexpr int kOpenForExec = 0x20;
+
 // Rename flags, as renameat2.
 constexpr uint32_t kRenameNoReplace = 1;
 constexpr uint32_t kRenameExchange = 2;
