@@ -134,6 +134,40 @@ def msg(rc, out, err):
     return "rc=%s\nstdout:\n%s\nstderr:\n%s" % (rc, out[-4000:], err[-4000:])
 
 
+def in_child(fn, *args):
+    """Runs fn(*args) in a forked child and returns its JSON-able result (exceptions become
+    {"error": errno})."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            try:
+                res = {"ok": fn(*args)}
+            except OSError as e:
+                res = {"errno": e.errno, "error": str(e)}
+            except BaseException as e:  # noqa: B902 - report anything to the parent
+                res = {"exc": repr(e)}
+            os.write(w, json.dumps(res).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WEXITSTATUS(status) != 0 or not chunks:
+        raise AssertionError("child failed with status %d" % status)
+    return json.loads(b"".join(chunks))
+
+
 _live_volumes = set()
 
 

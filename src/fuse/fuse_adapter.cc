@@ -199,6 +199,10 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   want(FUSE_CAP_READDIRPLUS);
   want(FUSE_CAP_READDIRPLUS_AUTO);
   want(FUSE_CAP_CACHE_SYMLINKS);
+  // File handles (name_to_handle_at, open_by_handle_at, NFS export) of inodes the kernel
+  // no longer caches resolve through lookups of "." and "..", which TierFS answers; inode
+  // numbers are never reused, so generation 1 names an inode for good.
+  want(FUSE_CAP_EXPORT_SUPPORT);
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 

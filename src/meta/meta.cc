@@ -265,20 +265,18 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
           }
           return Status::OK();
         }
+        // "." and ".." come only from the kernel's export operations (open_by_handle_at,
+        // NFS): a file handle names an inode the kernel no longer caches. "." is that
+        // inode, of any type, also when it is unlinked but still open somewhere.
+        if (name == ".") {
+          out.first = parent;
+          return GetAttrTx(t, parent, &out.second);
+        }
         RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
         if (!pa.IsDir()) return NotDir(parent);
         RETURN_IF_ERROR(CheckAccess(ctx, pa, X_OK));
-        Ino ino;
-        if (name == ".") {
-          ino = parent;
-        } else if (name == "..") {
-          ino = pa.parent ? pa.parent : kRootIno;
-        } else {
-          uint32_t type;
-          RETURN_IF_ERROR(GetDentryTx(t, parent, name, &ino, &type));
-        }
-        out.first = ino;
-        return GetAttrTx(t, ino, &out.second);
+        out.first = pa.parent ? pa.parent : kRootIno;
+        return GetAttrTx(t, out.first, &out.second);
       },
       true));
   return out;
@@ -478,9 +476,9 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
   if (a->nlink > 0) a->nlink--;
   a->ctime_ns = now;
   if (a->nlink > 0) return PutAttrTx(t, ino, *a);
-  if (a->IsRegular() && IsOpen(ino)) {
-    // Still open here: keep the inode until the last Release; a dead session's sustained
-    // inodes are reclaimed by any live client.
+  if ((a->IsRegular() || a->IsDir()) && IsOpen(ino)) {
+    // Still open here: keep the inode (fstat of the descriptor works, with nlink 0) until
+    // the last Release; a dead session's sustained inodes are reclaimed by any live client.
     RETURN_IF_ERROR(PutAttrTx(t, ino, *a));
     {
       std::lock_guard<std::mutex> l(open_mu_);
@@ -611,6 +609,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
     } else {
       RETURN_IF_ERROR(GetAttrTx(t, new_parent, &dpa));
       if (!dpa.IsDir()) return NotDir(new_parent);
+      if (dpa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
       RETURN_IF_ERROR(CheckAccess(ctx, dpa, W_OK | X_OK));
     }
     Ino sino;
@@ -712,6 +711,7 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     Attr pa, a;
     RETURN_IF_ERROR(GetAttrTx(t, new_parent, &pa));
     if (!pa.IsDir()) return NotDir(new_parent);
+    if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
     RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
     if (a.IsDir()) return Status::Err(EPERM, "hard links to directories are not allowed");
@@ -914,21 +914,7 @@ Status Meta::Release(Ino ino) {
     if (sustained_.erase(ino) == 0) return Status::OK();
   }
   int64_t usage = 0, inodes = 0;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
-    usage = inodes = 0;
-    auto sustained = t.Get(keys::Sustained(sid_, ino));
-    if (!sustained.ok()) return sustained.status();
-    if (!sustained->has_value()) return Status::OK();
-    RETURN_IF_ERROR(t.Delete(keys::Sustained(sid_, ino)));
-    Attr a;
-    Status st = GetAttrTx(t, ino, &a);
-    if (st.code() == ENOENT) return Status::OK();
-    RETURN_IF_ERROR(st);
-    if (a.nlink > 0) return Status::OK();
-    usage = -ChargedBytes(a.length);
-    inodes = -1;
-    return DropLink(t, ino, &a, NowNanos());
-  }));
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); }));
   AddUsage(usage, inodes);
   return Status::OK();
 }

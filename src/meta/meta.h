@@ -244,6 +244,10 @@ class Meta {
                      std::pair<Ino, Attr>* out);
   // Drops one link of `ino` inside txn; frees or parks the inode when it was the last.
   Status DropLink(KvTxn& t, Ino ino, Attr* attr, int64_t now);
+  // Ends session sid's hold on an inode removed while open there (its `SO` record) and
+  // frees the inode if no name is left; *usage and *inodes get what to take off the
+  // volume's counters.
+  Status DropSustainedTx(KvTxn& t, uint64_t sid, Ino ino, int64_t* usage, int64_t* inodes);
   // Deletes the chunk records of unlinked files, several files per transaction; sets
   // `finished` to how many of inos (a prefix) are now gone entirely.
   Status DeleteFilesData(const std::vector<Ino>& inos, size_t* finished);

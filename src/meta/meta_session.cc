@@ -113,6 +113,26 @@ Result<std::vector<SessionInfo>> Meta::ListSessions() {
   return out;
 }
 
+Status Meta::DropSustainedTx(KvTxn& t, uint64_t sid, Ino ino, int64_t* usage, int64_t* inodes) {
+  *usage = *inodes = 0;
+  auto held = t.Get(keys::Sustained(sid, ino));
+  if (!held.ok()) return held.status();
+  if (!held->has_value()) return Status::OK();
+  RETURN_IF_ERROR(t.Delete(keys::Sustained(sid, ino)));
+  Attr a;
+  Status st = GetAttrTx(t, ino, &a);
+  if (st.code() == ENOENT) return Status::OK();
+  RETURN_IF_ERROR(st);
+  if (a.nlink > 0) return Status::OK();
+  // A file is charged to the volume until its data goes; a directory stopped counting when
+  // it was removed. Open here too (another session held it): DropLink keeps it for us.
+  if (a.IsRegular() && !IsOpen(ino)) {
+    *usage = -ChargedBytes(a.length);
+    *inodes = -1;
+  }
+  return DropLink(t, ino, &a, NowNanos());
+}
+
 // Removes everything a session left: its sustained (open-unlinked) inodes, its locks and
 // its records. Used for our own clean shutdown and for dead sessions of other clients.
 Status Meta::PurgeSession(uint64_t sid) {
@@ -133,23 +153,9 @@ Status Meta::PurgeSession(uint64_t sid) {
       },
       true));
   for (Ino ino : sustained) {
-    bool reclaimed = false;
-    uint64_t reclaimed_length = 0;
-    RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {
-      reclaimed = false;
-      RETURN_IF_ERROR(t.Delete(keys::Sustained(sid, ino)));
-      Attr a;
-      Status st = GetAttrTx(t, ino, &a);
-      if (st.code() == ENOENT) return Status::OK();
-      RETURN_IF_ERROR(st);
-      if (a.nlink > 0) return Status::OK();
-      reclaimed = true;
-      reclaimed_length = a.length;
-      RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
-      return t.Put(keys::PendingFile(ino), keys::EncodeU64(a.length));
-    }));
-    // Charged to the volume until now (the dead client never closed it).
-    if (reclaimed) AddUsage(-ChargedBytes(reclaimed_length), -1);
+    int64_t usage = 0, inodes = 0;
+    RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) { return DropSustainedTx(t, sid, ino, &usage, &inodes); }));
+    AddUsage(usage, inodes);
   }
   for (Ino ino : locked) {
     RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {

@@ -38,9 +38,13 @@ struct InodeState {
   int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
   uint64_t seen_length = 0;
   int opens = 0;
-  // Owners (processes, as the kernel names them) that took record locks on the inode
-  // through this client: close(2) of any of their descriptors drops those locks.
-  std::set<uint64_t> record_lock_owners;
+  // Lock owners that took record locks on the inode through this client, each with the
+  // handles it locked through. A POSIX lock's owner is a process (its descriptor table):
+  // close(2) of any of its descriptors of the file drops its locks (FLUSH). An open file
+  // description lock's (F_OFD_SETLK) owner is the open file itself: its locks go when the
+  // last descriptor does (RELEASE). The kernel names both kinds alike, so an owner still
+  // listed when a handle it locked through is released is that handle's own.
+  std::map<uint64_t, std::set<uint64_t>> record_lock_owners;
   // The kernel asks for security.capability before every write(2); a recent "no such
   // xattr" answer is remembered for the attribute-cache time (1 s).
   int64_t no_caps_until_ns = 0;
@@ -537,7 +541,7 @@ Status Vfs::Flush(uint64_t fh, uint64_t lock_owner) {
   bool owned;
   {
     std::lock_guard<std::mutex> l(h->state->mu);
-    owned = h->state->record_lock_owners.erase(lock_owner) > 0;
+    owned = lock_owner && h->state->record_lock_owners.erase(lock_owner) > 0;
   }
   if (owned) {
     // POSIX: closing any descriptor of the file drops every record lock the process holds on it.
@@ -571,6 +575,26 @@ Status Vfs::Release(uint64_t fh) {
     // The last descriptor of an open file description is gone: its flock goes with it.
     Status ls = meta_->Flock(h->ino, fh, F_UNLCK);
     if (!ls.ok()) spdlog::warn("releasing flock of inode {} failed: {}", h->ino, ls.ToString());
+  }
+  // ... and so do its open file description locks. An owner that also locked through
+  // another open handle keeps its locks until that one goes (the kernel reuses the id of
+  // a closed file for the next open, whose locks then merge with the old ones).
+  std::vector<uint64_t> ofd_owners;
+  {
+    std::lock_guard<std::mutex> l(h->state->mu);
+    auto& owners = h->state->record_lock_owners;
+    for (auto it = owners.begin(); it != owners.end();) {
+      if (it->second.erase(fh) && it->second.empty()) {
+        ofd_owners.push_back(it->first);
+        it = owners.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (uint64_t owner : ofd_owners) {
+    Status ls = meta_->ReleaseRecordLocks(h->ino, owner);
+    if (!ls.ok()) spdlog::warn("releasing record locks of inode {} failed: {}", h->ino, ls.ToString());
   }
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -606,9 +630,13 @@ Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off
 }
 
 Result<uint64_t> Vfs::Opendir(const Ctx& ctx, Ino ino) {
-  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
-  if (!a.IsDir()) return Status::Err(ENOTDIR, "not a directory");
-  RETURN_IF_ERROR(meta_->CheckAccess(ctx, a, R_OK));
+  // Counted as open, so that a directory removed (rmdir, or replaced by a rename) while
+  // open here stays until Releasedir, as an unlinked open file does: fstat works on it.
+  ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, O_RDONLY));
+  if (!a.IsDir()) {
+    meta_->Release(ino).ok();
+    return Status::Err(ENOTDIR, "not a directory");
+  }
   auto h = std::make_shared<Handle>();
   h->ino = ino;
   h->is_dir = true;
@@ -654,9 +682,15 @@ Result<std::vector<DirEntry>> Vfs::Readdir(const Ctx& ctx, uint64_t fh, uint64_t
 }
 
 Status Vfs::Releasedir(uint64_t fh) {
-  std::lock_guard<std::mutex> l(mu_);
-  handles_.erase(fh);
-  return Status::OK();
+  Ino ino;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = handles_.find(fh);
+    if (it == handles_.end()) return Status::Err(EBADF, "bad directory handle");
+    ino = it->second->ino;
+    handles_.erase(it);
+  }
+  return meta_->Release(ino);
 }
 
 Result<StatFs> Vfs::GetStatFs() { return meta_->GetStatFs(); }
@@ -741,7 +775,7 @@ Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
   if (want.type == F_UNLCK) return Status::OK();
   {
     std::lock_guard<std::mutex> l(h->state->mu);
-    h->state->record_lock_owners.insert(owner);
+    h->state->record_lock_owners[owner].insert(fh);
   }
   return AfterLock(*h);
 }
