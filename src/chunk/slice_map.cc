@@ -70,4 +70,41 @@ std::vector<ChunkSegment> Slice(const std::vector<ChunkSegment>& segments, uint3
   return out;
 }
 
+uint64_t AllocatedBytes(const std::vector<ChunkSegment>& segments, uint32_t pos, uint32_t len) {
+  uint64_t n = 0;
+  for (const ChunkSegment& s : Slice(segments, pos, len)) {
+    if (IsAllocated(s)) n += s.len;
+  }
+  return n;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> Unallocated(const std::vector<ChunkSegment>& segments, uint32_t pos,
+                                                       uint32_t end) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  auto add = [&](uint32_t a, uint32_t b) {
+    if (a >= b) return;
+    if (!out.empty() && out.back().second == a) out.back().second = b;
+    else out.emplace_back(a, b);
+  };
+  uint32_t at = pos;
+  for (const ChunkSegment& s : Slice(segments, pos, end > pos ? end - pos : 0)) {
+    add(at, s.pos);
+    if (!IsAllocated(s)) add(s.pos, s.pos + s.len);
+    at = s.pos + s.len;
+  }
+  add(at, end);
+  return out;
+}
+
+uint64_t NextData(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, bool want_data) {
+  if (pos >= end) return end;
+  for (const ChunkSegment& s : Slice(segments, static_cast<uint32_t>(pos), static_cast<uint32_t>(end - pos))) {
+    bool data = s.id != 0;
+    if (want_data && data) return s.pos;
+    if (!want_data && (s.pos > pos || !data)) return pos;  // a gap, or a hole segment
+    pos = static_cast<uint64_t>(s.pos) + s.len;
+  }
+  return want_data ? end : pos;
+}
+
 }  // namespace tierfs

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "meta/types.h"
@@ -28,6 +29,23 @@ struct ChunkSegment {
 // with len 0 are ignored; a record reaching past kChunkSize is clipped to the chunk.
 // O(n log n) in the record count.
 std::vector<ChunkSegment> BuildSliceMap(std::vector<SliceRecord> records);
+
+// A record or segment with id 0 reads as zeros. With size kUnwrittenSize it is an
+// allocated range (fallocate, zero range: ext4's unwritten extents): counted in st_blocks,
+// a hole for SEEK_DATA. With size 0 it is a hole.
+constexpr uint32_t kUnwrittenSize = 1;
+inline bool IsAllocated(const ChunkSegment& s) { return s.id != 0 || s.size == kUnwrittenSize; }
+
+// Bytes of [pos, pos+len) that are allocated (data or unwritten zeros) in `segments`.
+uint64_t AllocatedBytes(const std::vector<ChunkSegment>& segments, uint32_t pos, uint32_t len);
+
+// The sub-ranges of [pos, end) that are not allocated (holes and gaps), in order.
+std::vector<std::pair<uint32_t, uint32_t>> Unallocated(const std::vector<ChunkSegment>& segments, uint32_t pos,
+                                                       uint32_t end);
+
+// SEEK_DATA / SEEK_HOLE inside one chunk: the first offset in [pos, end) that holds data
+// (want_data) or is a hole (an id-0 segment or a gap); `end` when there is none.
+uint64_t NextData(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, bool want_data);
 
 // The pieces of `segments` (as returned by BuildSliceMap) that overlap [pos, pos+len),
 // clipped to that range, with off adjusted accordingly. Gaps are not filled.

@@ -126,14 +126,18 @@ TEST(SliceMap, RandomizedAgainstByteModel) {
       r.id = rng() % 8 == 0 ? 0 : 1 + rng() % 1000000;
       r.size = r.len + static_cast<uint32_t>(rng() % 500);
       r.off = r.id == 0 ? 0 : static_cast<uint32_t>(rng() % (r.size - r.len + 1));
-      if (r.id == 0) r.size = 0;
+      if (r.id == 0) r.size = rng() % 2 ? 0 : kUnwrittenSize;
       records.push_back(r);
     }
     std::vector<Tag> model(kModelSize);
     std::vector<SliceRecord> sorted = records;
     std::stable_sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.seq < y.seq; });
+    std::vector<bool> allocated(kModelSize);
     for (const SliceRecord& r : sorted) {
-      for (uint32_t i = 0; i < r.len; ++i) model[r.pos + i] = Tag{true, r.id, r.off + i};
+      for (uint32_t i = 0; i < r.len; ++i) {
+        model[r.pos + i] = Tag{true, r.id, r.off + i};
+        allocated[r.pos + i] = r.id != 0 || r.size == kUnwrittenSize;
+      }
     }
     Segs segs = BuildSliceMap(records);
     ASSERT_NO_FATAL_FAILURE(CheckWellFormed(segs));
@@ -148,6 +152,26 @@ TEST(SliceMap, RandomizedAgainstByteModel) {
       if (i < pos || uint64_t{i} >= uint64_t{pos} + len) want[i] = Tag{};
     }
     ASSERT_TRUE(Expand(piece) == want) << "iteration " << iter << " slice " << pos << "+" << len;
+
+    // Allocated bytes, unallocated ranges, and SEEK_DATA / SEEK_HOLE from a random
+    // position, against the model.
+    auto is_data = [&](uint64_t i) { return model[i].written && model[i].id != 0; };
+    uint64_t end = std::min<uint64_t>(kModelSize, uint64_t{pos} + len);
+    uint64_t alloc = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> holes;
+    for (uint64_t i = pos; i < end; ++i) {
+      alloc += allocated[i];
+      if (allocated[i]) continue;
+      if (!holes.empty() && holes.back().second == i) holes.back().second++;
+      else holes.emplace_back(static_cast<uint32_t>(i), static_cast<uint32_t>(i + 1));
+    }
+    ASSERT_EQ(AllocatedBytes(segs, pos, len), alloc) << "iteration " << iter;
+    ASSERT_EQ(Unallocated(segs, pos, static_cast<uint32_t>(end)), holes) << "iteration " << iter;
+    uint64_t next_data = pos, next_hole = pos;
+    while (next_data < end && !is_data(next_data)) ++next_data;
+    while (next_hole < end && is_data(next_hole)) ++next_hole;
+    ASSERT_EQ(NextData(segs, pos, end, true), next_data) << "iteration " << iter;
+    ASSERT_EQ(NextData(segs, pos, end, false), next_hole) << "iteration " << iter;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -88,12 +89,12 @@ void DirectWriteLoop(Ctxt* c) {
 enum Op { kOpLookup, kOpGetattr, kOpSetattr, kOpCreate, kOpOpen, kOpRead, kOpWrite, kOpFlush, kOpRelease,
           kOpFsync, kOpMknod, kOpMkdir, kOpUnlink, kOpRmdir, kOpRename, kOpLink, kOpSymlink, kOpReadlink,
           kOpOpendir, kOpReaddir, kOpReleasedir, kOpGetxattr, kOpSetxattr, kOpListxattr, kOpRemovexattr,
-          kOpAccess, kOpStatfs, kOpLock, kOpFallocate, kOpCopyFileRange, kOpForget, kOpCount };
+          kOpAccess, kOpStatfs, kOpLock, kOpFallocate, kOpCopyFileRange, kOpForget, kOpLseek, kOpCount };
 const char* const kOpNames[kOpCount] = {
     "lookup", "getattr", "setattr", "create", "open", "read", "write", "flush", "release", "fsync", "mknod",
     "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "opendir", "readdir", "releasedir",
     "getxattr", "setxattr", "listxattr", "removexattr", "access", "statfs", "lock", "fallocate",
-    "copy_file_range", "forget"};
+    "copy_file_range", "forget", "lseek"};
 std::atomic<uint64_t> g_op_count[kOpCount];
 std::atomic<uint64_t> g_op_ns[kOpCount];
 
@@ -157,7 +158,10 @@ void ToStat(Ino ino, const Attr& a, struct stat* st) {
   st->st_rdev = a.rdev;
   st->st_size = static_cast<off_t>(a.length);
   st->st_blksize = 4096;
-  st->st_blocks = static_cast<blkcnt_t>((a.length + 511) / 512);
+  // Regular files count the bytes that hold data, so sparse files look sparse (du,
+  // cp --sparse, tar); other types their length.
+  uint64_t used = a.IsRegular() ? std::min(a.allocated, (a.length + 4095) / 4096 * 4096) : a.length;
+  st->st_blocks = static_cast<blkcnt_t>((used + 511) / 512);
   st->st_atim.tv_sec = a.atime_ns / 1000000000;
   st->st_atim.tv_nsec = a.atime_ns % 1000000000;
   st->st_mtim.tv_sec = a.mtime_ns / 1000000000;
@@ -313,7 +317,8 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
   uint32_t f = 0;
   if (flags & RENAME_NOREPLACE) f |= kRenameNoReplace;
   if (flags & RENAME_EXCHANGE) f |= kRenameExchange;
-  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return ReplyErr(req, EINVAL);
+  if (flags & RENAME_WHITEOUT) f |= kRenameWhiteout;
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) return ReplyErr(req, EINVAL);
   Reply(req, V(req)->Rename(MakeCtx(req), parent, name, newparent, newname, f));
 }
 
@@ -472,7 +477,7 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
   auto r = V(req)->GetStatFs();
   if (!r.ok()) return Reply(req, r.status());
   constexpr uint64_t kBsize = 4096;
-  constexpr uint64_t kCapacity = 1ull << 50;  // no quota yet: report 1 PiB
+  const uint64_t kCapacity = r->capacity_bytes;
   constexpr uint64_t kInodes = 1ull << 40;
   struct statvfs s;
   memset(&s, 0, sizeof s);
@@ -620,6 +625,13 @@ void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t lengt
                                static_cast<uint64_t>(length)));
 }
 
+void OpLseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
+  OpTimer timer(kOpLseek);
+  auto r = V(req)->Lseek(fi->fh, static_cast<uint64_t>(off), whence);
+  if (!r.ok()) return Reply(req, r.status());
+  fuse_reply_lseek(req, static_cast<off_t>(*r));
+}
+
 void OpCopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
                      fuse_file_info* fi_out, size_t len, int) {
   OpTimer timer(kOpCopyFileRange);
@@ -669,6 +681,7 @@ fuse_lowlevel_ops MakeOps() {
   ops.setlk = OpSetlk;
   ops.fallocate = OpFallocate;
   ops.copy_file_range = OpCopyFileRange;
+  ops.lseek = OpLseek;
   return ops;
 }
 

@@ -11,7 +11,8 @@ bool Attr::IsRegular() const { return S_ISREG(mode); }
 bool Attr::IsSymlink() const { return S_ISLNK(mode); }
 
 namespace {
-constexpr uint8_t kAttrVersion = 1;
+// 1: without `allocated`; such files count as fully allocated.
+constexpr uint8_t kAttrVersion = 2;
 }
 
 std::string EncodeAttr(const Attr& a) {
@@ -30,12 +31,14 @@ std::string EncodeAttr(const Attr& a) {
   PutU64(&s, a.parent);
   PutU32(&s, a.flags);
   PutU64(&s, a.seq);
+  PutU64(&s, a.allocated);
   return s;
 }
 
 bool DecodeAttr(std::string_view v, Attr* a) {
   ByteReader r(v);
-  if (r.U8() != kAttrVersion) return false;
+  uint8_t version = r.U8();
+  if (version != 1 && version != kAttrVersion) return false;
   a->mode = r.U32();
   a->uid = r.U32();
   a->gid = r.U32();
@@ -48,6 +51,7 @@ bool DecodeAttr(std::string_view v, Attr* a) {
   a->parent = r.U64();
   a->flags = r.U32();
   a->seq = r.U64();
+  a->allocated = version >= 2 ? r.U64() : (a->length + 4095) / 4096 * 4096;
   return r.ok();
 }
 

@@ -350,6 +350,7 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
         }
         usage = ChargedBytes(in.length) - ChargedBytes(a.length);
         a.length = in.length;
+        a.allocated = std::min<uint64_t>(a.allocated, static_cast<uint64_t>(ChargedBytes(a.length)));
       }
       a.mtime_ns = now;
       changed = true;
@@ -591,8 +592,17 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(CheckName(new_name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
-  if ((flags & kRenameExchange) && (flags & kRenameNoReplace)) return Status::Err(EINVAL, "bad rename flags");
-  if (flags & ~(kRenameExchange | kRenameNoReplace)) return Status::Err(EINVAL, "unsupported rename flags");
+  if ((flags & kRenameExchange) && (flags & (kRenameNoReplace | kRenameWhiteout))) {
+    return Status::Err(EINVAL, "bad rename flags");
+  }
+  if (flags & ~(kRenameExchange | kRenameNoReplace | kRenameWhiteout)) {
+    return Status::Err(EINVAL, "unsupported rename flags");
+  }
+  if ((flags & kRenameWhiteout) && ctx.uid != 0) return Status::Err(EPERM, "only root may create whiteouts");
+  Ino whiteout = 0;
+  if (flags & kRenameWhiteout) {
+    ASSIGN_OR_RETURN(whiteout, NextInode());
+  }
   int64_t usage = 0, inodes = 0;
   ForgetDir(parent);
   ForgetDir(new_parent);
@@ -682,6 +692,18 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       }
       RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
       RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
+      if (whiteout) {
+        Attr w;
+        w.mode = S_IFCHR;
+        w.nlink = 1;
+        w.uid = ctx.uid;
+        w.gid = ctx.gid;
+        w.atime_ns = w.mtime_ns = w.ctime_ns = now;
+        w.parent = parent;
+        RETURN_IF_ERROR(PutAttrTx(t, whiteout, w));
+        RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(whiteout, w.mode)));
+        inodes++;
+      }
       if (sdir && !same_dir) {
         sa.parent = new_parent;
         spa.nlink--;

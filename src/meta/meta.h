@@ -84,9 +84,14 @@ struct SessionInfo {
 };
 
 struct StatFs {
+  uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
   uint64_t inodes = 0;
 };
+
+// What a volume may hold (statfs, and what fallocate may reserve) until volumes get a
+// capacity setting: 1 PiB.
+constexpr uint64_t kVolumeCapacity = 1ull << 50;
 
 // Setattr fields (bit set of what to change).
 enum SetAttrMask : uint32_t {
@@ -107,6 +112,8 @@ constexpr int kOpenForExec = 0x20;
 // Rename flags, as renameat2.
 constexpr uint32_t kRenameNoReplace = 1;
 constexpr uint32_t kRenameExchange = 2;
+// Leaves a whiteout (a character device 0:0, as overlayfs wants) at the source name.
+constexpr uint32_t kRenameWhiteout = 4;
 
 struct MetaOptions {
   // 0: from the volume's format record (session_timeout_s, heartbeat a fifth of it).

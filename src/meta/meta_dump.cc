@@ -55,7 +55,7 @@ Ino KeyIno(std::string_view key) { return keys::DecodeU64(key.substr(1, 8)); }
 json AttrJson(Ino ino, const Attr& a) {
   return {{"ino", ino},           {"mode", a.mode},         {"uid", a.uid},          {"gid", a.gid},
           {"nlink", a.nlink},     {"length", a.length},     {"rdev", a.rdev},        {"atime_ns", a.atime_ns},
-          {"mtime_ns", a.mtime_ns}, {"ctime_ns", a.ctime_ns}, {"parent", a.parent},  {"flags", a.flags},
+          {"mtime_ns", a.mtime_ns}, {"ctime_ns", a.ctime_ns}, {"parent", a.parent},  {"flags", a.flags}, {"allocated", a.allocated},
           {"seq", a.seq}};
 }
 
@@ -282,6 +282,8 @@ Status LoadInode(const json& j, BatchWriter& w, DumpStats* stats) {
   a.parent = j.at("parent");
   a.flags = j.at("flags");
   a.seq = j.at("seq");
+  // Dumps made before st_blocks followed the data count a file as fully allocated.
+  a.allocated = j.value("allocated", (a.length + 4095) / 4096 * 4096);
   RETURN_IF_ERROR(w.Put(keys::Inode(ino), EncodeAttr(a)));
   stats->inodes++;
   if (j.contains("entries")) {

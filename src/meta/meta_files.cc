@@ -45,6 +45,64 @@ Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* 
   std::sort(out->begin(), out->end(), [](const SliceRecord& a, const SliceRecord& b) { return a.seq < b.seq; });
   return Status::OK();
 }
+
+void AddAllocated(Attr* a, uint64_t bytes) {
+  a->allocated = std::min<uint64_t>(a->allocated + bytes, static_cast<uint64_t>(ChargedBytes(a->length)));
+}
+
+// Calls fn(chunk start, begin, end, segments) for every chunk overlapping [begin, end),
+// with the part of the range in it; segments is empty for chunks without records (read
+// only the chunks that have some).
+static Status ForEachChunkMap(
+    KvTxn& t, Ino ino, uint64_t begin, uint64_t end,
+    const std::function<Status(uint64_t, uint64_t, uint64_t, const std::vector<ChunkSegment>&)>& fn) {
+  if (begin >= end) return Status::OK();
+  uint32_t first = static_cast<uint32_t>(begin >> kChunkBits);
+  uint32_t last = static_cast<uint32_t>((end - 1) >> kChunkBits);
+  std::vector<uint32_t> with_records;
+  RETURN_IF_ERROR(t.Scan(keys::ChunkRecord(ino, first, 0), keys::ChunkRecord(ino, last + 1, 0), 0,
+                         [&](std::string_view k, std::string_view) {
+                           uint32_t idx;
+                           uint64_t seq;
+                           if (keys::ParseChunkRecordKey(k, &idx, &seq) &&
+                               (with_records.empty() || with_records.back() != idx)) {
+                             with_records.push_back(idx);
+                           }
+                           return true;
+                         }));
+  size_t next = 0;
+  for (uint64_t idx = first; idx <= last; ++idx) {
+    uint64_t cstart = idx * kChunkSize;
+    uint64_t a = std::max(begin, cstart), b = std::min(end, cstart + kChunkSize);
+    std::vector<ChunkSegment> segs;
+    if (next < with_records.size() && with_records[next] == idx) {
+      ++next;
+      std::vector<SliceRecord> recs;
+      RETURN_IF_ERROR(ReadChunkTx(t, ino, static_cast<uint32_t>(idx), &recs));
+      segs = BuildSliceMap(std::move(recs));
+    }
+    RETURN_IF_ERROR(fn(cstart, a, b, segs));
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> AllocatedBytesTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end) {
+  uint64_t total = 0;
+  RETURN_IF_ERROR(ForEachChunkMap(t, ino, begin, end, [&](uint64_t cstart, uint64_t a, uint64_t b, const auto& segs) {
+    total += AllocatedBytes(segs, static_cast<uint32_t>(a - cstart), static_cast<uint32_t>(b - a));
+    return Status::OK();
+  }));
+  return total;
+}
+
+Status UnallocatedTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end, std::vector<std::pair<uint64_t, uint64_t>>* out) {
+  return ForEachChunkMap(t, ino, begin, end, [&](uint64_t cstart, uint64_t a, uint64_t b, const auto& segs) {
+    for (auto [from, to] : Unallocated(segs, static_cast<uint32_t>(a - cstart), static_cast<uint32_t>(b - cstart))) {
+      out->emplace_back(cstart + from, cstart + to);
+    }
+    return Status::OK();
+  });
+}
 }  // namespace internal
 
 Result<uint64_t> Meta::NextId(const char* counter, uint64_t batch, uint64_t* next, uint64_t* end) {
@@ -104,6 +162,7 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
       usage = ChargedBytes(min_length) - ChargedBytes(a.length);
       a.length = min_length;
     }
+    AddAllocated(&a, rec.len);
     a.mtime_ns = a.ctime_ns = mtime_ns;
     if (out) *out = a;
     return PutAttrTx(t, ino, a);
@@ -120,6 +179,14 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
     return Status::Err(EOPNOTSUPP, "punch hole needs FALLOC_FL_KEEP_SIZE");
   }
   if (len == 0) return Status::Err(EINVAL, "zero length");
+  if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+    // Allocating more than the volume has left fails as on a local file system, before
+    // the file size limit is looked at (the kernel allows FUSE files up to 8 EiB).
+    ASSIGN_OR_RETURN(StatFs fs, GetStatFs());
+    uint64_t free = fs.capacity_bytes > fs.used_bytes ? fs.capacity_bytes - fs.used_bytes : 0;
+    if (len > free) return Status::Err(ENOSPC, "fallocate of " + std::to_string(len) + " bytes: the volume has " +
+                                                  std::to_string(free) + " left");
+  }
   if (off + len > kMaxFileSize) return Status::Err(EFBIG, "beyond the file size limit");
   (void)ctx;
   int64_t usage = 0;
@@ -130,25 +197,47 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
     if (a.IsDir()) return Status::Err(EISDIR, "is a directory");
     if (!a.IsRegular()) return Status::Err(ENODEV, "not a regular file");
     int64_t now = NowNanos();
-    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
-      uint64_t end = off + len;
-      if (mode & FALLOC_FL_KEEP_SIZE) end = std::min(end, a.length);
-      for (uint64_t pos = off; pos < end;) {
+    // Writes one zero record over [from, to): a hole, or an allocated range that reads as
+    // zeros (as ext4's unwritten extents: counted in st_blocks, a hole for SEEK_DATA).
+    auto put_zeros = [&](uint64_t from, uint64_t to, bool allocated) -> Status {
+      for (uint64_t pos = from; pos < to;) {
         uint32_t index = static_cast<uint32_t>(pos >> kChunkBits);
-        uint64_t chunk_end = std::min(end, (static_cast<uint64_t>(index) + 1) * kChunkSize);
-        SliceRecord hole;
-        hole.pos = static_cast<uint32_t>(pos - static_cast<uint64_t>(index) * kChunkSize);
-        hole.len = static_cast<uint32_t>(chunk_end - pos);
+        uint64_t chunk_end = std::min(to, (static_cast<uint64_t>(index) + 1) * kChunkSize);
+        SliceRecord zeros;
+        zeros.pos = static_cast<uint32_t>(pos - static_cast<uint64_t>(index) * kChunkSize);
+        zeros.len = static_cast<uint32_t>(chunk_end - pos);
+        zeros.size = allocated ? kUnwrittenSize : 0;
         a.seq++;
-        RETURN_IF_ERROR(t.Put(keys::ChunkRecord(ino, index, a.seq), EncodeSliceRecord(hole)));
+        RETURN_IF_ERROR(t.Put(keys::ChunkRecord(ino, index, a.seq), EncodeSliceRecord(zeros)));
         pos = chunk_end;
       }
+      return Status::OK();
+    };
+    uint64_t end = off + len;
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
+      if (mode & FALLOC_FL_KEEP_SIZE) end = std::min(end, a.length);
+      // What the range held stops counting (exactly: punching is rare, and only the chunks
+      // of the range that have records are read); a zeroed range counts again below.
+      ASSIGN_OR_RETURN(uint64_t had, AllocatedBytesTx(t, ino, std::min(off, a.length), std::min(end, a.length)));
+      a.allocated -= std::min(a.allocated, had);
+      RETURN_IF_ERROR(put_zeros(off, end, (mode & FALLOC_FL_ZERO_RANGE) != 0));
       a.mtime_ns = now;
     }
     if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > a.length) {
       usage = ChargedBytes(off + len) - ChargedBytes(a.length);
       a.length = off + len;
       a.mtime_ns = now;
+    }
+    if (mode & FALLOC_FL_ZERO_RANGE) {
+      AddAllocated(&a, std::min(end, a.length) - std::min(off, a.length));
+    } else if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+      // Preallocation: mark what is not yet allocated inside the file, leaving data as is.
+      std::vector<std::pair<uint64_t, uint64_t>> gaps;
+      RETURN_IF_ERROR(UnallocatedTx(t, ino, std::min(off, a.length), std::min(end, a.length), &gaps));
+      for (auto [from, to] : gaps) {
+        RETURN_IF_ERROR(put_zeros(from, to, true));
+        AddAllocated(&a, to - from);
+      }
     }
     a.ctime_ns = now;
     return PutAttrTx(t, ino, a);
@@ -208,6 +297,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
       }
       return Status::OK();
     };
+    uint64_t data = 0;  // bytes of data copied
     // First a hole over the whole destination range, so source holes copy as holes.
     SliceRecord hole;
     RETURN_IF_ERROR(place(hole, off_in, off_in + n, off_in));
@@ -224,6 +314,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
                            static_cast<uint32_t>(end - pos));
       for (const ChunkSegment& seg : visible) {
         if (seg.id == 0) continue;  // already a hole
+        data += seg.len;
         SliceRecord r;
         r.id = seg.id;
         r.size = seg.size;
@@ -240,6 +331,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
       usage = ChargedBytes(off_out + n) - ChargedBytes(oa.length);
       oa.length = off_out + n;
     }
+    AddAllocated(&oa, data);
     oa.mtime_ns = oa.ctime_ns = now;
     copied = n;
     return PutAttrTx(t, out, oa);

@@ -47,6 +47,15 @@ inline int64_t ChargedBytes(uint64_t length) { return static_cast<int64_t>((leng
 // A chunk's records plus the file's truncation masks as hole records, in commit order.
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out);
 
+// Counts `bytes` more as allocated (Attr::allocated), up to the length rounded to 4 KiB.
+void AddAllocated(Attr* a, uint64_t bytes);
+
+// Bytes of [begin, end) of the file that are allocated (data, or zeros from fallocate);
+// reads only the chunks of the range that have records.
+Result<uint64_t> AllocatedBytesTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end);
+// The parts of [begin, end) that are not allocated, in file order.
+Status UnallocatedTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end, std::vector<std::pair<uint64_t, uint64_t>>* out);
+
 inline Status ScanPrefix(KvTxn& t, const std::string& prefix, size_t limit, const KvTxn::ScanFn& fn) {
   return t.Scan(prefix, PrefixEnd(prefix), limit, fn);
 }

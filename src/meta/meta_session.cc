@@ -49,6 +49,7 @@ Status Meta::FlushCounters() {
 
 Result<StatFs> Meta::GetStatFs() {
   StatFs s;
+  s.capacity_bytes = kVolumeCapacity;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         auto used = t.Get(keys::Counter("usedSpace"));

@@ -1,4 +1,5 @@
 // The metadata semantics suite: written once, run against every engine (typed tests).
+#include "meta/attr.h"
 #include "meta/meta.h"
 
 #include <fcntl.h>
@@ -122,6 +123,24 @@ class MetaTest : public ::testing::Test {
 
 using Engines = ::testing::Types<MemEngineKind, SqliteEngineKind, RedisEngineKind, PostgresEngineKind>;
 TYPED_TEST_SUITE(MetaTest, Engines);
+
+// Inodes written before st_blocks followed the data (attr version 1) read as fully
+// allocated, so old files never look sparse.
+TEST(AttrEncoding, Version1DecodesAsFullyAllocated) {
+  Attr a;
+  a.mode = S_IFREG | 0644;
+  a.length = 10000;
+  a.allocated = 4096;
+  std::string v2 = EncodeAttr(a);
+  Attr back;
+  ASSERT_TRUE(DecodeAttr(v2, &back));
+  EXPECT_EQ(back.allocated, 4096u);
+  std::string v1 = v2.substr(0, v2.size() - 8);
+  v1[0] = 1;
+  ASSERT_TRUE(DecodeAttr(v1, &back));
+  EXPECT_EQ(back.allocated, 12288u);
+  EXPECT_EQ(back.length, 10000u);
+}
 
 TYPED_TEST(MetaTest, FormatRefusesToOverwriteUnlessForced) {
   auto engine = OpenKvEngine(this->url_);
@@ -258,6 +277,18 @@ TYPED_TEST(MetaTest, RenameRules) {
   ASSERT_TRUE(this->m_->Rename(this->root_, kRootIno, "e", kRootIno, "f-link", 0).ok());
   EXPECT_TRUE(this->m_->Lookup(this->root_, kRootIno, "e").ok());
   EXPECT_EQ(this->m_->GetAttr(f)->nlink, 2u);
+  // RENAME_WHITEOUT leaves a 0:0 character device at the source (overlayfs upper layers).
+  ASSERT_TRUE(this->m_->Rename(this->root_, kRootIno, "e", a, "w", kRenameWhiteout).ok());
+  EXPECT_EQ(this->m_->Lookup(this->root_, a, "w")->first, f);
+  auto wh = this->m_->Lookup(this->root_, kRootIno, "e");
+  ASSERT_TRUE(wh.ok());
+  EXPECT_EQ(wh->second.mode, static_cast<uint32_t>(S_IFCHR));
+  EXPECT_EQ(wh->second.rdev, 0u);
+  EXPECT_EQ(this->Err(this->m_->Rename(this->root_, a, "w", kRootIno, "e", kRenameWhiteout | kRenameExchange)),
+            EINVAL);
+  Ctx user;
+  user.uid = user.gid = 1000;
+  EXPECT_EQ(this->Err(this->m_->Rename(user, a, "w", kRootIno, "x", kRenameWhiteout)), EPERM);
 }
 
 TYPED_TEST(MetaTest, SymlinksAndXattrs) {

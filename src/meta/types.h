@@ -42,6 +42,10 @@ struct Attr {
   Ino parent = 0;     // directories: the parent directory (files with several links: 0)
   uint32_t flags = 0;
   uint64_t seq = 0;   // per-inode commit sequence, orders chunk records and truncations
+  // Regular files: bytes that hold data (st_blocks), never more than the length rounded
+  // up to 4 KiB. An upper bound, not exact: data written over data counts again (up to
+  // the length), so a sparse file looks sparse but a rewritten one may look fuller than it is.
+  uint64_t allocated = 0;
 
   bool IsDir() const;
   bool IsRegular() const;

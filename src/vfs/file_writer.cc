@@ -42,6 +42,7 @@ Status FileWriter::Write(uint64_t off, const char* data, size_t len) {
     pos += n;
   }
   pending_length_ = std::max(pending_length_.load(), off + len);
+  pending_bytes_ += len;
   if (slices_.size() > kMaxOpenSlices) return FlushLocked();
   return Status::OK();
 }
@@ -109,6 +110,7 @@ Status FileWriter::FlushLocked() {
   bool had_slices = !slices_.empty();
   slices_.clear();
   pending_length_ = 0;
+  pending_bytes_ = 0;
   dirty_since_ns_ = 0;
   error_ = Status::OK();
   if (hook_ && had_slices) hook_(committed ? &attr : nullptr);

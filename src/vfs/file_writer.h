@@ -43,6 +43,8 @@ class FileWriter {
   Status Flush();
   // Highest end offset written since the last commit (0 when clean).
   uint64_t PendingLength() const { return pending_length_.load(); }
+  // Bytes written since the last commit (overwrites count again).
+  uint64_t PendingBytes() const { return pending_bytes_.load(); }
   // Something is buffered (or a sticky error waits): true until a flush has committed it
   // and run the hook.
   bool Dirty() const { return dirty_.load(); }
@@ -66,6 +68,7 @@ class FileWriter {
   Status error_;                   // guarded by mu_
   // Written under mu_, read without it.
   std::atomic<uint64_t> pending_length_{0};
+  std::atomic<uint64_t> pending_bytes_{0};
   std::atomic<int64_t> dirty_since_ns_{0};
   std::atomic<bool> dirty_{false};
 };

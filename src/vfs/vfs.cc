@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "chunk/block_key.h"
@@ -33,6 +34,7 @@ struct InodeState {
   std::mutex mu;
   std::shared_ptr<FileWriter> writer;                // created on first write
   std::map<uint32_t, std::vector<ChunkSegment>> chunks;  // resolved slice maps
+  std::optional<std::vector<uint32_t>> chunk_list;       // indexes of chunks with records
   uint64_t gen = 0;                                  // bumped by every local layout change
   uint64_t length = 0;                               // as last seen by this client
   int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
@@ -52,6 +54,7 @@ struct InodeState {
   // Both with mu held.
   void Invalidate() {
     chunks.clear();
+    chunk_list.reset();
     ++gen;
   }
   // Takes the length and times of `a`, read from the engine after this client's last change.
@@ -237,7 +240,10 @@ Attr Vfs::MergePending(Ino ino, Attr a) {
     std::lock_guard<std::mutex> l(st->mu);
     w = st->writer;
   }
-  if (w) a.length = std::max(a.length, w->PendingLength());
+  if (w) {
+    a.length = std::max(a.length, w->PendingLength());
+    a.allocated += w->PendingBytes();  // capped by the length where it is shown
+  }
   return a;
 }
 
@@ -445,6 +451,54 @@ Status Vfs::ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, 
     pos = piece_end;
   }
   return Status::OK();
+}
+
+Result<std::vector<uint32_t>> Vfs::ChunkList(InodeState& st) {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    if (st.chunk_list) return *st.chunk_list;
+    gen = st.gen;
+  }
+  ASSIGN_OR_RETURN(auto list, meta_->ListChunks(st.ino));
+  std::lock_guard<std::mutex> l(st.mu);
+  if (st.gen == gen) st.chunk_list = list;
+  return list;
+}
+
+Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
+  auto h = GetHandle(fh);
+  if (!h) return Status::Err(EBADF, "bad file handle");
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return Status::Err(EINVAL, "unsupported whence");
+  InodeState& st = *h->state;
+  RETURN_IF_ERROR(FlushInode(st));
+  uint64_t length;
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    length = st.length;
+  }
+  if (off >= length) return Status::Err(ENXIO, "offset at or past the end of the file");
+  bool want_data = whence == SEEK_DATA;
+  // Chunks without records are holes throughout: skip them without reading them.
+  ASSIGN_OR_RETURN(auto with_records, ChunkList(st));
+  for (uint64_t pos = off; pos < length;) {
+    uint32_t idx = static_cast<uint32_t>(pos >> kChunkBits);
+    uint64_t cstart = static_cast<uint64_t>(idx) * kChunkSize;
+    uint64_t cend = std::min(length, cstart + kChunkSize);
+    if (!std::binary_search(with_records.begin(), with_records.end(), idx)) {
+      if (!want_data) return pos;
+      auto next = std::upper_bound(with_records.begin(), with_records.end(), idx);
+      if (next == with_records.end()) break;
+      pos = static_cast<uint64_t>(*next) * kChunkSize;
+      continue;
+    }
+    ASSIGN_OR_RETURN(auto segs, Segments(st, idx));
+    uint64_t found = NextData(segs, pos - cstart, cend - cstart, want_data);
+    if (found < cend - cstart) return cstart + found;
+    pos = cend;
+  }
+  if (want_data) return Status::Err(ENXIO, "no data past the offset");
+  return length;  // the implicit hole at the end
 }
 
 void Vfs::Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len) {

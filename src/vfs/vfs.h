@@ -83,6 +83,9 @@ class Vfs {
   // The last close of an open file description: commits, and drops its flock.
   Status Release(uint64_t fh);
   Status Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len);
+  // SEEK_DATA / SEEK_HOLE: the next offset at or after `off` that holds data or is a hole
+  // (the end of the file counts as one); ENXIO at or past the end, or when no data follows.
+  Result<uint64_t> Lseek(uint64_t fh, uint64_t off, int whence);
   Result<uint64_t> CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out, uint64_t off_out,
                                  uint64_t len);
 
@@ -128,6 +131,7 @@ class Vfs {
   Status BeforeUnlock(Handle& h);
   Status AfterLock(Handle& h);
   Result<std::vector<struct ChunkSegment>> Segments(InodeState& st, uint32_t chunk);
+  Result<std::vector<uint32_t>> ChunkList(InodeState& st);
   Status ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf);
   void Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len);
   Attr MergePending(Ino ino, Attr a);

@@ -1,0 +1,180 @@
+"""Sparse files: st_blocks counts the bytes that hold data, so du, cp --sparse and tar see
+holes; SEEK_DATA / SEEK_HOLE find them; fallocate preallocates (counted, reads as zeros,
+a hole for SEEK_DATA), punches and zeroes ranges as ext4 does, and fails with ENOSPC when
+asked for more than the volume has. Where TierFS is exact the same steps run on the local
+disk (ext4 on CI) and must agree."""
+
+import ctypes
+import ctypes.util
+import os
+import subprocess
+
+import harness
+
+KiB = 1 << 10
+MiB = 1 << 20
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_ZERO_RANGE = 0x10
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def fallocate(fd, mode, off, length):
+    if _libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+def segments(path):
+    """[(start, end, 'data'|'hole')] from SEEK_DATA / SEEK_HOLE, as tar and cp walk a file."""
+    out = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos < size:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole is left
+                data = size
+            if data > pos:
+                out.append((pos, data, "hole"))
+            if data >= size:
+                break
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+            out.append((data, hole, "data"))
+            pos = hole
+    finally:
+        os.close(fd)
+    return out
+
+
+def make_sparse(path):
+    """A 200 MiB file with data at 0, 64 MiB - 4 KiB (across a chunk boundary) and 150 MiB."""
+    with open(path, "wb") as f:
+        f.truncate(200 * MiB)
+        for off, n in ((0, 64 * KiB), (64 * MiB - 4 * KiB, 8 * KiB), (150 * MiB, MiB)):
+            f.seek(off)
+            f.write(os.urandom(n))
+    return [(0, 64 * KiB, "data"), (64 * KiB, 64 * MiB - 4 * KiB, "hole"),
+            (64 * MiB - 4 * KiB, 64 * MiB + 4 * KiB, "data"), (64 * MiB + 4 * KiB, 150 * MiB, "hole"),
+            (150 * MiB, 151 * MiB, "data"), (151 * MiB, 200 * MiB, "hole")]
+
+
+class SparseTest(harness.TierFSTestCase):
+    def local(self, name):
+        return os.path.join(self.local_tmpdir(), name)
+
+    def test_sparse_file_blocks_and_seek(self):
+        p = os.path.join(self.work, "sparse")
+        want = make_sparse(p)
+        ref = self.local("sparse")
+        self.assertEqual(make_sparse(ref), want)
+        self.assertEqual(segments(ref), want, "the checker disagrees with the local disk")
+        self.assertEqual(segments(p), want)
+        self.assertEqual(allocated(p), allocated(ref))
+        self.assertEqual(allocated(p), 64 * KiB + 8 * KiB + MiB)
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            with self.assertRaises(OSError):
+                os.lseek(fd, 200 * MiB, os.SEEK_DATA)  # ENXIO at the end
+            self.assertEqual(os.lseek(fd, 151 * MiB - 1, os.SEEK_HOLE), 151 * MiB)
+            self.assertEqual(os.lseek(fd, 199 * MiB, os.SEEK_HOLE), 199 * MiB)
+        finally:
+            os.close(fd)
+        self.vol.remount()
+        self.assertEqual(segments(p), want)
+        self.assertEqual(allocated(p), 64 * KiB + 8 * KiB + MiB)
+
+    def test_tools_keep_holes(self):
+        p = os.path.join(self.work, "sparse")
+        make_sparse(p)
+        copy = os.path.join(self.work, "copy")
+        self.assertOk(harness.run("cp", "--sparse=always", p, copy), "cp --sparse")
+        self.assertEqual(harness.file_sha256(copy), harness.file_sha256(p))
+        self.assertLess(allocated(copy), 2 * MiB)
+        # du reports the data, not the length.
+        rc, out, err = harness.run("du", "-k", p)
+        self.assertEqual(rc, 0, err)
+        self.assertLess(int(out.split()[0]), 2048)
+        # tar finds the holes through SEEK_HOLE and restores them.
+        tarball = self.local("s.tar")
+        self.assertOk(harness.run("tar", "--sparse", "-cf", tarball, "-C", self.work, "sparse"), "tar -c")
+        self.assertLess(os.path.getsize(tarball), 4 * MiB)
+        out_dir = os.path.join(self.work, "x")
+        os.mkdir(out_dir)
+        self.assertOk(harness.run("tar", "-xf", tarball, "-C", out_dir), "tar -x")
+        back = os.path.join(out_dir, "sparse")
+        self.assertEqual(harness.file_sha256(back), harness.file_sha256(p))
+        self.assertLess(allocated(back), 2 * MiB)
+
+    def test_written_then_truncated(self):
+        p = os.path.join(self.work, "f")
+        with open(p, "wb") as f:
+            f.write(os.urandom(10 * MiB))
+            f.flush()
+            self.assertEqual(allocated(p), 10 * MiB, "buffered data counts before it is committed")
+        self.assertEqual(allocated(p), 10 * MiB)
+        os.truncate(p, 3 * MiB + 1)
+        self.assertEqual(allocated(p), 3 * MiB + 4 * KiB)
+        os.truncate(p, 100 * MiB)
+        self.assertEqual(allocated(p), 3 * MiB + 4 * KiB)
+        self.assertEqual(segments(p)[-1], (3 * MiB + 1, 100 * MiB, "hole"))
+
+    def test_fallocate_punch_and_zero_like_ext4(self):
+        def steps(path):
+            seen = []
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fallocate(fd, 0, 0, 100 * MiB)
+                seen.append(("allocate", os.fstat(fd).st_size, allocated(path)))
+                fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 50 * MiB)
+                seen.append(("punch", os.fstat(fd).st_size, allocated(path)))
+                fallocate(fd, FALLOC_FL_ZERO_RANGE, 90 * MiB, 20 * MiB)
+                seen.append(("zero", os.fstat(fd).st_size, allocated(path)))
+                os.pwrite(fd, b"x" * 4096, 30 * MiB)  # into the punched hole
+                seen.append(("write", allocated(path)))
+                # (before any read: ext4 reports unwritten ranges with cached pages as data)
+                seen.append(("segments", segments(path)))
+                seen.append(("zeros", os.pread(fd, 4096, 60 * MiB) == bytes(4096)))
+                # Beyond the end the size stays. (ext4 counts such blocks in st_blocks,
+                # TierFS does not: documented.)
+                fallocate(fd, FALLOC_FL_KEEP_SIZE, 110 * MiB, MiB)
+                seen.append(("keep size", os.fstat(fd).st_size))
+            finally:
+                os.close(fd)
+            return seen
+
+        mine = steps(os.path.join(self.work, "pre"))
+        ref = steps(self.local("pre"))
+        self.assertEqual(mine, ref)
+        self.assertEqual(mine[0], ("allocate", 100 * MiB, 100 * MiB))
+
+    def test_fallocate_beyond_the_volume_is_enospc(self):
+        st = os.statvfs(self.mnt)
+        free = st.f_bavail * st.f_frsize
+        p = os.path.join(self.work, "huge")
+        fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            for mode in (0, FALLOC_FL_KEEP_SIZE):
+                with self.assertRaises(OSError) as cm:
+                    fallocate(fd, mode, 0, free + MiB)
+                self.assertEqual(cm.exception.errno, 28, "ENOSPC expected, got %s" % cm.exception)
+            self.assertEqual(os.fstat(fd).st_size, 0)
+            fallocate(fd, 0, 0, MiB)  # within the space left: fine
+            self.assertEqual(os.fstat(fd).st_size, MiB)
+        finally:
+            os.close(fd)
+        rc, _, err = harness.run("fallocate", "-l", str(free * 2), p)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("No space left on device", err)
+
+
+if __name__ == "__main__":
+    harness.main()
