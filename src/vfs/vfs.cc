@@ -2,96 +2,21 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
-#include <optional>
-#include <set>
 
-#include "chunk/block_key.h"
 #include "chunk/cached_store.h"
 #include "chunk/slice_map.h"
 #include "common/clock.h"
 #include "vfs/file_writer.h"
+#include "vfs/vfs_internal.h"
 
 namespace tierfs {
 
-// Per-inode state shared by the handles of one inode.
-//
-// What it caches of the metadata (slice maps, length) is only ever replaced by something
-// read after the last change this client made: every change (a commit, truncate,
-// fallocate, copy_file_range, a lock taken) bumps `gen` and drops the maps, and a value
-// read from the engine is kept only if `gen` did not move while it was being read.
-// Otherwise a read that raced with a commit would put the pre-commit layout back into the
-// cache, and every later read would return the old data.
-struct InodeState {
-  explicit InodeState(Ino i) : ino(i) {}
-  Ino ino;
-  std::mutex mu;
-  std::shared_ptr<FileWriter> writer;                // created on first write
-  std::map<uint32_t, std::vector<ChunkSegment>> chunks;  // resolved slice maps
-  std::optional<std::vector<uint32_t>> chunk_list;       // indexes of chunks with records
-  uint64_t gen = 0;                                  // bumped by every local layout change
-  uint64_t length = 0;                               // as last seen by this client
-  int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
-  uint64_t seen_length = 0;
-  int opens = 0;
-  // Lock owners that took record locks on the inode through this client, each with the
-  // handles it locked through. A POSIX lock's owner is a process (its descriptor table):
-  // close(2) of any of its descriptors of the file drops its locks (FLUSH). An open file
-  // description lock's (F_OFD_SETLK) owner is the open file itself: its locks go when the
-  // last descriptor does (RELEASE). The kernel names both kinds alike, so an owner still
-  // listed when a handle it locked through is released is that handle's own.
-  std::map<uint64_t, std::set<uint64_t>> record_lock_owners;
-  // The kernel asks for security.capability before every write(2); a recent "no such
-  // xattr" answer is remembered for the attribute-cache time (1 s).
-  int64_t no_caps_until_ns = 0;
-
-  // Both with mu held.
-  void Invalidate() {
-    chunks.clear();
-    chunk_list.reset();
-    ++gen;
-  }
-  // Takes the length and times of `a`, read from the engine after this client's last change.
-  void Seen(const Attr& a) {
-    length = a.length;
-    seen_mtime = a.mtime_ns;
-    seen_length = a.length;
-  }
-};
-
 namespace {
-constexpr const char* kCapsXattr = "security.capability";
-constexpr int64_t kNegativeXattrNs = 1'000'000'000;
-}  // namespace
-
-struct Handle {
-  Ino ino = 0;
-  int flags = 0;
-  bool is_dir = false;
-  bool flocked = false;  // took a flock: dropped when the open file description goes
-  std::shared_ptr<InodeState> state;
-  // reader: sequential-stream detection and readahead window
-  std::mutex read_mu;
-  uint64_t last_end = 0;
-  uint64_t window = 0;
-  uint64_t prefetched_to = 0;
-  // directory snapshot
-  std::mutex dir_mu;
-  bool have_snapshot = false;
-  std::vector<DirEntry> entries;
-};
-
-namespace {
-constexpr const char* kInfoXattr = "tierfs.info";
-// On the root: the pid of the client serving this mount (`tierfs umount` waits for it).
-constexpr const char* kPidXattr = "tierfs.pid";
-bool IsVirtualXattr(const std::string& name) { return name == kInfoXattr || name == kPidXattr; }
 constexpr uint64_t kMaxReadahead = 64ull << 20;
 }  // namespace
 
@@ -749,115 +674,7 @@ Status Vfs::Releasedir(uint64_t fh) {
 
 Result<StatFs> Vfs::GetStatFs() { return meta_->GetStatFs(); }
 
-Result<std::string> Vfs::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
-  if (name == kInfoXattr) return LayoutJson(ino);
-  if (name == kPidXattr && ino == kRootIno) return std::to_string(getpid());
-  bool caps = name == kCapsXattr;
-  std::shared_ptr<InodeState> st;
-  if (caps) {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = inodes_.find(ino);
-    if (it != inodes_.end()) st = it->second;
-  }
-  if (st) {
-    std::lock_guard<std::mutex> l(st->mu);
-    if (st->no_caps_until_ns > MonoNanos()) return Status::Err(ENODATA, "no xattr " + name);
-  }
-  auto r = meta_->GetXattr(ctx, ino, name);
-  if (st && r.status().code() == ENODATA) {
-    std::lock_guard<std::mutex> l(st->mu);
-    st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
-  }
-  return r;
-}
 
-void Vfs::ForgetXattrCache(Ino ino) {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = inodes_.find(ino);
-  if (it == inodes_.end()) return;
-  std::lock_guard<std::mutex> g(it->second->mu);
-  it->second->no_caps_until_ns = 0;
-}
 
-Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
-  if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
-  ForgetXattrCache(ino);
-  return meta_->SetXattr(ctx, ino, name, value, flags);
-}
-
-Result<std::vector<std::string>> Vfs::ListXattr(const Ctx& ctx, Ino ino) { return meta_->ListXattr(ctx, ino); }
-
-Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
-  if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
-  ForgetXattrCache(ino);
-  return meta_->RemoveXattr(ctx, ino, name);
-}
-
-// Locks order access between clients: data written under a lock is committed before the
-// lock is let go, and a client taking a lock forgets what it cached of the file, so the
-// next holder sees the previous holder's writes (what NFS users rely on).
-Status Vfs::BeforeUnlock(Handle& h) { return FlushInode(*h.state); }
-
-Status Vfs::AfterLock(Handle& h) { return Refresh(*h.state); }
-
-// A flock belongs to an open file description, which is what a handle stands for, so the
-// handle names the owner. Not the kernel's owner id: that is the address of the kernel's
-// file object, reused as soon as the file is closed, while the RELEASE that drops the old
-// flock may still be on its way and would then drop the new holder's lock.
-Status Vfs::Flock(uint64_t fh, int op) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
-  int type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
-  if (type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
-  RETURN_IF_ERROR(meta_->Flock(h->ino, fh, type));
-  if (type == F_UNLCK) return Status::OK();
-  h->flocked = true;
-  return AfterLock(*h);
-}
-
-Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
-  return meta_->GetLk(h->ino, owner, want);
-}
-
-Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
-  if (want.type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
-  RETURN_IF_ERROR(meta_->SetLk(h->ino, owner, want));
-  if (want.type == F_UNLCK) return Status::OK();
-  {
-    std::lock_guard<std::mutex> l(h->state->mu);
-    h->state->record_lock_owners[owner].insert(fh);
-  }
-  return AfterLock(*h);
-}
-
-Result<std::string> Vfs::LayoutJson(Ino ino) {
-  auto st = State(ino);
-  RETURN_IF_ERROR(FlushInode(*st));
-  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
-  nlohmann::json j;
-  j["inode"] = ino;
-  j["length"] = a.length;
-  j["volume"] = meta_->format().name;
-  j["block_size"] = meta_->format().block_size;
-  nlohmann::json chunks = nlohmann::json::array();
-  if (a.IsRegular()) {
-    ASSIGN_OR_RETURN(auto indexes, meta_->ListChunks(ino));
-    for (uint32_t idx : indexes) {
-      ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(ino, idx));
-      nlohmann::json slices = nlohmann::json::array();
-      for (const auto& s : BuildSliceMap(recs)) {
-        if (s.id == 0) continue;
-        slices.push_back({{"pos", s.pos}, {"id", s.id}, {"size", s.size}, {"off", s.off}, {"len", s.len}});
-      }
-      chunks.push_back({{"index", idx}, {"slices", slices}});
-    }
-  }
-  j["chunks"] = chunks;
-  return j.dump();
-}
 
 }  // namespace tierfs
