@@ -20,108 +20,15 @@
 #include <mutex>
 #include <thread>
 
+#include "fuse/fuse_internal.h"
 #include "meta/meta.h"
 #include "vfs/vfs.h"
 
 namespace tierfs {
-namespace {
+namespace fuse_internal {
 
-// Blocking lock requests (flock, F_SETLKW) that could not be granted at once wait on a
-// thread of their own, not on a FUSE worker: with every worker waiting for a lock, the
-// request that releases it could never be served.
-struct LockWaiters {
-  std::mutex mu;
-  std::condition_variable cv;
-  int running = 0;        // guarded by mu
-  std::atomic<bool> stopping{false};  // set once the session has ended; waiters then give up
-};
-
-// Replies to O_DIRECT writes after dropping the kernel's cached pages of the range.
-//
-// The kernel drops them itself after a synchronous direct write, but after an
-// asynchronous one (AIO, io_uring) only before sending it: a buffered reader or an mmap
-// fault that reads the range while the write is on its way caches the old data again, and
-// every later buffered read returns it (the kernel fix came after the kernels this runs
-// on). Invalidating here, once the write is applied and before the write completes, closes
-// that window. It runs on a thread of its own, not on a FUSE worker: invalidation waits
-// for pages that readers hold locked until their READ is answered, and those READs need
-// free workers.
-struct DirectWriteReplies {
-  struct Item {
-    fuse_req_t req;
-    fuse_ino_t ino;
-    off_t off;
-    size_t size;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Item> queue;  // guarded by mu
-  bool stopping = false;   // guarded by mu
-  std::thread thread;
-};
-
-struct Ctxt {
-  Vfs* vfs;
-  FuseOptions opts;
-  fuse_session* se = nullptr;
-  LockWaiters waiters;
-  DirectWriteReplies direct;
-};
-
-void DirectWriteLoop(Ctxt* c) {
-  pthread_setname_np(pthread_self(), "fuse-dio-inval");
-  DirectWriteReplies& d = c->direct;
-  std::unique_lock<std::mutex> l(d.mu);
-  for (;;) {
-    d.cv.wait(l, [&] { return d.stopping || !d.queue.empty(); });
-    if (d.queue.empty()) return;
-    DirectWriteReplies::Item it = d.queue.front();
-    d.queue.pop_front();
-    l.unlock();
-    // After the session ended the kernel is gone: the notification fails, the reply too.
-    fuse_lowlevel_notify_inval_inode(c->se, it.ino, it.off, static_cast<off_t>(it.size));
-    fuse_reply_write(it.req, it.size);
-    l.lock();
-  }
-}
-
-// Per-operation request counts and total latency, logged when the file system unmounts.
-enum Op { kOpLookup, kOpGetattr, kOpSetattr, kOpCreate, kOpOpen, kOpRead, kOpWrite, kOpFlush, kOpRelease,
-          kOpFsync, kOpMknod, kOpMkdir, kOpUnlink, kOpRmdir, kOpRename, kOpLink, kOpSymlink, kOpReadlink,
-          kOpOpendir, kOpReaddir, kOpReleasedir, kOpGetxattr, kOpSetxattr, kOpListxattr, kOpRemovexattr,
-          kOpAccess, kOpStatfs, kOpLock, kOpFallocate, kOpCopyFileRange, kOpForget, kOpLseek, kOpCount };
-const char* const kOpNames[kOpCount] = {
-    "lookup", "getattr", "setattr", "create", "open", "read", "write", "flush", "release", "fsync", "mknod",
-    "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "opendir", "readdir", "releasedir",
-    "getxattr", "setxattr", "listxattr", "removexattr", "access", "statfs", "lock", "fallocate",
-    "copy_file_range", "forget", "lseek"};
 std::atomic<uint64_t> g_op_count[kOpCount];
 std::atomic<uint64_t> g_op_ns[kOpCount];
-
-struct OpTimer {
-  explicit OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
-  ~OpTimer() {
-    g_op_count[op_].fetch_add(1, std::memory_order_relaxed);
-    g_op_ns[op_].fetch_add(
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - start_).count()),
-        std::memory_order_relaxed);
-  }
-  Op op_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-void LogOpStats() {
-  for (int i = 0; i < kOpCount; ++i) {
-    uint64_t n = g_op_count[i].load();
-    if (n == 0) continue;
-    spdlog::info("fuse op {:<16} {:>10} requests, mean {:>8.1f} us", kOpNames[i], n,
-                 static_cast<double>(g_op_ns[i].load()) / 1000.0 / static_cast<double>(n));
-  }
-}
-
-Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
-const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
 
 Ctx MakeCtx(fuse_req_t req) {
   const fuse_ctx* c = fuse_req_ctx(req);
@@ -139,8 +46,6 @@ Ctx MakeCtx(fuse_req_t req) {
   };
   return ctx;
 }
-
-void ReplyErr(fuse_req_t req, int err) { fuse_reply_err(req, err); }
 
 void Reply(fuse_req_t req, const Status& st) {
   int err = st.ok() ? 0 : st.code();
@@ -186,6 +91,47 @@ void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a) {
   ToStat(ino, a, &st);
   fuse_reply_attr(req, &st, O(req).attr_timeout);
 }
+
+}  // namespace fuse_internal
+
+namespace {
+
+using namespace fuse_internal;  // NOLINT
+
+void DirectWriteLoop(Ctxt* c) {
+  pthread_setname_np(pthread_self(), "fuse-dio-inval");
+  DirectWriteReplies& d = c->direct;
+  std::unique_lock<std::mutex> l(d.mu);
+  for (;;) {
+    d.cv.wait(l, [&] { return d.stopping || !d.queue.empty(); });
+    if (d.queue.empty()) return;
+    DirectWriteReplies::Item it = d.queue.front();
+    d.queue.pop_front();
+    l.unlock();
+    // After the session ended the kernel is gone: the notification fails, the reply too.
+    fuse_lowlevel_notify_inval_inode(c->se, it.ino, it.off, static_cast<off_t>(it.size));
+    fuse_reply_write(it.req, it.size);
+    l.lock();
+  }
+}
+
+// Per-operation request counts and total latency (see fuse_internal.h).
+const char* const kOpNames[kOpCount] = {
+    "lookup", "getattr", "setattr", "create", "open", "read", "write", "flush", "release", "fsync", "mknod",
+    "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "opendir", "readdir", "releasedir",
+    "getxattr", "setxattr", "listxattr", "removexattr", "access", "statfs", "lock", "fallocate",
+    "copy_file_range", "forget", "lseek"};
+
+
+void LogOpStats() {
+  for (int i = 0; i < kOpCount; ++i) {
+    uint64_t n = g_op_count[i].load();
+    if (n == 0) continue;
+    spdlog::info("fuse op {:<16} {:>10} requests, mean {:>8.1f} us", kOpNames[i], n,
+                 static_cast<double>(g_op_ns[i].load()) / 1000.0 / static_cast<double>(n));
+  }
+}
+
 
 void OpInit(void* userdata, fuse_conn_info* conn) {
   (void)userdata;
@@ -530,94 +476,6 @@ void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   Reply(req, V(req)->Access(MakeCtx(req), ino, mask));
 }
 
-// Waits for a blocking lock by retrying; an interrupted request (signal) returns EINTR, and
-// so does the end of the session.
-Status RetryUntilGranted(fuse_req_t req, const std::function<Status()>& try_lock, const LockWaiters& w) {
-  int delay_ms = 1;
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    delay_ms = std::min(delay_ms * 2, 50);
-    Status st = try_lock();
-    if (st.code() != EAGAIN) return st;
-    if (fuse_req_interrupted(req)) return Status::Err(EINTR, "interrupted while waiting for a lock");
-    if (w.stopping) return Status::Err(EINTR, "file system unmounted while waiting for a lock");
-  }
-}
-
-// Locks are how applications on different hosts take turns on a file, so taking one
-// revalidates what the kernel caches for the inode (its size, for O_APPEND and
-// SEEK_END, and its pages), as NFS does. Sent before the reply, so the locker's next call
-// already sees the other clients' committed writes.
-void RevalidateAfterLock(fuse_req_t req, fuse_ino_t ino, const Status& st, bool unlock) {
-  if (!st.ok() || unlock) return;
-  fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
-  if (se) fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
-}
-
-void ReplyLock(fuse_req_t req, fuse_ino_t ino, const Status& st, bool unlock, bool flock) {
-  if (flock && st.code() == EAGAIN) return ReplyErr(req, EWOULDBLOCK);
-  RevalidateAfterLock(req, ino, st, unlock);
-  Reply(req, st);
-}
-
-// Tries once; a blocking request that must wait goes on to a waiter thread, which replies.
-void LockOrWait(fuse_req_t req, fuse_ino_t ino, std::function<Status()> attempt, bool blocking, bool unlock,
-                bool flock) {
-  Status st = attempt();
-  if (st.code() != EAGAIN || !blocking) return ReplyLock(req, ino, st, unlock, flock);
-  LockWaiters* w = &static_cast<Ctxt*>(fuse_req_userdata(req))->waiters;
-  {
-    std::lock_guard<std::mutex> l(w->mu);
-    ++w->running;
-  }
-  std::thread([=, attempt = std::move(attempt)] {
-    Status r = RetryUntilGranted(req, attempt, *w);
-    ReplyLock(req, ino, r, unlock, flock);
-    std::lock_guard<std::mutex> l(w->mu);
-    --w->running;
-    w->cv.notify_all();
-  }).detach();
-}
-
-void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
-  OpTimer timer(kOpLock);
-  int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
-  Vfs* vfs = V(req);
-  uint64_t fh = fi->fh;
-  LockOrWait(req, ino, [=] { return vfs->Flock(fh, base); }, !(op & LOCK_NB), base & LOCK_UN, true);
-}
-
-Meta::LockRange ToRange(const struct flock* l) {
-  Meta::LockRange r;
-  r.type = l->l_type;
-  r.start = static_cast<uint64_t>(l->l_start);
-  r.end = l->l_len == 0 ? UINT64_MAX : static_cast<uint64_t>(l->l_start + l->l_len - 1);
-  r.pid = static_cast<uint32_t>(l->l_pid);
-  return r;
-}
-
-void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock) {
-  OpTimer timer(kOpLock);
-  auto r = V(req)->GetLk(fi->fh, fi->lock_owner, ToRange(lock));
-  if (!r.ok()) return Reply(req, r.status());
-  struct flock out = *lock;
-  out.l_type = static_cast<short>(r->type);
-  if (r->type != F_UNLCK) {
-    out.l_start = static_cast<off_t>(r->start);
-    out.l_len = r->end == UINT64_MAX ? 0 : static_cast<off_t>(r->end - r->start + 1);
-    out.l_pid = static_cast<pid_t>(r->pid);
-  }
-  fuse_reply_lock(req, &out);
-}
-
-void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
-  OpTimer timer(kOpLock);
-  Meta::LockRange want = ToRange(lock);
-  want.pid = fuse_req_ctx(req)->pid;
-  Vfs* vfs = V(req);
-  uint64_t fh = fi->fh, owner = fi->lock_owner;
-  LockOrWait(req, ino, [=] { return vfs->SetLk(fh, owner, want); }, sleep != 0, want.type == F_UNLCK, false);
-}
 
 void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
   OpTimer timer(kOpFallocate);

@@ -1,0 +1,102 @@
+// Internal to the FUSE adapter files (fuse_*.cc): the session context every request
+// handler reaches through fuse_req_userdata, and the helpers they share.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "common/status.h"
+#include "fuse/fuse_adapter.h"
+#include "meta/meta.h"
+#include "vfs/vfs.h"
+
+namespace tierfs::fuse_internal {
+
+// Blocking lock requests (flock, F_SETLKW) that could not be granted at once wait on a
+// thread of their own, not on a FUSE worker: with every worker waiting for a lock, the
+// request that releases it could never be served.
+struct LockWaiters {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;        // guarded by mu
+  std::atomic<bool> stopping{false};  // set once the session has ended; waiters then give up
+};
+
+// Replies to O_DIRECT writes after dropping the kernel's cached pages of the range.
+//
+// The kernel drops them itself after a synchronous direct write, but after an
+// asynchronous one (AIO, io_uring) only before sending it: a buffered reader or an mmap
+// fault that reads the range while the write is on its way caches the old data again, and
+// every later buffered read returns it (the kernel fix came after the kernels this runs
+// on). Invalidating here, once the write is applied and before the write completes, closes
+// that window. It runs on a thread of its own, not on a FUSE worker: invalidation waits
+// for pages that readers hold locked until their READ is answered, and those READs need
+// free workers.
+struct DirectWriteReplies {
+  struct Item {
+    fuse_req_t req;
+    fuse_ino_t ino;
+    off_t off;
+    size_t size;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> queue;  // guarded by mu
+  bool stopping = false;   // guarded by mu
+  std::thread thread;
+};
+
+struct Ctxt {
+  Vfs* vfs;
+  FuseOptions opts;
+  fuse_session* se = nullptr;
+  LockWaiters waiters;
+  DirectWriteReplies direct;
+};
+
+// Per-operation request counts and total latency, logged when the file system unmounts.
+enum Op { kOpLookup, kOpGetattr, kOpSetattr, kOpCreate, kOpOpen, kOpRead, kOpWrite, kOpFlush, kOpRelease,
+          kOpFsync, kOpMknod, kOpMkdir, kOpUnlink, kOpRmdir, kOpRename, kOpLink, kOpSymlink, kOpReadlink,
+          kOpOpendir, kOpReaddir, kOpReleasedir, kOpGetxattr, kOpSetxattr, kOpListxattr, kOpRemovexattr,
+          kOpAccess, kOpStatfs, kOpLock, kOpFallocate, kOpCopyFileRange, kOpForget, kOpLseek, kOpCount };
+extern std::atomic<uint64_t> g_op_count[kOpCount];
+extern std::atomic<uint64_t> g_op_ns[kOpCount];
+
+struct OpTimer {
+  explicit OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
+  ~OpTimer() {
+    g_op_count[op_].fetch_add(1, std::memory_order_relaxed);
+    g_op_ns[op_].fetch_add(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - start_).count()),
+        std::memory_order_relaxed);
+  }
+  Op op_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+inline Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
+inline const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
+// The caller of a request; supplementary groups are read only when a check needs them.
+Ctx MakeCtx(fuse_req_t req);
+inline void ReplyErr(fuse_req_t req, int err) { fuse_reply_err(req, err); }
+// errno of st (0 when OK) as the reply; EIO is logged with its message.
+void Reply(fuse_req_t req, const Status& st);
+void ToStat(Ino ino, const Attr& a, struct stat* st);
+void ReplyEntry(fuse_req_t req, const Entry& e);
+void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a);
+
+// Advisory locks (fuse_locks.cc).
+void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
+void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
+void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
+
+}  // namespace tierfs::fuse_internal
