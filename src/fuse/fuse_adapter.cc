@@ -579,11 +579,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   }
   on_ready(Status::OK());
   ctxt.direct.thread = std::thread(DirectWriteLoop, &ctxt);
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(opts.max_threads));
-  fuse_loop_cfg_set_idle_threads(cfg, 8);
-  int rc = fuse_session_loop_mt(se, cfg);
-  fuse_loop_cfg_destroy(cfg);
+  int rc = ServeSession(se, opts.max_threads, [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); });
   {
     // Lock waiters use the session and the Vfs: they end (EINTR) before either goes.
     std::unique_lock<std::mutex> l(ctxt.waiters.mu);

@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "fuse/fuse_adapter.h"
+#include "fuse/session_loop.h"
 #include "meta/meta.h"
 #include "vfs/vfs.h"
 
@@ -93,6 +94,9 @@ void Reply(fuse_req_t req, const Status& st);
 void ToStat(Ino ino, const Attr& a, struct stat* st);
 void ReplyEntry(fuse_req_t req, const Entry& e);
 void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a);
+
+// Requests libfuse does not know (fuse_tmpfile.cc): true when it answered this one.
+bool HandleRawRequest(Ctxt* c, const RawRequest& r);
 
 // Advisory locks (fuse_locks.cc).
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);

@@ -366,7 +366,10 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
 
 Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
                          std::pair<Ino, Attr>* out) {
-  RETURN_IF_ERROR(CheckName(name));
+  // Without a name (O_TMPFILE) the inode gets no entry and no link: this session holds it,
+  // as an unlinked open file, until its last close (or a link gives it a name).
+  bool unnamed = name.empty();
+  if (!unnamed) RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   ASSIGN_OR_RETURN(Ino ino, NextInode());
   Attr parent_after;
@@ -376,9 +379,11 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     if (!pa.IsDir()) return NotDir(parent);
     if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
     RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
-    auto existing = t.Get(keys::Dentry(parent, name));
-    if (!existing.ok()) return existing.status();
-    if (existing->has_value()) return Status::Err(EEXIST, "'" + name + "' exists");
+    if (!unnamed) {
+      auto existing = t.Get(keys::Dentry(parent, name));
+      if (!existing.ok()) return existing.status();
+      if (existing->has_value()) return Status::Err(EEXIST, "'" + name + "' exists");
+    }
     int64_t now = NowNanos();
     Attr a = attr;
     a.uid = ctx.uid;
@@ -391,6 +396,9 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     a.atime_ns = a.mtime_ns = a.ctime_ns = now;
     a.parent = parent;
     RETURN_IF_ERROR(PutAttrTx(t, ino, a));
+    *out = {ino, a};
+    parent_after = pa;
+    if (unnamed) return t.Put(keys::Sustained(sid_, ino), "");
     RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(ino, a.mode)));
     if (target) RETURN_IF_ERROR(t.Put(keys::Symlink(ino), *target));
     pa.mtime_ns = pa.ctime_ns = now;
@@ -400,7 +408,13 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     parent_after = pa;
     return Status::OK();
   }));
-  RememberDir(parent, parent_after);
+  if (unnamed) {
+    std::lock_guard<std::mutex> l(open_mu_);
+    open_count_[out->first]++;
+    sustained_.insert(out->first);
+  } else {
+    RememberDir(parent, parent_after);
+  }
   if (opts_.dir_attr_cache_ns > 0) {
     std::lock_guard<std::mutex> l(dir_cache_mu_);
     if (fresh_without_xattrs_.size() > 4096) fresh_without_xattrs_.clear();
@@ -424,6 +438,16 @@ Result<std::pair<Ino, Attr>> Meta::Mknod(const Ctx& ctx, Ino parent, const std::
   a.rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
   std::pair<Ino, Attr> out;
   RETURN_IF_ERROR(CreateEntry(ctx, parent, name, a, nullptr, &out));
+  return out;
+}
+
+Result<std::pair<Ino, Attr>> Meta::Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, bool linkable) {
+  Attr a;
+  a.mode = S_IFREG | (mode & 07777);
+  a.nlink = 0;
+  if (linkable) a.flags |= kAttrLinkable;
+  std::pair<Ino, Attr> out;
+  RETURN_IF_ERROR(CreateEntry(ctx, parent, "", a, nullptr, &out));
   return out;
 }
 
@@ -737,7 +761,9 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
     if (a.IsDir()) return Status::Err(EPERM, "hard links to directories are not allowed");
-    if (a.nlink == 0) return Status::Err(ENOENT, "file was removed");
+    // Only an O_TMPFILE file opened without O_EXCL may get a name back.
+    if (a.nlink == 0 && !(a.flags & kAttrLinkable)) return Status::Err(ENOENT, "file was removed");
+    a.flags &= ~kAttrLinkable;
     auto existing = t.Get(keys::Dentry(new_parent, new_name));
     if (!existing.ok()) return existing.status();
     if (existing->has_value()) return Status::Err(EEXIST, "'" + new_name + "' exists");

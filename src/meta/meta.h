@@ -183,6 +183,9 @@ class Meta {
   Result<std::pair<Ino, Attr>> Mknod(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
                                      uint64_t rdev);
   Result<std::pair<Ino, Attr>> Mkdir(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode);
+  // O_TMPFILE: a regular file in `parent` with no name, counted as open here; gone at its
+  // last Release unless Link named it first (only when linkable: opened without O_EXCL).
+  Result<std::pair<Ino, Attr>> Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, bool linkable);
   Result<std::pair<Ino, Attr>> Symlink(const Ctx& ctx, Ino parent, const std::string& name,
                                        const std::string& target);
   Result<std::string> Readlink(Ino ino);

@@ -28,6 +28,10 @@ struct SliceRecord {
   bool operator==(const SliceRecord&) const = default;
 };
 
+// Attr::flags bits.
+// An O_TMPFILE file opened without O_EXCL: it may be linked although its nlink is 0.
+constexpr uint32_t kAttrLinkable = 1u << 8;
+
 // File types, stored in the top bits of Attr::mode exactly as S_IFMT.
 struct Attr {
   uint32_t mode = 0;  // S_IFMT | permission bits

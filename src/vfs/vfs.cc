@@ -336,6 +336,18 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
   }
 }
 
+Result<std::pair<Entry, OpenResult>> Vfs::Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, int flags) {
+  ASSIGN_OR_RETURN(auto made, meta_->Tmpfile(ctx, parent, mode, !(flags & O_EXCL)));
+  Entry e{made.first, made.second};
+  auto st = State(e.ino);
+  auto r = OpenWithAttr(st, e.attr, flags, Gen(*st));
+  if (!r.ok()) {
+    meta_->Release(e.ino).ok();
+    return r.status();
+  }
+  return std::make_pair(e, *r);
+}
+
 Result<std::vector<ChunkSegment>> Vfs::Segments(InodeState& st, uint32_t chunk) {
   uint64_t gen;
   {

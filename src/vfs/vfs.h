@@ -70,6 +70,8 @@ class Vfs {
   Result<std::pair<Entry, OpenResult>> Create(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
                                               int flags);
   Result<OpenResult> Open(const Ctx& ctx, Ino ino, int flags);
+  // open(2) with O_TMPFILE in directory `parent`: a new, unnamed, open file.
+  Result<std::pair<Entry, OpenResult>> Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, int flags);
   Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
   // close(2) of one file descriptor: commits buffered data, drops the owner's record locks.
