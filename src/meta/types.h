@@ -28,6 +28,11 @@ struct SliceRecord {
   bool operator==(const SliceRecord&) const = default;
 };
 
+// Attr::flags bits. An inode with neither ACL bit costs no read of its ACL keys.
+// (POSIX ACLs, src/meta/acl.h: the ACL itself is the xattr of the same name.)
+constexpr uint32_t kAttrAccessAcl = 1u << 0;   // has system.posix_acl_access
+constexpr uint32_t kAttrDefaultAcl = 1u << 1;  // directory with system.posix_acl_default
+
 // File types, stored in the top bits of Attr::mode exactly as S_IFMT.
 struct Attr {
   uint32_t mode = 0;  // S_IFMT | permission bits

@@ -259,7 +259,7 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
     RETURN_IF_ERROR(FlushInode(*st));
     if (fh == 0) {
       ASSIGN_OR_RETURN(Attr cur, meta_->GetAttr(ino));
-      if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, cur, W_OK));
+      if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, ino, cur, W_OK));
     }
     uint64_t gen = Gen(*st);
     ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
@@ -608,7 +608,7 @@ Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off
 Result<uint64_t> Vfs::Opendir(const Ctx& ctx, Ino ino) {
   ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
   if (!a.IsDir()) return Status::Err(ENOTDIR, "not a directory");
-  RETURN_IF_ERROR(meta_->CheckAccess(ctx, a, R_OK));
+  RETURN_IF_ERROR(meta_->CheckAccess(ctx, ino, a, R_OK));
   auto h = std::make_shared<Handle>();
   h->ino = ino;
   h->is_dir = true;
