@@ -9,6 +9,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -184,7 +185,7 @@ void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a) {
 }
 
 void OpInit(void* userdata, fuse_conn_info* conn) {
-  (void)userdata;
+  const FuseOptions& opts = static_cast<Ctxt*>(userdata)->opts;
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
   conn->max_background = 64;
@@ -199,6 +200,14 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   want(FUSE_CAP_READDIRPLUS);
   want(FUSE_CAP_READDIRPLUS_AUTO);
   want(FUSE_CAP_CACHE_SYMLINKS);
+  // POSIX ACLs: the mode of a create reaches Meta with the umask unapplied (and the umask
+  // beside it), because a parent's default ACL replaces the umask. With POSIX_ACL the
+  // kernel also enforces and caches ACLs itself, but that capability turns
+  // default_permissions on: without it (--no-default-permissions) ACLs still pass
+  // through as xattrs and TierFS alone enforces them.
+  want(FUSE_CAP_DONT_MASK);
+  const auto& mo = opts.mount_options;
+  if (std::find(mo.begin(), mo.end(), "default_permissions") != mo.end()) want(FUSE_CAP_POSIX_ACL);
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 
