@@ -213,6 +213,7 @@ Result<Attr> Meta::GetAttr(Ino ino) {
   }
   Attr a;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return GetAttrTx(t, ino, &a); }, true));
+  NoteAclFlags(ino, a);
   return a;
 }
 
@@ -261,6 +262,7 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
         return GetAttrTx(t, ino, &out.second);
       },
       true));
+  NoteAclFlags(out.first, out.second);
   return out;
 }
 
@@ -389,6 +391,7 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     if (fresh_without_xattrs_.size() > 4096) fresh_without_xattrs_.clear();
     fresh_without_xattrs_[out->first] = MonoNanos() + opts_.dir_attr_cache_ns;
   }
+  NoteAclFlags(out->first, out->second);
   AddUsage(0, 1);
   return Status::OK();
 }
@@ -744,6 +747,9 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         return Status::OK();
       },
       true));
+  if (plus) {
+    for (const auto& e : out) NoteAclFlags(e.ino, e.attr);  // the kernel uses these attributes
+  }
   return out;
 }
 
@@ -778,6 +784,7 @@ Result<std::string> Meta::GetXattr(const Ctx& ctx, Ino ino, const std::string& n
   if (name.rfind("security.", 0) == 0 && KnownWithoutXattrs(ino)) {
     return Status::Err(ENODATA, "no xattr " + name);
   }
+  if (IsAclXattr(name) && KnownWithoutAcl(ino)) return Status::Err(ENODATA, "no " + name);
   std::string value;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
@@ -812,6 +819,7 @@ Status Meta::ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const
   {
     std::lock_guard<std::mutex> l(dir_cache_mu_);
     fresh_without_xattrs_.erase(ino);
+    seen_without_acl_.erase(ino);
   }
   return engine_->Txn([&](KvTxn& t) {
     Attr a;

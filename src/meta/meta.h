@@ -289,6 +289,15 @@ class Meta {
   // the answer is known without a transaction. Guarded by dir_cache_mu_.
   std::map<Ino, int64_t> fresh_without_xattrs_;
   bool KnownWithoutXattrs(Ino ino);
+  // Inodes whose attributes this client last read from the engine without an ACL flag,
+  // with the monotonic time until which (the same window) a getxattr of an ACL may answer
+  // "none" without a transaction. With kernel ACL checks the kernel asks for
+  // system.posix_acl_access of every inode a non-owner uses, right after it looked the
+  // inode up or refreshed its attributes: this spares that round trip. Directories in
+  // dir_cache_ are known from there. Guarded by dir_cache_mu_ (meta_acl.cc).
+  std::map<Ino, int64_t> seen_without_acl_;
+  void NoteAclFlags(Ino ino, const Attr& a);
+  bool KnownWithoutAcl(Ino ino);
 
   DeleteSliceFn delete_slice_;
   std::thread bg_;

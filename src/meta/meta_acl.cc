@@ -116,6 +116,38 @@ Status InitAclTx(KvTxn& t, const Ctx& ctx, Ino parent, const Attr& pa, Ino ino, 
 
 }  // namespace internal
 
+namespace {
+// Bounds seen_without_acl_ (about 3 MiB); a client that touches more inodes within one
+// attribute-cache window starts over and asks the engine.
+constexpr size_t kMaxSeenWithoutAcl = 1 << 16;
+}  // namespace
+
+void Meta::NoteAclFlags(Ino ino, const Attr& a) {
+  if (opts_.dir_attr_cache_ns <= 0) return;
+  std::lock_guard<std::mutex> l(dir_cache_mu_);
+  if (a.flags & (kAttrAccessAcl | kAttrDefaultAcl)) {
+    seen_without_acl_.erase(ino);
+    return;
+  }
+  if (seen_without_acl_.size() >= kMaxSeenWithoutAcl) seen_without_acl_.clear();
+  seen_without_acl_[ino] = MonoNanos() + opts_.dir_attr_cache_ns;
+}
+
+bool Meta::KnownWithoutAcl(Ino ino) {
+  if (opts_.dir_attr_cache_ns <= 0) return false;
+  std::lock_guard<std::mutex> l(dir_cache_mu_);
+  // A directory this client just changed answers GetAttr from dir_cache_: so do its ACLs.
+  auto dir = dir_cache_.find(ino);
+  if (dir != dir_cache_.end() && dir->second.expires_mono_ns > MonoNanos()) {
+    return !(dir->second.attr.flags & (kAttrAccessAcl | kAttrDefaultAcl));
+  }
+  auto it = seen_without_acl_.find(ino);
+  if (it == seen_without_acl_.end()) return false;
+  if (it->second > MonoNanos()) return true;
+  seen_without_acl_.erase(it);
+  return false;
+}
+
 Status Meta::CheckAccess(const Ctx& ctx, Ino ino, const Attr& a, int mask) {
   // A transaction only when LoadAccessAclTx would read.
   if (!(a.flags & kAttrAccessAcl) || ctx.uid == 0 || ctx.uid == a.uid) return acl::CheckAccess(ctx, a, nullptr, mask);

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <initializer_list>
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include "meta/acl.h"
 #include "meta/meta.h"
@@ -326,6 +328,48 @@ TYPED_TEST(MetaTest, AclsAreReadOnlyWhenFlagged) {
   EXPECT_EQ(reads([&] { return m.Open(bob, wa, O_RDONLY).ok(); }), open + 1);
   EXPECT_EQ(reads([&] { return m.Open(alice, wa, O_RDONLY).ok(); }), open);  // the owner
   EXPECT_EQ(reads([&] { return m.GetXattr(alice, pa, kAccess).status().code() == ENODATA; }), 1);
+}
+
+// The kernel asks for system.posix_acl_access right after it read an inode's attributes:
+// a client that just read them from the engine answers "none" without another read, for
+// the attribute-cache window; its own changes and fresher reads end that at once.
+TYPED_TEST(MetaTest, AclAbsenceIsKnownRightAfterARead) {
+  auto engine = OpenKvEngine(this->url_);
+  ASSERT_TRUE(engine.ok());
+  auto counting = std::make_unique<CountingEngine>(std::move(*engine));
+  CountingEngine* c = counting.get();
+  MetaOptions cached;
+  cached.dir_attr_cache_ns = 200'000'000;
+  auto opened = Meta::Open(std::move(counting), cached);
+  ASSERT_TRUE(opened.ok());
+  Meta& m = **opened;
+  const Ctx& root = this->root_;
+  Ino f = this->File("f"), g = this->File("g"), h = this->File("h");
+  auto acl_reads = [&](Ino ino, int want_err) {
+    c->reads = 0;
+    EXPECT_EQ(this->Err(m.GetXattr(root, ino, kAccess)), want_err);
+    return c->reads.load();
+  };
+  EXPECT_EQ(acl_reads(f, ENODATA), 1);  // never read here: ask the engine
+  ASSERT_TRUE(m.Lookup(root, kRootIno, "f").ok());
+  EXPECT_EQ(acl_reads(f, ENODATA), 0);
+  EXPECT_EQ(acl_reads(h, ENODATA), 1);
+  ASSERT_TRUE(m.Readdir(root, kRootIno, true).ok());  // readdirplus hands the kernel attributes too
+  EXPECT_EQ(acl_reads(h, ENODATA), 0);
+  // Another client sets one; a fresher read of the attributes shows it at once.
+  ASSERT_TRUE(this->m_->SetXattr(root, f, kAccess, GrantAlice(), 0).ok());
+  ASSERT_TRUE(m.GetAttr(f).ok());
+  EXPECT_EQ(*m.GetXattr(root, f, kAccess), GrantAlice());
+  // This client's own change: at once.
+  ASSERT_TRUE(m.Lookup(root, kRootIno, "g").ok());
+  ASSERT_TRUE(m.SetXattr(root, g, kAccess, GrantAlice(), 0).ok());
+  EXPECT_EQ(*m.GetXattr(root, g, kAccess), GrantAlice());
+  // After the window the engine is asked again.
+  ASSERT_TRUE(m.RemoveXattr(root, g, kAccess).ok());
+  ASSERT_TRUE(m.GetAttr(g).ok());
+  EXPECT_EQ(acl_reads(g, ENODATA), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_EQ(acl_reads(g, ENODATA), 1);
 }
 
 }  // namespace
