@@ -1,14 +1,22 @@
 """A volume moved between metadata engines with `tierfs dump` and `tierfs load`:
-SQLite -> Redis -> PostgreSQL keeps every file, byte, attribute, xattr, link and inode
-number; the data stays where it is (one bucket). The dump leaves the secret key out unless
-asked, and load refuses an engine that is not empty."""
+SQLite -> Redis -> PostgreSQL keeps every file, byte, attribute, xattr, POSIX ACL, link and
+inode number; the data stays where it is (one bucket). The dump leaves the secret key out
+unless asked, and load refuses an engine that is not empty."""
 
 import json
 import os
 import stat
 
 import harness
-from harness import diff_snapshots, make_tree, msg, snapshot, tierfs
+from harness import diff_snapshots, make_tree, msg, run, snapshot, tierfs
+
+
+def facls(root):
+    """getfacl -R -n of the tree: one listing per path, sorted (readdir order differs)."""
+    rc, out, err = run("getfacl", "-R", "-n", "-P", ".", cwd=root)
+    if rc != 0:
+        raise AssertionError("getfacl -R failed\n" + msg(rc, out, err))
+    return sorted(out.strip().split("\n\n"))
 
 
 class MigrateTest(harness.TierFSTestCase):
@@ -37,6 +45,14 @@ class MigrateTest(harness.TierFSTestCase):
         os.mkdir(os.path.join(root, "mig-sticky"))
         os.chmod(os.path.join(root, "mig-sticky"), 0o1777)
         os.chown(os.path.join(root, "truncated"), 1000, 1001)
+        acl_dir = os.path.join(root, "mig-acl")
+        os.mkdir(acl_dir)
+        for args in (["-m", "u:1000:rwx,g:2000:rx", acl_dir], ["-d", "-m", "u:1001:rw", acl_dir]):
+            rc, out, err = run("setfacl", *args)
+            if rc != 0:
+                raise AssertionError("setfacl failed\n" + msg(rc, out, err))
+        with open(os.path.join(acl_dir, "inherited"), "wb") as f:
+            f.write(b"x")
 
     def dump(self, url, path, *extra):
         rc, out, err = tierfs("dump", url, path, *extra)
@@ -56,6 +72,8 @@ class MigrateTest(harness.TierFSTestCase):
         vol.mount()
         self.populate(vol.mnt)
         want = snapshot(vol.mnt)
+        want_acls = facls(vol.mnt)
+        self.assertTrue(any("default:user:1001:rw-" in a for a in want_acls), want_acls)
         vol.umount()
 
         hops = [("redis", redis), ("postgres", pg)]
@@ -75,10 +93,12 @@ class MigrateTest(harness.TierFSTestCase):
             self.assertEqual(rc, 0, msg(rc, out, err))
             got = snapshot(mp)
             self.assertEqual(diff_snapshots(want, got), [], "after moving to " + name)
+            self.assertEqual(facls(mp), want_acls, "ACLs after moving to " + name)
             # The moved volume is writable and consistent.
             with open(os.path.join(mp, "written-on-" + name), "wb") as f:
                 f.write(b"new data")
             want = snapshot(mp)
+            want_acls = facls(mp)
             rc, out, err = tierfs("umount", mp)
             self.assertEqual(rc, 0, msg(rc, out, err))
             harness.wait_for(lambda: not harness.is_mounted(mp), timeout=30)

@@ -134,7 +134,7 @@ void LogOpStats() {
 
 
 void OpInit(void* userdata, fuse_conn_info* conn) {
-  (void)userdata;
+  const FuseOptions& opts = static_cast<Ctxt*>(userdata)->opts;
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
   conn->max_background = 64;
@@ -153,6 +153,14 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   // no longer caches resolve through lookups of "." and "..", which TierFS answers; inode
   // numbers are never reused, so generation 1 names an inode for good.
   want(FUSE_CAP_EXPORT_SUPPORT);
+  // POSIX ACLs: the mode of a create reaches Meta with the umask unapplied (and the umask
+  // beside it), because a parent's default ACL replaces the umask. With POSIX_ACL the
+  // kernel also enforces and caches ACLs itself, but that capability turns
+  // default_permissions on: without it (--no-default-permissions) ACLs still pass
+  // through as xattrs and TierFS alone enforces them.
+  want(FUSE_CAP_DONT_MASK);
+  const auto& mo = opts.mount_options;
+  if (std::find(mo.begin(), mo.end(), "default_permissions") != mo.end()) want(FUSE_CAP_POSIX_ACL);
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
 
 namespace tierfs {
@@ -175,27 +176,6 @@ Meta::Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord form
 
 Meta::~Meta() { StopBackground(); }
 
-Status Meta::CheckAccess(const Ctx& ctx, const Attr& a, int mask) const {
-  if (mask == 0) return Status::OK();
-  if (ctx.uid == 0) {
-    // root may read and write anything, and execute when any x bit is set (or a directory).
-    if ((mask & X_OK) && !a.IsDir() && !(a.mode & 0111)) return Status::Err(EACCES, "no execute permission");
-    return Status::OK();
-  }
-  uint32_t bits;
-  if (ctx.uid == a.uid) {
-    bits = (a.mode >> 6) & 7;
-  } else if (ctx.InGroup(a.gid)) {
-    bits = (a.mode >> 3) & 7;
-  } else {
-    bits = a.mode & 7;
-  }
-  if ((bits & static_cast<uint32_t>(mask)) != static_cast<uint32_t>(mask)) {
-    return Status::Err(EACCES, "permission denied");
-  }
-  return Status::OK();
-}
-
 void Meta::RememberDir(Ino ino, const Attr& a) {
   if (opts_.dir_attr_cache_ns <= 0) return;
   std::lock_guard<std::mutex> l(dir_cache_mu_);
@@ -233,12 +213,13 @@ Result<Attr> Meta::GetAttr(Ino ino) {
   }
   Attr a;
   RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return GetAttrTx(t, ino, &a); }, true));
+  NoteAclFlags(ino, a);
   return a;
 }
 
 Status Meta::Access(const Ctx& ctx, Ino ino, int mask) {
   ASSIGN_OR_RETURN(Attr a, GetAttr(ino));
-  return CheckAccess(ctx, a, mask);
+  return CheckAccess(ctx, ino, a, mask);
 }
 
 Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std::string& name) {
@@ -255,7 +236,7 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
           if (!v[0]) return Status::Err(ENOENT, "inode " + std::to_string(parent) + " does not exist");
           if (!DecodeAttr(*v[0], &pa)) return Status::Err(EIO, "inode " + std::to_string(parent) + " has corrupt attributes");
           if (!pa.IsDir()) return NotDir(parent);
-          RETURN_IF_ERROR(CheckAccess(ctx, pa, X_OK));
+          RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, X_OK));
           if (!v[1]) return Status::Err(ENOENT, "no entry '" + name + "'");
           if (v[1]->size() < 8) return Status::Err(EIO, "corrupt directory entry '" + name + "'");
           out.first = keys::DecodeU64(std::string_view(*v[1]).substr(0, 8));
@@ -274,11 +255,12 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
         }
         RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
         if (!pa.IsDir()) return NotDir(parent);
-        RETURN_IF_ERROR(CheckAccess(ctx, pa, X_OK));
+        RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, X_OK));
         out.first = pa.parent ? pa.parent : kRootIno;
         return GetAttrTx(t, out.first, &out.second);
       },
       true));
+  NoteAclFlags(out.first, out.second);
   return out;
 }
 
@@ -318,18 +300,19 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
       const uint32_t ids = S_ISUID | S_ISGID;
       const uint32_t old_mode = a.mode & 07777;
       bool kill_priv = (mode & ~ids) == (old_mode & ~ids) && (mode & ids & ~old_mode) == 0 && mode != old_mode;
-      if (!owner && !(kill_priv && CheckAccess(ctx, a, W_OK).ok())) {
+      if (!owner && !(kill_priv && CheckAccessTx(t, ctx, ino, a, W_OK).ok())) {
         return Status::Err(EPERM, "only the owner may change the mode");
       }
       if (ctx.uid != 0 && !a.IsDir() && !ctx.InGroup(a.gid)) mode &= ~S_ISGID;
       a.mode = (a.mode & S_IFMT) | mode;
+      RETURN_IF_ERROR(ChmodAclTx(t, ino, a));
       changed = true;
     }
     if (mask & (kSetAtime | kSetMtime)) {
       if (!owner) return Status::Err(EPERM, "only the owner may set timestamps");
     }
     if (mask & (kSetAtimeNow | kSetMtimeNow)) {
-      if (!owner) RETURN_IF_ERROR(CheckAccess(ctx, a, W_OK));
+      if (!owner) RETURN_IF_ERROR(CheckAccessTx(t, ctx, ino, a, W_OK));
     }
     if (mask & kSetAtime) a.atime_ns = in.atime_ns;
     if (mask & kSetAtimeNow) a.atime_ns = now;
@@ -378,7 +361,7 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
     if (!pa.IsDir()) return NotDir(parent);
     if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
-    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, W_OK | X_OK));
     if (!unnamed) {
       auto existing = t.Get(keys::Dentry(parent, name));
       if (!existing.ok()) return existing.status();
@@ -393,6 +376,7 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
       if (a.IsDir()) a.mode |= S_ISGID;
     }
     if (!a.IsDir() && (a.mode & S_ISGID) && ctx.uid != 0 && !ctx.InGroup(a.gid)) a.mode &= ~S_ISGID;
+    if (!target) RETURN_IF_ERROR(InitAclTx(t, ctx, parent, pa, ino, &a));  // umask or default ACL
     a.atime_ns = a.mtime_ns = a.ctime_ns = now;
     a.parent = parent;
     RETURN_IF_ERROR(PutAttrTx(t, ino, a));
@@ -420,6 +404,7 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     if (fresh_without_xattrs_.size() > 4096) fresh_without_xattrs_.clear();
     fresh_without_xattrs_[out->first] = MonoNanos() + opts_.dir_attr_cache_ns;
   }
+  NoteAclFlags(out->first, out->second);
   AddUsage(0, 1);
   return Status::OK();
 }
@@ -528,11 +513,11 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
 
 // Loads, for unlink and rmdir, a directory the caller may change (write and search) and the
 // entry `name` in it, applying the sticky-directory rule.
-static Status LoadEntryToRemove(const Meta& m, KvTxn& t, const Ctx& ctx, Ino parent, const std::string& name,
+static Status LoadEntryToRemove(KvTxn& t, const Ctx& ctx, Ino parent, const std::string& name,
                                 Attr* pa, Ino* ino, uint32_t* type, Attr* a) {
   RETURN_IF_ERROR(GetAttrTx(t, parent, pa));
   if (!pa->IsDir()) return NotDir(parent);
-  RETURN_IF_ERROR(m.CheckAccess(ctx, *pa, W_OK | X_OK));
+  RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, *pa, W_OK | X_OK));
   RETURN_IF_ERROR(GetDentryTx(t, parent, name, ino, type));
   RETURN_IF_ERROR(GetAttrTx(t, *ino, a));
   return CheckSticky(ctx, *pa, *a);
@@ -548,7 +533,7 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
     Attr pa, a;
     Ino ino;
     uint32_t type;
-    RETURN_IF_ERROR(LoadEntryToRemove(*this, t, ctx, parent, name, &pa, &ino, &type, &a));
+    RETURN_IF_ERROR(LoadEntryToRemove(t, ctx, parent, name, &pa, &ino, &type, &a));
     if (type == S_IFDIR) return Status::Err(EISDIR, "'" + name + "' is a directory");
     int64_t now = NowNanos();
     RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
@@ -577,7 +562,7 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
     Attr pa, a;
     Ino ino;
     uint32_t type;
-    RETURN_IF_ERROR(LoadEntryToRemove(*this, t, ctx, parent, name, &pa, &ino, &type, &a));
+    RETURN_IF_ERROR(LoadEntryToRemove(t, ctx, parent, name, &pa, &ino, &type, &a));
     ForgetDir(ino);
     if (type != S_IFDIR) return Status::Err(ENOTDIR, "'" + name + "' is not a directory");
     bool empty = true;
@@ -636,7 +621,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
     Attr spa, dpa;
     RETURN_IF_ERROR(GetAttrTx(t, parent, &spa));
     if (!spa.IsDir()) return NotDir(parent);
-    RETURN_IF_ERROR(CheckAccess(ctx, spa, W_OK | X_OK));
+    RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, spa, W_OK | X_OK));
     bool same_dir = parent == new_parent;
     if (same_dir) {
       dpa = spa;
@@ -644,7 +629,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       RETURN_IF_ERROR(GetAttrTx(t, new_parent, &dpa));
       if (!dpa.IsDir()) return NotDir(new_parent);
       if (dpa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
-      RETURN_IF_ERROR(CheckAccess(ctx, dpa, W_OK | X_OK));
+      RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, dpa, W_OK | X_OK));
     }
     Ino sino;
     uint32_t stype;
@@ -679,7 +664,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       if (loop) return Status::Err(EINVAL, "cannot move a directory into itself");
     }
     // Moving a directory to another parent rewrites its ".." : needs write access to it.
-    if (sdir && !same_dir && ctx.uid != 0) RETURN_IF_ERROR(CheckAccess(ctx, sa, W_OK));
+    if (sdir && !same_dir && ctx.uid != 0) RETURN_IF_ERROR(CheckAccessTx(t, ctx, sino, sa, W_OK));
 
     if (flags & kRenameExchange) {
       RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(dino, da.mode)));
@@ -758,7 +743,7 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     RETURN_IF_ERROR(GetAttrTx(t, new_parent, &pa));
     if (!pa.IsDir()) return NotDir(new_parent);
     if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
-    RETURN_IF_ERROR(CheckAccess(ctx, pa, W_OK | X_OK));
+    RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, pa, W_OK | X_OK));
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
     if (a.IsDir()) return Status::Err(EPERM, "hard links to directories are not allowed");
     // Only an O_TMPFILE file opened without O_EXCL may get a name back.
@@ -789,7 +774,7 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         Attr a;
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         if (!a.IsDir()) return NotDir(ino);
-        RETURN_IF_ERROR(CheckAccess(ctx, a, R_OK));
+        RETURN_IF_ERROR(CheckAccessTx(t, ctx, ino, a, R_OK));
         RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 0, [&](std::string_view k, std::string_view v) {
           std::string_view name;
           if (!keys::ParseDentryName(k, &name)) return true;
@@ -810,19 +795,23 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         return Status::OK();
       },
       true));
+  if (plus) {
+    for (const auto& e : out) NoteAclFlags(e.ino, e.attr);  // the kernel uses these attributes
+  }
   return out;
 }
 
 // ---- extended attributes ----
 
-static Status CheckXattrAccess(const Meta& m, const Ctx& ctx, const Attr& a, const std::string& name, bool write) {
+static Status CheckXattrAccess(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, const std::string& name,
+                               bool write) {
   // A namespace with nothing after it ("user.") is invalid, as on local Linux file systems.
   for (const char* ns : {"user.", "trusted.", "security.", "system."}) {
     if (name == ns) return Status::Err(EINVAL, "xattr name '" + name + "' has no name after the namespace");
   }
   if (name.rfind("user.", 0) == 0) {
     if (!a.IsRegular() && !a.IsDir()) return Status::Err(write ? EPERM : ENODATA, "user xattrs only on files and directories");
-    return m.CheckAccess(ctx, a, write ? W_OK : R_OK);
+    return CheckAccessTx(t, ctx, ino, a, write ? W_OK : R_OK);
   }
   if (name.rfind("trusted.", 0) == 0) {
     if (ctx.uid != 0) return Status::Err(write ? EPERM : ENODATA, "trusted xattrs are for root");
@@ -832,7 +821,9 @@ static Status CheckXattrAccess(const Meta& m, const Ctx& ctx, const Attr& a, con
     if (write && ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EPERM, "not the owner");
     return Status::OK();
   }
-  if (name.rfind("system.", 0) == 0) return Status::Err(EOPNOTSUPP, "system xattrs (POSIX ACLs) are not supported");
+  // POSIX ACLs: anyone may read them; meta_acl.cc judges changes.
+  if (IsAclXattr(name)) return Status::OK();
+  if (name.rfind("system.", 0) == 0) return Status::Err(EOPNOTSUPP, "system xattr " + name + " is not supported");
   return Status::Err(EOPNOTSUPP, "unknown xattr namespace");
 }
 
@@ -841,12 +832,17 @@ Result<std::string> Meta::GetXattr(const Ctx& ctx, Ino ino, const std::string& n
   if (name.rfind("security.", 0) == 0 && KnownWithoutXattrs(ino)) {
     return Status::Err(ENODATA, "no xattr " + name);
   }
+  if (IsAclXattr(name) && KnownWithoutAcl(ino)) return Status::Err(ENODATA, "no " + name);
   std::string value;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         Attr a;
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-        RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, false));
+        RETURN_IF_ERROR(CheckXattrAccess(t, ctx, ino, a, name, false));
+        if (IsAclXattr(name)) {
+          ASSIGN_OR_RETURN(value, GetAclXattrTx(t, ino, a, name));
+          return Status::OK();
+        }
         auto v = t.Get(keys::Xattr(ino, name));
         if (!v.ok()) return v.status();
         if (!v->has_value()) return Status::Err(ENODATA, "no xattr " + name);
@@ -871,11 +867,18 @@ Status Meta::ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const
   {
     std::lock_guard<std::mutex> l(dir_cache_mu_);
     fresh_without_xattrs_.erase(ino);
+    seen_without_acl_.erase(ino);
   }
   return engine_->Txn([&](KvTxn& t) {
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-    RETURN_IF_ERROR(CheckXattrAccess(*this, ctx, a, name, true));
+    RETURN_IF_ERROR(CheckXattrAccess(t, ctx, ino, a, name, true));
+    if (IsAclXattr(name)) {
+      // Flags do not apply: setting an ACL replaces it, removing an absent one succeeds.
+      ForgetDir(ino);
+      RETURN_IF_ERROR(ChangeAclXattrTx(t, ctx, ino, &a, name, value));
+      return PutAttrTx(t, ino, a);
+    }
     auto v = t.Get(keys::Xattr(ino, name));
     if (!v.ok()) return v.status();
     bool exists = v->has_value();
@@ -915,9 +918,11 @@ Status Meta::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
 
 Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRecord>* first_chunk) {
   Attr a;
+  acl::Acl access;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+        RETURN_IF_ERROR(LoadAccessAclTx(t, ctx, ino, a, &access));  // reads only when it must
         if (first_chunk && a.IsRegular() && a.length > 0) return ReadChunkTx(t, ino, 0, first_chunk);
         return Status::OK();
       },
@@ -934,7 +939,7 @@ Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRec
   if (flags & O_TRUNC) mask |= W_OK;
   if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
   if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");
-  RETURN_IF_ERROR(CheckAccess(ctx, a, mask));
+  RETURN_IF_ERROR(acl::CheckAccess(ctx, a, &access, mask));
   std::lock_guard<std::mutex> l(open_mu_);
   open_count_[ino]++;
   return a;

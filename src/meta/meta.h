@@ -34,7 +34,9 @@ struct Ctx {
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint32_t pid = 0;
-  uint32_t umask = 022;
+  // Applied by Mknod/Mkdir unless the parent directory has a default ACL, which replaces
+  // it. FUSE passes the caller's umask (the kernel leaves it to us: FUSE_CAP_DONT_MASK).
+  uint32_t umask = 0;
   std::function<std::vector<uint32_t>()> load_groups;  // may be empty
 
   bool InGroup(uint32_t g) const;
@@ -175,11 +177,16 @@ class Meta {
   // ---- namespace ----
   Result<Attr> GetAttr(Ino ino);
   Result<std::pair<Ino, Attr>> Lookup(const Ctx& ctx, Ino parent, const std::string& name);
-  // Checks mask (R_OK|W_OK|X_OK) against the inode's mode for ctx.
+  // Checks mask (R_OK|W_OK|X_OK) for ctx against the inode's mode, or its access ACL
+  // when it has one.
   Status Access(const Ctx& ctx, Ino ino, int mask);
-  Status CheckAccess(const Ctx& ctx, const Attr& attr, int mask) const;
+  // The same for attributes the caller already read; reads the ACL (a transaction of
+  // its own) only when attr says the inode has one.
+  Status CheckAccess(const Ctx& ctx, Ino ino, const Attr& attr, int mask);
   Result<Attr> SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in);
-  // Regular files, fifos, sockets, devices. mode includes S_IFMT; umask is applied here.
+  // Regular files, fifos, sockets, devices. mode includes S_IFMT. ctx.umask is applied
+  // here, unless the parent has a default ACL: then the new inode inherits it (acl.h)
+  // and the umask is ignored. The same for Mkdir.
   Result<std::pair<Ino, Attr>> Mknod(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
                                      uint64_t rdev);
   Result<std::pair<Ino, Attr>> Mkdir(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode);
@@ -299,6 +306,15 @@ class Meta {
   // the answer is known without a transaction. Guarded by dir_cache_mu_.
   std::map<Ino, int64_t> fresh_without_xattrs_;
   bool KnownWithoutXattrs(Ino ino);
+  // Inodes whose attributes this client last read from the engine without an ACL flag,
+  // with the monotonic time until which (the same window) a getxattr of an ACL may answer
+  // "none" without a transaction. With kernel ACL checks the kernel asks for
+  // system.posix_acl_access of every inode a non-owner uses, right after it looked the
+  // inode up or refreshed its attributes: this spares that round trip. Directories in
+  // dir_cache_ are known from there. Guarded by dir_cache_mu_ (meta_acl.cc).
+  std::map<Ino, int64_t> seen_without_acl_;
+  void NoteAclFlags(Ino ino, const Attr& a);
+  bool KnownWithoutAcl(Ino ino);
 
   DeleteSliceFn delete_slice_;
   std::thread bg_;

@@ -18,37 +18,12 @@
 #include <thread>
 
 #include "meta/kv_engine.h"
-#include "meta/engine_for_test.h"
+#include "meta/meta_test_fixture.h"
 
 namespace tierfs {
 namespace {
 
-using testing_engines::ServerUrl;
-
-std::atomic<int> g_counter{0};
-
-struct MemEngineKind {
-  static std::string Url() { return "mem://meta_test_" + std::to_string(g_counter++); }
-};
-
-struct SqliteEngineKind {
-  static std::string Url() {
-    auto dir = std::filesystem::temp_directory_path() /
-               ("tierfs_meta_test_" + std::to_string(getpid()) + "_" + std::to_string(g_counter++));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    return "sqlite3://" + (dir / "meta.db").string();
-  }
-};
-
-struct RedisEngineKind {
-  // Database 1 of the test server; kv_engine_test uses database 2.
-  static std::string Url() { return ServerUrl("TIERFS_TEST_REDIS_URL", "/1"); }
-};
-
-struct PostgresEngineKind {
-  static std::string Url() { return ServerUrl("TIERFS_TEST_PG_URL", "/tierfs_meta_test"); }
-};
+using namespace meta_testing;  // NOLINT: the fixture and its engines
 
 // Resolves a chunk's records into what each byte of [0, n) reads as: (slice id, offset in
 // slice), id 0 meaning zeros. Independent of the chunk layer on purpose.
@@ -62,67 +37,6 @@ std::vector<std::pair<uint64_t, uint32_t>> Resolve(const std::vector<SliceRecord
   }
   return out;
 }
-
-template <typename Kind>
-class MetaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    url_ = Kind::Url();
-    if (url_.empty()) GTEST_SKIP() << "no test server: run through ctest, which starts one";
-    m_ = Open(true);
-  }
-  std::unique_ptr<Meta> Open(bool format) {
-    auto engine = OpenKvEngine(url_);
-    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-    if (format) {
-      FormatRecord rec;
-      rec.name = "test";
-      rec.uuid = "uuid";
-      rec.storage = "mem";
-      rec.bucket = "b";
-      EXPECT_TRUE(Meta::Format(engine->get(), rec, false).ok());
-    }
-    auto m = Meta::Open(std::move(*engine));
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    SessionInfo info;
-    info.host = "test";
-    EXPECT_TRUE((*m)->NewSession(info).ok());
-    return std::move(*m);
-  }
-  Ino File(const std::string& name, Ino parent = kRootIno, uint32_t mode = 0644) {
-    auto r = m_->Mknod(root_, parent, name, S_IFREG | mode, 0);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->first : 0;
-  }
-  Ino Dir(const std::string& name, Ino parent = kRootIno, uint32_t mode = 0755) {
-    auto r = m_->Mkdir(root_, parent, name, mode);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->first : 0;
-  }
-  int Err(const Status& st) { return st.code(); }
-  template <typename T>
-  int Err(const Result<T>& r) {
-    return r.status().code();
-  }
-  void WriteSlice(Ino ino, uint32_t chunk, uint32_t pos, uint32_t len, uint64_t* id_out = nullptr) {
-    auto id = m_->NewSliceId();
-    ASSERT_TRUE(id.ok());
-    SliceRecord rec;
-    rec.pos = pos;
-    rec.id = *id;
-    rec.size = len;
-    rec.len = len;
-    ASSERT_TRUE(m_->WriteSlice(ino, chunk, rec, uint64_t{chunk} * kChunkSize + pos + len, 1).ok());
-    if (id_out) *id_out = *id;
-  }
-
-  std::string url_;
-  std::unique_ptr<Meta> m_;
-  Ctx root_ = Ctx::Root();
-};
-
-using Engines = ::testing::Types<MemEngineKind, SqliteEngineKind, RedisEngineKind, PostgresEngineKind>;
-TYPED_TEST_SUITE(MetaTest, Engines);
 
 // Inodes written before st_blocks followed the data (attr version 1) read as fully
 // allocated, so old files never look sparse.

@@ -28,7 +28,10 @@ struct SliceRecord {
   bool operator==(const SliceRecord&) const = default;
 };
 
-// Attr::flags bits.
+// Attr::flags bits. An inode with neither ACL bit costs no read of its ACL keys.
+// (POSIX ACLs, src/meta/acl.h: the ACL itself is the xattr of the same name.)
+constexpr uint32_t kAttrAccessAcl = 1u << 0;   // has system.posix_acl_access
+constexpr uint32_t kAttrDefaultAcl = 1u << 1;  // directory with system.posix_acl_default
 // An O_TMPFILE file opened without O_EXCL: it may be linked although its nlink is 0.
 constexpr uint32_t kAttrLinkable = 1u << 8;
 

@@ -194,7 +194,7 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
     RETURN_IF_ERROR(FlushInode(*st));
     if (fh == 0) {
       ASSIGN_OR_RETURN(Attr cur, meta_->GetAttr(ino));
-      if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, cur, W_OK));
+      if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, ino, cur, W_OK));
     }
     uint64_t gen = Gen(*st);
     ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
