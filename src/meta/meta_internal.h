@@ -1,6 +1,8 @@
 // Helpers shared by the files that implement Meta (meta*.cc). Not for other modules.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <string>
 #include <vector>
@@ -39,6 +41,30 @@ inline std::string EncodeDentry(Ino ino, uint32_t mode) {
   PutU64(&v, ino);
   PutU8(&v, static_cast<uint8_t>((mode & 0170000) >> 12));
   return v;
+}
+
+constexpr size_t kMaxName = 255;
+constexpr size_t kMaxXattrName = 255;
+constexpr size_t kMaxXattrValue = 65536;
+constexpr size_t kMaxSymlink = 4096;
+
+// A name for a directory entry: not empty, at most 255 bytes, no '/'.
+inline Status CheckName(const std::string& name) {
+  if (name.empty()) return Status::Err(ENOENT, "empty name");
+  if (name.size() > kMaxName) return Status::Err(ENAMETOOLONG, "name longer than 255 bytes");
+  if (name.find('/') != std::string::npos) return Status::Err(EINVAL, "name contains '/'");
+  return Status::OK();
+}
+
+inline Status NotDir(Ino ino) { return Status::Err(ENOTDIR, "inode " + std::to_string(ino) + " is not a directory"); }
+
+// Sticky directories: only the owner of the entry, the owner of the directory, or root may
+// remove or rename it.
+inline Status CheckSticky(const Ctx& ctx, const Attr& dir, const Attr& child) {
+  if ((dir.mode & S_ISVTX) && ctx.uid != 0 && ctx.uid != dir.uid && ctx.uid != child.uid) {
+    return Status::Err(EPERM, "sticky directory: only the owner may remove or rename this entry");
+  }
+  return Status::OK();
 }
 
 // Space charged for a file of this length (4 KiB granularity, like a block device).

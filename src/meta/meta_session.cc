@@ -1,5 +1,7 @@
-// Sessions, heartbeats, usage counters and background cleanup: unlinked files, truncation
-// masks, unreferenced slices and the leftovers of dead sessions.
+// Sessions, heartbeats, usage counters and background cleanup (unlinked files, truncation
+// masks, unreferenced slices, the leftovers of dead sessions), and the open files of this
+// client, which keep an inode removed while open until its last close.
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 
 #include "common/clock.h"
 #include "meta/meta.h"
+#include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
 
 namespace tierfs {
@@ -323,6 +326,64 @@ void Meta::BackgroundLoop() {
     }
     l.lock();
   }
+}
+
+// ---- open files ----
+
+Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRecord>* first_chunk) {
+  Attr a;
+  acl::Acl access;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+        RETURN_IF_ERROR(LoadAccessAclTx(t, ctx, ino, a, &access));  // reads only when it must
+        if (first_chunk && a.IsRegular() && a.length > 0) return ReadChunkTx(t, ino, 0, first_chunk);
+        return Status::OK();
+      },
+      true));
+  int mask = 0;
+  switch (flags & O_ACCMODE) {
+    case O_RDONLY: mask = R_OK; break;
+    case O_WRONLY: mask = W_OK; break;
+    default: mask = R_OK | W_OK; break;
+  }
+  // execve(2) opens the file read-only with __FMODE_EXEC, which open(2) cannot pass: the
+  // program needs execute permission, not read permission (a mode of --x runs, as on ext4).
+  if ((flags & O_ACCMODE) == O_RDONLY && (flags & kOpenForExec)) mask = X_OK;
+  if (flags & O_TRUNC) mask |= W_OK;
+  if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
+  if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");
+  RETURN_IF_ERROR(acl::CheckAccess(ctx, a, &access, mask));
+  std::lock_guard<std::mutex> l(open_mu_);
+  open_count_[ino]++;
+  return a;
+}
+
+void Meta::OpenCreated(Ino ino) {
+  std::lock_guard<std::mutex> l(open_mu_);
+  open_count_[ino]++;
+}
+
+bool Meta::IsOpen(Ino ino) {
+  std::lock_guard<std::mutex> l(open_mu_);
+  auto it = open_count_.find(ino);
+  return it != open_count_.end() && it->second > 0;
+}
+
+Status Meta::Release(Ino ino) {
+  {
+    std::lock_guard<std::mutex> l(open_mu_);
+    auto it = open_count_.find(ino);
+    if (it == open_count_.end()) return Status::OK();
+    if (--it->second > 0) return Status::OK();
+    open_count_.erase(it);
+    // Only inodes unlinked while open here need a transaction at the last close.
+    if (sustained_.erase(ino) == 0) return Status::OK();
+  }
+  int64_t usage = 0, inodes = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); }));
+  AddUsage(usage, inodes);
+  return Status::OK();
 }
 
 }  // namespace tierfs

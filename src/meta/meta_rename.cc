@@ -1,0 +1,167 @@
+// rename(2) and renameat2 (RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT), one transaction.
+#include "meta/meta.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "meta/meta_acl.h"
+#include "meta/meta_internal.h"
+
+namespace tierfs {
+
+using namespace internal;  // NOLINT
+
+// True when `ancestor` is `ino` or one of its ancestors (walks parent pointers).
+static Result<bool> IsAncestor(KvTxn& t, Ino ancestor, Ino ino) {
+  for (int depth = 0; depth < 10000; ++depth) {
+    if (ino == ancestor) return true;
+    if (ino == kRootIno) return false;
+    Attr a;
+    RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    ino = a.parent;
+    if (ino == 0) return false;
+  }
+  return Status::Err(EIO, "directory parent chain too deep or looping");
+}
+
+Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
+                    const std::string& new_name, uint32_t flags) {
+  RETURN_IF_ERROR(CheckName(name));
+  RETURN_IF_ERROR(CheckName(new_name));
+  if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
+  if ((flags & kRenameExchange) && (flags & (kRenameNoReplace | kRenameWhiteout))) {
+    return Status::Err(EINVAL, "bad rename flags");
+  }
+  if (flags & ~(kRenameExchange | kRenameNoReplace | kRenameWhiteout)) {
+    return Status::Err(EINVAL, "unsupported rename flags");
+  }
+  if ((flags & kRenameWhiteout) && ctx.uid != 0) return Status::Err(EPERM, "only root may create whiteouts");
+  Ino whiteout = 0;
+  if (flags & kRenameWhiteout) {
+    ASSIGN_OR_RETURN(whiteout, NextInode());
+  }
+  int64_t usage = 0, inodes = 0;
+  ForgetDir(parent);
+  ForgetDir(new_parent);
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    usage = inodes = 0;
+    int64_t now = NowNanos();
+    Attr spa, dpa;
+    RETURN_IF_ERROR(GetAttrTx(t, parent, &spa));
+    if (!spa.IsDir()) return NotDir(parent);
+    RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, spa, W_OK | X_OK));
+    bool same_dir = parent == new_parent;
+    if (same_dir) {
+      dpa = spa;
+    } else {
+      RETURN_IF_ERROR(GetAttrTx(t, new_parent, &dpa));
+      if (!dpa.IsDir()) return NotDir(new_parent);
+      if (dpa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+      RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, dpa, W_OK | X_OK));
+    }
+    Ino sino;
+    uint32_t stype;
+    RETURN_IF_ERROR(GetDentryTx(t, parent, name, &sino, &stype));
+    Attr sa;
+    RETURN_IF_ERROR(GetAttrTx(t, sino, &sa));
+    RETURN_IF_ERROR(CheckSticky(ctx, spa, sa));
+    Ino dino = 0;
+    uint32_t dtype = 0;
+    Attr da;
+    {
+      Status st = GetDentryTx(t, new_parent, new_name, &dino, &dtype);
+      if (!st.ok() && st.code() != ENOENT) return st;
+      if (!st.ok()) dino = 0;
+    }
+    if (dino) RETURN_IF_ERROR(GetAttrTx(t, dino, &da));
+    ForgetDir(sino);
+    if (dino) ForgetDir(dino);
+    if (dino == sino) return Status::OK();  // both names are links to one inode: nothing to do
+    if (dino && (flags & kRenameNoReplace)) return Status::Err(EEXIST, "'" + new_name + "' exists");
+    if (!dino && (flags & kRenameExchange)) return Status::Err(ENOENT, "'" + new_name + "' does not exist");
+    if (dino) RETURN_IF_ERROR(CheckSticky(ctx, dpa, da));
+    bool sdir = sa.IsDir();
+    bool ddir = dino && da.IsDir();
+    // A directory may not move into its own subtree.
+    if (sdir && !same_dir) {
+      ASSIGN_OR_RETURN(bool loop, IsAncestor(t, sino, new_parent));
+      if (loop) return Status::Err(EINVAL, "cannot move a directory into itself");
+    }
+    if ((flags & kRenameExchange) && ddir && !same_dir) {
+      ASSIGN_OR_RETURN(bool loop, IsAncestor(t, dino, parent));
+      if (loop) return Status::Err(EINVAL, "cannot move a directory into itself");
+    }
+    // Moving a directory to another parent rewrites its ".." : needs write access to it.
+    if (sdir && !same_dir && ctx.uid != 0) RETURN_IF_ERROR(CheckAccessTx(t, ctx, sino, sa, W_OK));
+
+    if (flags & kRenameExchange) {
+      RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(dino, da.mode)));
+      RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
+      if (!same_dir) {
+        if (sdir) { sa.parent = new_parent; spa.nlink--; dpa.nlink++; }
+        if (ddir) { da.parent = parent; dpa.nlink--; spa.nlink++; }
+      }
+      sa.ctime_ns = da.ctime_ns = now;
+      RETURN_IF_ERROR(PutAttrTx(t, sino, sa));
+      RETURN_IF_ERROR(PutAttrTx(t, dino, da));
+    } else {
+      if (dino) {
+        if (sdir && !ddir) return Status::Err(ENOTDIR, "'" + new_name + "' is not a directory");
+        if (!sdir && ddir) return Status::Err(EISDIR, "'" + new_name + "' is a directory");
+        if (ddir) {
+          bool empty = true;
+          RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(dino), 1, [&](std::string_view, std::string_view) {
+            empty = false;
+            return false;
+          }));
+          if (!empty) return Status::Err(ENOTEMPTY, "directory '" + new_name + "' is not empty");
+          dpa.nlink--;
+          da.nlink = 0;
+          inodes = -1;
+          RETURN_IF_ERROR(DropLink(t, dino, &da, now));
+        } else {
+          RETURN_IF_ERROR(DropLink(t, dino, &da, now));
+          if (da.nlink == 0 && !(da.IsRegular() && IsOpen(dino))) {
+            usage = -ChargedBytes(da.IsRegular() ? da.length : 0);
+            inodes = -1;
+          }
+        }
+      }
+      RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
+      RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
+      if (whiteout) {
+        Attr w;
+        w.mode = S_IFCHR;
+        w.nlink = 1;
+        w.uid = ctx.uid;
+        w.gid = ctx.gid;
+        w.atime_ns = w.mtime_ns = w.ctime_ns = now;
+        w.parent = parent;
+        RETURN_IF_ERROR(PutAttrTx(t, whiteout, w));
+        RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(whiteout, w.mode)));
+        inodes++;
+      }
+      if (sdir && !same_dir) {
+        sa.parent = new_parent;
+        spa.nlink--;
+        dpa.nlink++;
+      }
+      sa.ctime_ns = now;
+      RETURN_IF_ERROR(PutAttrTx(t, sino, sa));
+    }
+    spa.mtime_ns = spa.ctime_ns = now;
+    dpa.mtime_ns = dpa.ctime_ns = now;
+    // Within one directory only dpa can have changed its link count (a replaced empty
+    // subdirectory); spa and dpa are copies of the same inode.
+    if (same_dir) return PutAttrTx(t, parent, dpa);
+    RETURN_IF_ERROR(PutAttrTx(t, parent, spa));
+    return PutAttrTx(t, new_parent, dpa);
+  }));
+  AddUsage(usage, inodes);
+  return Status::OK();
+}
+
+}  // namespace tierfs
