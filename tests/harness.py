@@ -174,7 +174,8 @@ _live_volumes = set()
 # ----- shared servers (started by ctest, see tests/servers.py) ----------------------------
 
 # Redis databases of the integration scripts, so that ctest -j runs them side by side.
-REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 6, "shared_mount": 7}
+REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 6, "shared_mount": 7,
+            "io_stress": 8}
 
 
 def servers():

@@ -6,7 +6,8 @@ may return data older than a write that completed before the read began.
 The checker first runs on the local disk (ext4 on CI), so a checker that rejects a correct
 file system fails there, not on TierFS. On TierFS it runs with the default 4 MiB blocks
 and with 1 MiB blocks (more block boundaries inside the regions), on a file that crosses a
-64 MiB chunk boundary, with more processes than CPUs.
+64 MiB chunk boundary, with more processes than CPUs, and on Redis + S3 (the throwaway
+servers of tests/servers.py).
 
 Longer runs by hand: STRESS_SECONDS=600 STRESS_PROCS=8 STRESS_SEED=7 python3 tests/test_io_stress.py
 """
@@ -63,6 +64,23 @@ class StressTest(StressMixin, harness.TierFSTestCase):
     def test_mixed_io_default_blocks(self):
         self.stress(os.path.join(self.mnt, "f"), SECONDS, 72)
         self.assertNotIn("EIO", self.vol.read_log())
+
+
+class StressSharedVolumeTest(StressMixin, harness.TierFSTestCase):
+    """Redis metadata and S3 blocks: commits and chunk reads are network round trips, so a
+    read racing a commit has a wide window."""
+
+    AUTO_MOUNT = False
+
+    def test_mixed_io_redis_s3(self):
+        srv = harness.servers()
+        vol = harness.Volume(name=harness.unique("stress"),
+                             meta_url=srv["redis_url"] + "/%d" % harness.REDIS_DB["io_stress"],
+                             storage=harness.s3_storage_args(harness.unique("stress")))
+        self.addCleanup(vol.cleanup)
+        vol.format("--force")
+        vol.mount()
+        self.stress(os.path.join(vol.mnt, "f"), SECONDS / 2, 24)
 
 
 class StressSmallBlocksTest(StressMixin, harness.TierFSTestCase):

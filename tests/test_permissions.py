@@ -169,5 +169,64 @@ class WithDefaultPermissions(PermissionRules, harness.TierFSTestCase):
 
 
 
+class MountOptionsDevSuid(harness.TierFSTestCase):
+    """-o dev,suid make device nodes and set-user-ID programs work, as an administrator may
+    want for a root file system of containers; without them (the default) a mount is
+    nodev,nosuid."""
+
+    PER_TEST = True
+    AUTO_MOUNT = False
+
+    def mount_with(self, *opts):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount(*opts)
+        os.chmod(vol.dir, 0o755)
+        return vol
+
+    def flags(self, mnt):
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if fields[4] == mnt:
+                    return set(fields[5].split(","))
+        self.fail("%s is not mounted" % mnt)
+
+    def setuid_id(self, vol):
+        p = vol.path("id")
+        with open("/usr/bin/id", "rb") as src, open(p, "wb") as dst:
+            dst.write(src.read())
+        os.chmod(p, 0o4755)
+        res = harness.run("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", p, "-u")
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        return int(res[1].strip())
+
+    def device_works(self, vol):
+        null, zero = vol.path("null"), vol.path("zero")
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        os.mknod(zero, stat.S_IFCHR | 0o666, os.makedev(1, 5))
+        try:
+            with open(zero, "rb") as f:
+                ok = f.read(4) == bytes(4)
+            with open(null, "wb") as f:
+                f.write(b"gone")
+            return ok
+        except PermissionError:
+            return False
+
+    def test_dev_suid(self):
+        vol = self.mount_with("-o", "dev,suid,allow_other")
+        self.assertFalse({"nodev", "nosuid"} & self.flags(vol.mnt))
+        self.assertTrue(self.device_works(vol), "device nodes refused on a dev mount")
+        self.assertEqual(self.setuid_id(vol), 0, "set-user-ID ignored on a suid mount")
+
+    def test_default_is_nodev_nosuid(self):
+        vol = self.mount_with("-o", "allow_other")
+        self.assertLessEqual({"nodev", "nosuid"}, self.flags(vol.mnt))
+        self.assertFalse(self.device_works(vol), "a device node worked on a nodev mount")
+        self.assertEqual(self.setuid_id(vol), 1000)
+
+
 if __name__ == "__main__":
     harness.main()
