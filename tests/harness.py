@@ -168,6 +168,47 @@ def in_child(fn, *args):
     return json.loads(b"".join(chunks))
 
 
+def errno_as(uid, gid, groups, fn):
+    """Runs fn() in a child process as uid/gid with the supplementary groups; returns the
+    errno it raised, 0 when none (255 for any other exception)."""
+    res = in_child(_drop_to_and_run, uid, gid, groups, fn)
+    if "ok" in res:
+        return 0
+    return res.get("errno", 255)
+
+
+def _drop_to_and_run(uid, gid, groups, fn):
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    fn()
+
+
+def helper_bin(name, env_var):
+    """A helper program built with the tests (tests/NAME.cc): from env_var (ctest sets it),
+    else next to the tierfs binary's build tree."""
+    path = os.environ.get(env_var) or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(tierfs_bin())))), "tests", name)
+    if not os.access(path, os.X_OK):
+        raise AssertionError("%s helper not found at %s (built with the tests)" % (name, path))
+    return path
+
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_ZERO_RANGE = 0x10
+
+
+def fallocate(fd, mode, off, length):
+    """fallocate(2) (os.posix_fallocate has no mode)."""
+    import ctypes
+    import ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    if libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
 _live_volumes = set()
 
 

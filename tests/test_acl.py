@@ -23,28 +23,7 @@ CAROL = (1002, 1002, [2000])  # in group 2000 through a supplementary group only
 def as_user(who, fn):
     """Runs fn() as who = (uid, gid, supplementary groups) in a child process; returns
     the errno it raised (0 when none)."""
-    uid, gid, groups = who
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        code = 0
-        try:
-            os.setgroups(groups)
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            fn()
-        except OSError as e:
-            code = e.errno
-        except BaseException:
-            code = 255
-        os.write(w, str(code).encode())
-        os._exit(0)
-    os.close(w)
-    out = os.read(r, 16)
-    os.close(r)
-    os.waitpid(pid, 0)
-    return int(out or b"255")
+    return harness.errno_as(*who, fn)
 
 
 def read(path):

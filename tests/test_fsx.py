@@ -8,33 +8,20 @@ is compared again after a remount.
 Reproduce a failure with SEED=<printed seed> python3 tests/test_fsx.py; OPS sets the count.
 """
 
-import ctypes
-import ctypes.util
-import errno
 import mmap
 import os
 import random
 import sys
 
 import harness
+from harness import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, fallocate
 
 KiB = 1 << 10
 MiB = 1 << 20
 MAX_LEN = 12 * MiB          # spans several 4 MiB blocks (the default block size)
 PAGE = mmap.PAGESIZE
 
-FALLOC_FL_KEEP_SIZE = 0x01
-FALLOC_FL_PUNCH_HOLE = 0x02
-FALLOC_FL_ZERO_RANGE = 0x10
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-
-
-def fallocate(fd, mode, off, length):
-    if _libc.fallocate(fd, mode, off, length) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
 
 
 class Fsx:

@@ -21,12 +21,7 @@ from harness import msg, run
 
 
 def stress_bin():
-    path = os.environ.get("TIERFS_IO_STRESS") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))),
-        "tests", "io_stress")
-    if not os.access(path, os.X_OK):
-        raise AssertionError("io_stress helper not found at %s (built with the tests)" % path)
-    return path
+    return harness.helper_bin("io_stress", "TIERFS_IO_STRESS")
 
 
 SECONDS = float(os.environ.get("STRESS_SECONDS") or 30)

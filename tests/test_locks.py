@@ -9,7 +9,6 @@ import errno
 import fcntl
 import os
 import select
-import struct
 import subprocess
 import sys
 import textwrap
@@ -239,15 +238,10 @@ class TwoMountLockTest(harness.TierFSTestCase):
         self.assertEqual(in_child(_child_try_setlk, p2, fcntl.F_WRLCK, 15, 1), {"ok": "locked"})
 
 
-# struct flock on x86_64: short type, short whence, off_t start, off_t len, pid_t pid.
-FLOCK_FMT = "hhxxxxqqixxxx"
-
-
 def ofd(fd, cmd, ltype, start, length):
     """An F_OFD_* call; returns (type, start, len, pid) of the struct the kernel hands back."""
-    res = fcntl.fcntl(fd, cmd, struct.pack(FLOCK_FMT, ltype, os.SEEK_SET, start, length, 0))
-    t, _, st, ln, pid = struct.unpack(FLOCK_FMT, res)
-    return t, st, ln, pid
+    res = Flock.from_buffer_copy(fcntl.fcntl(fd, cmd, bytes(Flock(ltype, os.SEEK_SET, start, length, 0))))
+    return res.l_type, res.l_start, res.l_len, res.l_pid
 
 
 def ofd_try(fd, ltype, start, length):

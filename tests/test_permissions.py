@@ -17,27 +17,7 @@ SCRIPT_OK = 0
 def as_user(fn):
     """Runs fn() as uid 1000 / gid 1000 with supplementary group 2000 in a child process;
     returns the errno it raised (0 when none)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        code = 0
-        try:
-            os.setgroups([2000])
-            os.setgid(1000)
-            os.setuid(1000)
-            fn()
-        except OSError as e:
-            code = e.errno
-        except Exception:
-            code = 255
-        os.write(w, str(code).encode())
-        os._exit(0)
-    os.close(w)
-    out = os.read(r, 16)
-    os.close(r)
-    os.waitpid(pid, 0)
-    return int(out or b"255")
+    return harness.errno_as(1000, 1000, [2000], fn)
 
 
 def run_program(path):

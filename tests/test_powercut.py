@@ -25,12 +25,7 @@ from test_crash import WRITER
 
 
 def helper_bin():
-    path = os.environ.get("TIERFS_POWERCUT_DISK") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))),
-        "tests", "powercut_disk")
-    if not os.access(path, os.X_OK):
-        raise AssertionError("powercut_disk helper not found at %s (built with the tests)" % path)
-    return path
+    return harness.helper_bin("powercut_disk", "TIERFS_POWERCUT_DISK")
 
 
 class PowerCutTest(harness.TierFSTestCase):

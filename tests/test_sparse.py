@@ -4,27 +4,14 @@ a hole for SEEK_DATA), punches and zeroes ranges as ext4 does, and fails with EN
 asked for more than the volume has. Where TierFS is exact the same steps run on the local
 disk (ext4 on CI) and must agree."""
 
-import ctypes
-import ctypes.util
 import os
-import subprocess
 
 import harness
+from harness import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, fallocate
 
 KiB = 1 << 10
 MiB = 1 << 20
-FALLOC_FL_KEEP_SIZE = 0x01
-FALLOC_FL_PUNCH_HOLE = 0x02
-FALLOC_FL_ZERO_RANGE = 0x10
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-
-
-def fallocate(fd, mode, off, length):
-    if _libc.fallocate(fd, mode, off, length) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
 
 
 def allocated(path):
