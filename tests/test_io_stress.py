@@ -6,8 +6,8 @@ may return data older than a write that completed before the read began.
 The checker first runs on the local disk (ext4 on CI), so a checker that rejects a correct
 file system fails there, not on TierFS. On TierFS it runs with the default 4 MiB blocks
 and with 1 MiB blocks (more block boundaries inside the regions), on a file that crosses a
-64 MiB chunk boundary, with more processes than CPUs, and on Redis + S3 (the throwaway
-servers of tests/servers.py).
+64 MiB chunk boundary, with more processes than CPUs, on one small hot file (buffered
+writes and mmap reads only), and on Redis + S3 (the throwaway servers of tests/servers.py).
 
 Longer runs by hand: STRESS_SECONDS=600 STRESS_PROCS=8 STRESS_SEED=7 python3 tests/test_io_stress.py
 """
@@ -59,6 +59,18 @@ class StressTest(StressMixin, harness.TierFSTestCase):
     def test_mixed_io_default_blocks(self):
         self.stress(os.path.join(self.mnt, "f"), SECONDS, 72)
         self.assertNotIn("EIO", self.vol.read_log())
+
+
+class StressHotFileTest(StressMixin, harness.TierFSTestCase):
+    """A small file that every process writes with buffered I/O and reads through mmap:
+    found that dropping the kernel's cache because of this client's own changes (an open,
+    an attribute refresh) let a reader fault a page back in from before a buffered write
+    that had already marked it up to date. Failed in seconds before the fix."""
+
+    PER_TEST = True
+
+    def test_buffered_writes_and_mmap_reads_on_one_small_file(self):
+        self.stress(os.path.join(self.mnt, "f"), SECONDS, 4, "--methods", "buffered,mmap", "--no-truncate")
 
 
 class StressSharedVolumeTest(StressMixin, harness.TierFSTestCase):

@@ -162,6 +162,13 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   const auto& mo = opts.mount_options;
   if (std::find(mo.begin(), mo.end(), "default_permissions") != mo.end()) want(FUSE_CAP_POSIX_ACL);
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // The kernel's page cache of a file is dropped when the file changed under this client
+  // (at open: keep_cache; on taking a lock: an explicit invalidation), never because an
+  // attribute refresh shows a new mtime or size: those come from this client's own
+  // commits too, and dropping pages a buffered write just marked up to date, before its
+  // WRITE reached us, let a racing reader cache the old data for good.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  want(FUSE_CAP_EXPLICIT_INVAL_DATA);
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -118,7 +118,7 @@ uint64_t Vfs::Gen(InodeState& st) {
   return st.gen;
 }
 
-Status Vfs::Refresh(InodeState& st, const Attr* known, uint64_t gen) {
+Result<bool> Vfs::Refresh(InodeState& st, const Attr* known, uint64_t gen) {
   for (int attempt = 0;; ++attempt) {
     Attr a;
     if (known && attempt == 0) {
@@ -133,8 +133,9 @@ Status Vfs::Refresh(InodeState& st, const Attr* known, uint64_t gen) {
     // A commit of this client's raced with the read: read again (the commit's own
     // attributes may predate the change being refreshed for).
     if (!fresh && attempt < 8) continue;
+    bool unseen = a.seq > st.seen_seq;
     if (!(st.writer && st.writer->Dirty())) st.Seen(a);
-    return Status::OK();
+    return unseen;
   }
 }
 
@@ -198,7 +199,7 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
     }
     uint64_t gen = Gen(*st);
     ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
-    RETURN_IF_ERROR(Refresh(*st, &a, gen));
+    RETURN_IF_ERROR(Refresh(*st, &a, gen).status());
     return a;
   }
   ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
@@ -288,15 +289,19 @@ Result<OpenResult> Vfs::OpenWithAttr(const std::shared_ptr<InodeState>& st, cons
     std::lock_guard<std::mutex> l(st->mu);
     bool dirty = st->writer && st->writer->Dirty();
     // `a` is current unless this client changed the file while it was being read (then
-    // the state already holds something newer, and the kernel's cache is dropped).
+    // the state already holds something newer).
     bool fresh = st->gen == gen;
-    // Close-to-open: keep the kernel's page cache only if nobody changed the file since
-    // this client last saw it.
-    r.keep_cache = fresh && !dirty && st->seen_mtime == a.mtime_ns && st->seen_length == a.length;
-    if (fresh && !dirty) {
-      if (!r.keep_cache) st->Invalidate();
-      st->Seen(a);
-    }
+    // Close-to-open: the kernel's page cache is dropped only when the file holds data
+    // changes this client has not seen (another client's). Never for this client's own
+    // changes: a buffered write marks its pages up to date before its WRITE reaches us,
+    // and a reader that faulted a dropped page back in meanwhile would cache the old data
+    // for good. While this client writes the file, it keeps its cache (writers on two
+    // clients without a lock race anyway; with one, taking the lock revalidates).
+    bool unseen = a.seq > st->seen_seq;
+    r.keep_cache = !unseen || dirty;
+    if (unseen) st->Invalidate();
+    if (fresh && !dirty) st->length = a.length;
+    st->seen_seq = std::max(st->seen_seq, a.seq);
     st->opens++;
   }
   r.fh = AddHandle(std::move(h));
@@ -604,7 +609,7 @@ Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint6
   if ((h->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "file not open for writing");
   RETURN_IF_ERROR(FlushInode(*h->state));
   RETURN_IF_ERROR(meta_->Fallocate(ctx, h->ino, mode, off, len));
-  return Refresh(*h->state);
+  return Refresh(*h->state).status();
 }
 
 Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out,
@@ -616,7 +621,7 @@ Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off
   RETURN_IF_ERROR(FlushInode(*hi->state));
   RETURN_IF_ERROR(FlushInode(*ho->state));
   ASSIGN_OR_RETURN(uint64_t n, meta_->CopyFileRange(ctx, hi->ino, off_in, ho->ino, off_out, len));
-  RETURN_IF_ERROR(Refresh(*ho->state));
+  RETURN_IF_ERROR(Refresh(*ho->state).status());
   return n;
 }
 

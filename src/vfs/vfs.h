@@ -106,9 +106,11 @@ class Vfs {
 
   // op: LOCK_SH, LOCK_EX or LOCK_UN (no LOCK_NB: the caller loops for blocking locks).
   // The lock belongs to the handle (the open file description), as flock(2) wants.
-  Status Flock(uint64_t fh, int op);
+  // Taking a lock revalidates the file: *changed (when given) says whether it holds data
+  // changes this client had not seen, for which the kernel must drop its cached pages.
+  Status Flock(uint64_t fh, int op, bool* changed = nullptr);
   Result<Meta::LockRange> GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
-  Status SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
+  Status SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want, bool* changed = nullptr);
 
   // The layout of a file as JSON (the "tierfs.info" xattr and `tierfs info`).
   Result<std::string> LayoutJson(Ino ino);
@@ -129,9 +131,10 @@ class Vfs {
   uint64_t Gen(InodeState& st);
   // After a change made through the engine: drops the cached maps and takes the inode's
   // length from `known` (read while the generation was `gen`) or from a fresh GetAttr.
-  Status Refresh(InodeState& st, const Attr* known = nullptr, uint64_t gen = 0);
+  // True when the file holds data changes this client had not seen (another client's).
+  Result<bool> Refresh(InodeState& st, const Attr* known = nullptr, uint64_t gen = 0);
   Status BeforeUnlock(Handle& h);
-  Status AfterLock(Handle& h);
+  Status AfterLock(Handle& h, bool* changed);
   Result<std::vector<struct ChunkSegment>> Segments(InodeState& st, uint32_t chunk);
   Result<std::vector<uint32_t>> ChunkList(InodeState& st);
   Status ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf);

@@ -1,6 +1,7 @@
 // Internal to the vfs files (vfs*.cc): the per-inode state and the open handle.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,8 +34,10 @@ struct InodeState {
   std::optional<std::vector<uint32_t>> chunk_list;       // indexes of chunks with records
   uint64_t gen = 0;                                  // bumped by every local layout change
   uint64_t length = 0;                               // as last seen by this client
-  int64_t seen_mtime = -1;                           // mtime at last open/commit (keep_cache)
-  uint64_t seen_length = 0;
+  // The inode's change sequence (Attr::seq, bumped by every commit, truncation, punch...)
+  // up to which the kernel's page cache of the file is known to hold what the file holds:
+  // changes this client made itself, and those it dropped the cache for (keep_cache).
+  uint64_t seen_seq = 0;
   int opens = 0;
   // Lock owners that took record locks on the inode through this client, each with the
   // handles it locked through. A POSIX lock's owner is a process (its descriptor table):
@@ -53,11 +56,11 @@ struct InodeState {
     chunk_list.reset();
     ++gen;
   }
-  // Takes the length and times of `a`, read from the engine after this client's last change.
+  // Takes the length of `a`, read from the engine after this client's last change, and
+  // counts its data changes as seen (made here, or the kernel's cache was dropped for them).
   void Seen(const Attr& a) {
     length = a.length;
-    seen_mtime = a.mtime_ns;
-    seen_length = a.length;
+    seen_seq = std::max(seen_seq, a.seq);
   }
 };
 

@@ -13,13 +13,17 @@ namespace tierfs {
 // next holder sees the previous holder's writes (what NFS users rely on).
 Status Vfs::BeforeUnlock(Handle& h) { return FlushInode(*h.state); }
 
-Status Vfs::AfterLock(Handle& h) { return Refresh(*h.state); }
+Status Vfs::AfterLock(Handle& h, bool* changed) {
+  ASSIGN_OR_RETURN(bool unseen, Refresh(*h.state));
+  if (changed) *changed = unseen;
+  return Status::OK();
+}
 
 // A flock belongs to an open file description, which is what a handle stands for, so the
 // handle names the owner. Not the kernel's owner id: that is the address of the kernel's
 // file object, reused as soon as the file is closed, while the RELEASE that drops the old
 // flock may still be on its way and would then drop the new holder's lock.
-Status Vfs::Flock(uint64_t fh, int op) {
+Status Vfs::Flock(uint64_t fh, int op, bool* changed) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
   int type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
@@ -27,7 +31,7 @@ Status Vfs::Flock(uint64_t fh, int op) {
   RETURN_IF_ERROR(meta_->Flock(h->ino, fh, type));
   if (type == F_UNLCK) return Status::OK();
   h->flocked = true;
-  return AfterLock(*h);
+  return AfterLock(*h, changed);
 }
 
 Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
@@ -36,7 +40,7 @@ Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange 
   return meta_->GetLk(h->ino, owner, want);
 }
 
-Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
+Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want, bool* changed) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
   if (want.type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
@@ -46,7 +50,7 @@ Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
     std::lock_guard<std::mutex> l(h->state->mu);
     h->state->record_lock_owners[owner].insert(fh);
   }
-  return AfterLock(*h);
+  return AfterLock(*h, changed);
 }
 
 }  // namespace tierfs

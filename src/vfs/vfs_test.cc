@@ -91,7 +91,8 @@ class PausingEngine : public KvEngine {
 class VfsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string name = "vfs_test_" + std::to_string(g_n++);
+    name_ = "vfs_test_" + std::to_string(g_n++);
+    const std::string& name = name_;
     auto inner = OpenKvEngine("mem://" + name);
     ASSERT_TRUE(inner.ok());
     auto engine = std::make_unique<PausingEngine>(std::move(*inner));
@@ -106,16 +107,22 @@ class VfsTest : public ::testing::Test {
     ASSERT_TRUE(m.ok());
     meta_ = std::move(*m);
     ASSERT_TRUE(meta_->NewSession(SessionInfo{}).ok());
-    auto store = CreateObjectStore("mem", name);
-    ASSERT_TRUE(store.ok());
+    store_ = NewStore();
+    vfs_ = std::make_unique<Vfs>(meta_.get(), store_.get(), VfsOptionsForTest());
+  }
+  std::unique_ptr<CachedStore> NewStore() {
+    auto store = CreateObjectStore("mem", name_);
+    EXPECT_TRUE(store.ok());
     StoreConfig cfg;
-    cfg.volume = name;
-    cfg.block_size = rec.block_size;
+    cfg.volume = name_;
+    cfg.block_size = 64 << 10;
     cfg.cache_bytes = 8 << 20;
-    store_ = std::make_unique<CachedStore>(std::move(*store), cfg);
+    return std::make_unique<CachedStore>(std::move(*store), cfg);
+  }
+  static VfsOptions VfsOptionsForTest() {
     VfsOptions opts;
     opts.buffer_bytes = 1 << 20;
-    vfs_ = std::make_unique<Vfs>(meta_.get(), store_.get(), opts);
+    return opts;
   }
   void TearDown() override { vfs_.reset(); }
 
@@ -133,6 +140,7 @@ class VfsTest : public ::testing::Test {
   }
 
   Ctx ctx_ = Ctx::Root();
+  std::string name_;
   PausingEngine* engine_ = nullptr;  // owned by meta_
   std::unique_ptr<Meta> meta_;
   std::unique_ptr<CachedStore> store_;
@@ -319,6 +327,50 @@ TEST_F(VfsTest, AReadRacingACommitDoesNotCacheTheOldLayout) {
   reader.join();
   EXPECT_EQ(during, old_data);
   EXPECT_EQ(ReadAll(fh, 0, new_data.size()), new_data) << "a read after the commit returned the old data";
+  ASSERT_TRUE(vfs_->Release(fh).ok());
+}
+
+// The kernel's cache of a file is dropped at open only for data changes made by another
+// client: dropping it for this client's own changes let a reader fault a page back in
+// from before a buffered write that had marked it up to date already.
+TEST_F(VfsTest, OpenDropsTheKernelCacheOnlyForAnotherClientsChanges) {
+  uint64_t fh = Create("f");
+  const std::string data(100 << 10, 'a');
+  ASSERT_TRUE(vfs_->Write(fh, 0, data.data(), data.size()).ok());
+  ASSERT_TRUE(vfs_->Flush(fh, 0).ok());
+  Ino ino = meta_->Lookup(ctx_, kRootIno, "f")->first;
+  auto keep = [&]() {
+    auto o = vfs_->Open(ctx_, ino, O_RDONLY);
+    EXPECT_TRUE(o.ok());
+    EXPECT_TRUE(vfs_->Release(o->fh).ok());
+    return o->keep_cache;
+  };
+  EXPECT_TRUE(keep()) << "after this client's committed write";
+  ASSERT_TRUE(vfs_->Write(fh, 10, "bb", 2).ok());
+  EXPECT_TRUE(keep()) << "with this client's write still buffered";
+  ASSERT_TRUE(vfs_->Flush(fh, 0).ok());
+  Attr shrink;
+  shrink.length = 50 << 10;
+  ASSERT_TRUE(vfs_->SetAttr(ctx_, ino, kSetSize, shrink, fh).ok());
+  EXPECT_TRUE(keep()) << "after this client's truncate";
+
+  // Another client of the volume writes the file.
+  auto engine = OpenKvEngine("mem://" + name_);
+  ASSERT_TRUE(engine.ok());
+  auto other_meta = Meta::Open(std::move(*engine));
+  ASSERT_TRUE(other_meta.ok());
+  ASSERT_TRUE((*other_meta)->NewSession(SessionInfo{}).ok());
+  auto other_store = NewStore();
+  {
+    Vfs other(other_meta->get(), other_store.get(), VfsOptionsForTest());
+    auto o = other.Open(ctx_, ino, O_RDWR);
+    ASSERT_TRUE(o.ok());
+    ASSERT_TRUE(other.Write(o->fh, 0, "zz", 2).ok());
+    ASSERT_TRUE(other.Release(o->fh).ok());
+  }
+  EXPECT_FALSE(keep()) << "after another client's write";
+  EXPECT_TRUE(keep()) << "once this client has seen it";
+  EXPECT_EQ(ReadAll(fh, 0, 3), "zza");
   ASSERT_TRUE(vfs_->Release(fh).ok());
 }
 
