@@ -46,7 +46,7 @@ bool IsAclXattr(std::string_view name) { return name == acl::kAccessXattr || nam
 
 Status LoadAccessAclTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, acl::Acl* out) {
   // By the invariant (meta_acl.h) the mode decides for root and the owner.
-  if (!(a.flags & kAttrAccessAcl) || ctx.uid == 0 || ctx.uid == a.uid) {
+  if (!NeedsAccessAcl(ctx, a)) {
     *out = acl::Acl();
     return Status::OK();
   }
@@ -150,7 +150,7 @@ bool Meta::KnownWithoutAcl(Ino ino) {
 
 Status Meta::CheckAccess(const Ctx& ctx, Ino ino, const Attr& a, int mask) {
   // A transaction only when LoadAccessAclTx would read.
-  if (!(a.flags & kAttrAccessAcl) || ctx.uid == 0 || ctx.uid == a.uid) return acl::CheckAccess(ctx, a, nullptr, mask);
+  if (!internal::NeedsAccessAcl(ctx, a)) return acl::CheckAccess(ctx, a, nullptr, mask);
   return engine_->Txn([&](KvTxn& t) { return internal::CheckAccessTx(t, ctx, ino, a, mask); }, true);
 }
 

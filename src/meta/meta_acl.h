@@ -24,6 +24,12 @@ namespace tierfs::internal {
 // system.posix_acl_access or system.posix_acl_default.
 bool IsAclXattr(std::string_view name);
 
+// Whether judging ctx's access to an inode with attributes a needs its access ACL: only
+// when it has one and ctx is neither root nor the owner (for them the mode decides).
+inline bool NeedsAccessAcl(const Ctx& ctx, const Attr& a) {
+  return (a.flags & kAttrAccessAcl) && ctx.uid != 0 && ctx.uid != a.uid;
+}
+
 // The access ACL that judging ctx's access to ino needs: ino's ACL when a says it has
 // one and ctx is neither root nor the owner (for them the mode decides), else empty
 // without a read.
