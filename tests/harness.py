@@ -297,6 +297,9 @@ class Volume:
         mount and its daemon are cleaned up with the volume."""
         self._mountpoints.add(mountpoint)
         args = ["mount", self.meta_url, mountpoint, "-d", "--log", log or (mountpoint + ".log")] + list(extra)
+        if "--cache-dir" not in extra:
+            # Each mount point its own disk cache, kept across remounts, gone with the test.
+            args += ["--cache-dir", mountpoint.rstrip("/") + ".cache"]
         res = tierfs(*args)
         if res[0] == 0:
             pid = self._find_daemon_pid(mountpoint)

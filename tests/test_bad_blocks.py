@@ -15,7 +15,7 @@ class BadBlocksTest(harness.TierFSTestCase):
     PER_TEST = True
     BLOCK_SIZE = "1M"
     # No local disk cache, so every read after a remount goes to the bucket.
-    MOUNT_ARGS = ["--cache-size", "0"]
+    MOUNT_ARGS = ["--mem-cache-size", "0", "--cache-dir", "memory"]
 
     def write(self, name, size):
         p = os.path.join(self.mnt, name)

@@ -23,7 +23,8 @@ from harness import Volume, is_mounted, msg, pid_alive, run, tierfs, wait_for
 
 SUBCOMMANDS = {
     "format": ["--storage", "--bucket", "--block-size", "--force"],
-    "mount": ["--log", "--attr-cache", "--entry-cache", "--buffer-size", "--cache-size", "--fuse-threads"],
+    "mount": ["--log", "--attr-cache", "--entry-cache", "--buffer-size", "--cache-dir", "--cache-size", "--free-space-ratio",
+              "--mem-cache-size", "--cache-writes", "--fuse-threads"],
     "umount": ["--force", "--wait"],
     "status": ["--json"],
     "info": ["--json"],

@@ -139,8 +139,20 @@ class FsyncDurabilityTest(harness.TierFSTestCase):
             tracer.terminate()
             tracer.wait(timeout=30)
             tracer.stderr.close()
+        # A call interrupted by another thread's is split by strace into "<unfinished ...>"
+        # and "<... NAME resumed>" lines (the disk cache's writer threads run alongside):
+        # join them back.
+        pending, lines = {}, []
         with open(out) as f:
-            return [line for line in f.read().splitlines() if "= 0" in line]
+            for line in f.read().splitlines():
+                pid, _, rest = line.partition(" ")
+                if rest.endswith("<unfinished ...>"):
+                    pending[pid] = rest[:-len("<unfinished ...>")].rstrip()
+                elif rest.startswith("<... ") and pid in pending:
+                    lines.append(pid + " " + pending.pop(pid) + rest.split("resumed>", 1)[1])
+                else:
+                    lines.append(line)
+        return [line for line in lines if "= 0" in line]
 
     def write(self, name, fsync):
         def action():

@@ -30,24 +30,19 @@ TEST(BlockCache, HitsMissesAndBytes) {
   EXPECT_EQ(s.blocks, 1u);
 }
 
-TEST(BlockCache, EvictsLeastRecentlyUsed) {
-  BlockCache cache(300);
-  cache.Put("a", Block(100));
-  cache.Put("b", Block(100));
-  cache.Put("c", Block(100));
-  ASSERT_NE(cache.Get("a"), nullptr);  // a is now the most recent; b is the oldest
-  cache.Put("d", Block(100));
-  EXPECT_FALSE(cache.Contains("b"));
-  EXPECT_TRUE(cache.Contains("a"));
-  EXPECT_TRUE(cache.Contains("c"));
-  EXPECT_TRUE(cache.Contains("d"));
-  cache.Put("e", Block(250));  // evicts c, a, d in that order until it fits
-  EXPECT_FALSE(cache.Contains("c"));
-  EXPECT_FALSE(cache.Contains("a"));
-  EXPECT_FALSE(cache.Contains("d"));
-  EXPECT_TRUE(cache.Contains("e"));
-  EXPECT_EQ(cache.stats().bytes, 250u);
-  EXPECT_EQ(cache.stats().evictions, 4u);
+TEST(BlockCache, AScanDoesNotFlushTheHotSet) {
+  BlockCache cache(100 * 100, /*correlated_ms=*/0);
+  for (int i = 0; i < 50; ++i) cache.Put("hot" + std::to_string(i), Block(100));
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 50; ++i) ASSERT_NE(cache.Get("hot" + std::to_string(i)), nullptr);
+  }
+  // One pass over ten times the capacity.
+  for (int i = 0; i < 1000; ++i) cache.Put("scan" + std::to_string(i), Block(100));
+  int kept = 0;
+  for (int i = 0; i < 50; ++i) kept += cache.Contains("hot" + std::to_string(i));
+  EXPECT_EQ(kept, 50);
+  EXPECT_LE(cache.stats().bytes, cache.capacity());
+  EXPECT_GT(cache.stats().evictions, 900u);
 }
 
 TEST(BlockCache, ReplaceEraseAndOversize) {
@@ -85,7 +80,7 @@ TEST(BlockCache, ZeroCapacityCachesNothing) {
 TEST(BlockCache, EvictedBlocksStayValidForHolders) {
   BlockCache cache(100);
   cache.Put("a", Block(100, 'a'));
-  auto held = cache.Get("a");
+  auto held = cache.Peek("a");
   cache.Put("b", Block(100, 'b'));
   EXPECT_FALSE(cache.Contains("a"));
   EXPECT_EQ(*held, std::string(100, 'a'));

@@ -45,6 +45,7 @@ CachedStore::CachedStore(std::unique_ptr<ObjectStore> store, StoreConfig cfg)
       pool_(BufferPool::Create(std::min<uint64_t>(32ull << 20, std::max<uint64_t>(cfg_.buffer_bytes / 8, 8ull << 20)))),
       cache_(cfg_.cache_bytes) {
   assert(cfg_.block_size > 0);
+  if (!cfg_.disk.dirs.empty()) disk_ = std::make_unique<DiskCache>(cfg_.disk);
   int up = std::max(1, cfg_.upload_threads);
   int down = std::max(1, cfg_.download_threads);
   // The upload queue is short on purpose: a full queue blocks SliceWriter::Write, which is
@@ -91,6 +92,7 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
     std::memcpy(dst, block->data() + off_in_block, len);
     return Status::OK();
   }
+  if (disk_ && disk_->Read(key, block_len, off_in_block, len, dst)) return Status::OK();
   std::shared_ptr<Fetch> fetch;
   bool owner = false;
   {
@@ -111,13 +113,16 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
         return GetRange(key, off_in_block, len, dst);
       }
       if (off_in_block == 0 && len == block_len) {
-        // One read consumes the whole block (a small file, an aligned large read): the
-        // kernel's page cache keeps it for re-reads, so caching it here as well would only
-        // cost fresh memory on every read. Readahead still fills the cache.
+        // One read consumes the whole block (a small file, an aligned large read). The
+        // kernel's page cache keeps it for re-reads, so a full-size block is not kept in
+        // memory as well (readahead still fills the cache); a small file's is, since
+        // data sets of small files are read again from other handles and after the
+        // kernel dropped its pages.
         l.unlock();
-        auto got = GetBlock(key, block_len);
+        auto got = FetchBlock(key, block_len);
         if (!got.ok()) return got.status();
         std::memcpy(dst, (*got)->data(), len);
+        if (block_len < cfg_.block_size) cache_.Put(key, std::move(got).value());
         return Status::OK();
       }
       fetch = std::make_shared<Fetch>();
@@ -167,7 +172,7 @@ void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
 }
 
 void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch) {
-  auto got = GetBlock(key, block_len);
+  auto got = FetchBlock(key, block_len);
   if (got.ok()) cache_.Put(key, *got);
   std::lock_guard<std::mutex> l(mu_);
   auto it = inflight_.find(key);
@@ -198,6 +203,15 @@ Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::stri
   return std::make_shared<const std::string>(std::move(got).value());
 }
 
+Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::string& key, uint32_t block_len) {
+  if (disk_) {
+    if (auto block = disk_->ReadBlock(key, block_len)) return block;
+  }
+  auto got = GetBlock(key, block_len);
+  if (got.ok() && disk_) disk_->Put(key, *got);
+  return got;
+}
+
 Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst) {
   gets_++;
   ranged_gets_++;
@@ -217,6 +231,33 @@ Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint
   return Status::OK();
 }
 
+int CachedStore::CachedLevel(const std::string& key) {
+  if (disk_ && disk_->Contains(key)) return 2;
+  return cache_.Contains(key) ? 1 : 0;
+}
+
+Status CachedStore::WarmBlock(const std::string& key, uint32_t block_len, bool* fetched) {
+  *fetched = false;
+  DiskCache* d = disk();
+  if (d ? d->Contains(key) : cache_.Contains(key)) return Status::OK();
+  std::shared_ptr<const std::string> block = cache_.Peek(key);
+  if (!block) {
+    ASSIGN_OR_RETURN(block, GetBlock(key, block_len));
+    *fetched = true;
+  }
+  if (d) {
+    d->PutNow(key, block);
+  } else {
+    cache_.Put(key, std::move(block));
+  }
+  return Status::OK();
+}
+
+void CachedStore::EvictBlock(const std::string& key) {
+  cache_.Erase(key);
+  if (disk_) disk_->Erase(key);
+}
+
 std::unique_ptr<SliceWriter> CachedStore::NewSliceWriter(uint64_t slice_id) {
   return std::unique_ptr<SliceWriter>(new SliceWriter(this, slice_id));
 }
@@ -233,6 +274,7 @@ Status CachedStore::DeleteSlice(uint64_t id, uint32_t size) {
 
 Status CachedStore::DeleteBlock(const std::string& key) {
   cache_.Erase(key);
+  if (disk_) disk_->Erase(key);
   Status st = store_->Delete(key);
   if (!st.ok() && st.code() != ENOENT) return st.With("deleting block " + key);
   return Status::OK();
@@ -283,6 +325,7 @@ void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::s
   uint64_t bytes = data->size();
   if (st.ok()) {
     bytes_uploaded_ += bytes;
+    if (disk_ && (bytes < cfg_.block_size || cfg_.cache_writes_to_disk)) disk_->Put(key, data);
     if (cfg_.cache_writes) cache_.Put(key, std::move(data));
   } else {
     upload_failures_++;
@@ -325,6 +368,8 @@ StoreStats CachedStore::stats() const {
   s.cache_misses = c.misses;
   s.cache_bytes = c.bytes;
   s.cache_blocks = c.blocks;
+  s.evictions = c.evictions;
+  if (disk_) s.disk = disk_->stats();
   s.gets = gets_;
   s.ranged_gets = ranged_gets_;
   s.puts = puts_;

@@ -1,5 +1,10 @@
-// CachedStore: slices on top of an ObjectStore, with a memory block cache, single-flight
-// block fetches, prefetch, and bounded asynchronous block uploads with backpressure.
+// CachedStore: slices on top of an ObjectStore, with the block cache hierarchy (memory, then
+// local disk: chunk/block_cache.h, chunk/disk_cache.h), single-flight block fetches,
+// prefetch, and bounded asynchronous block uploads with backpressure.
+//
+// A block read looks in memory, then on disk, then in the object store; a block fetched from
+// the store is written to the disk cache in the background. Uploaded blocks of small files
+// (shorter than a block; all blocks with cache_writes_to_disk) enter the disk cache too.
 //
 // Threads: any thread may call any method concurrently. No lock is held while the object
 // store is called. Every SliceWriter created by NewSliceWriter must be destroyed before the
@@ -16,6 +21,7 @@
 #include <unordered_map>
 
 #include "chunk/block_cache.h"
+#include "chunk/disk_cache.h"
 #include "common/buffer_pool.h"
 #include "common/status.h"
 #include "object/object_store.h"
@@ -36,6 +42,10 @@ struct StoreConfig {
   // cache already holds what it wrote, and caching every written block would fill the
   // cache with fresh memory (page faults on every write) and evict blocks read for real.
   bool cache_writes = false;
+  // The disk cache; none when disk.dirs is empty.
+  DiskCacheOptions disk;
+  // Every uploaded block enters the disk cache, not only those of small files.
+  bool cache_writes_to_disk = false;
 };
 
 struct StoreStats {
@@ -52,6 +62,8 @@ struct StoreStats {
   uint64_t bytes_uploaded = 0;
   uint64_t uploads_in_flight = 0;  // queued or running block uploads
   uint64_t buffered_bytes = 0;
+  uint64_t evictions = 0;  // memory cache
+  DiskCacheStats disk;
 };
 
 class CachedStore {
@@ -65,6 +77,8 @@ class CachedStore {
   ObjectStore* store() { return store_.get(); }
   const StoreConfig& config() const { return cfg_; }
   BlockCache* cache() { return &cache_; }
+  // The disk cache, or null when there is none.
+  DiskCache* disk() { return disk_ && disk_->enabled() ? disk_.get() : nullptr; }
   BufferPool* pool() { return pool_.get(); }
 
   // Fills dst with bytes [off, off+len) of slice `id`, which is `size` bytes long. Whole
@@ -79,6 +93,14 @@ class CachedStore {
   // skipping blocks that are cached or being fetched, and giving up silently when the
   // download queue is full. Failures are only logged.
   void Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len);
+
+  // Warm-up and eviction of whole blocks (`tierfs warmup`), by object key. Where: 2 when the
+  // block is on disk, 1 when only in memory, 0 when not cached.
+  int CachedLevel(const std::string& key);
+  // Brings the block into the disk cache (into memory when there is no disk cache), waiting
+  // for it; *fetched says whether it came from the store.
+  Status WarmBlock(const std::string& key, uint32_t block_len, bool* fetched);
+  void EvictBlock(const std::string& key);
 
   std::unique_ptr<SliceWriter> NewSliceWriter(uint64_t slice_id);
 
@@ -114,6 +136,8 @@ class CachedStore {
   // Gets the whole block, validates its length, caches it and wakes the waiters.
   void RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch);
   Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len);
+  // The whole block from the disk cache, else from the store (then queued for the disk).
+  Result<std::shared_ptr<const std::string>> FetchBlock(const std::string& key, uint32_t block_len);
   Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
 
   // For SliceWriter. AddBuffered is called as write buffers grow; the upload task releases
@@ -136,6 +160,7 @@ class CachedStore {
   const StoreConfig cfg_;
   std::shared_ptr<BufferPool> pool_;  // recycles block memory of writes and fetches
   BlockCache cache_;
+  std::unique_ptr<DiskCache> disk_;
 
   std::mutex mu_;  // guards inflight_
   std::unordered_map<std::string, std::shared_ptr<Fetch>> inflight_;

@@ -20,5 +20,6 @@ void RegisterConfig(CLI::App& app, int* exit_code);
 void RegisterDump(CLI::App& app, int* exit_code);
 void RegisterLoad(CLI::App& app, int* exit_code);
 void RegisterObjbench(CLI::App& app, int* exit_code);
+void RegisterWarmup(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -47,12 +47,27 @@ int Run(const std::string& path, bool json) {
       s["objects"] = objects;
     }
   }
+  // The cached share (absent for files of a mount that does not answer it).
+  std::string cbuf(1 << 12, '\0');
+  ssize_t cn = S_ISREG(st.st_mode) ? getxattr(path.c_str(), "tierfs.cache", cbuf.data(), cbuf.size()) : -1;
+  if (cn > 0) {
+    auto c = nlohmann::json::parse(cbuf.substr(0, static_cast<size_t>(cn)), nullptr, false);
+    if (!c.is_discarded()) j["cache"] = c;
+  }
   if (json) {
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
   std::cout << path << "\n  inode:  " << j["inode"] << "\n  length: " << j["length"].get<uint64_t>() << " ("
             << FormatSize(j["length"].get<uint64_t>()) << ")\n  chunks: " << j["chunks"].size() << "\n";
+  if (j.contains("cache")) {
+    const auto& c = j["cache"];
+    uint64_t bytes = c.value("bytes", 0ull), cached = c.value("cached_bytes", 0ull);
+    std::cout << "  cached: " << c.value("cached_blocks", 0ull) << " of " << c.value("blocks", 0ull) << " blocks, "
+              << FormatSize(cached) << " of " << FormatSize(bytes) << " ("
+              << (bytes ? 100.0 * static_cast<double>(cached) / static_cast<double>(bytes) : 100.0) << "%; "
+              << c.value("disk_blocks", 0ull) << " blocks on disk)\n";
+  }
   for (auto& c : j["chunks"]) {
     std::cout << "  chunk " << c["index"] << "\n";
     for (auto& s : c["slices"]) {

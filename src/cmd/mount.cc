@@ -36,7 +36,12 @@ struct Args {
   bool background = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
-  std::string cache_size;  // empty: a quarter of buffer_size
+  std::string cache_dir;  // empty: DefaultCacheDir(); "memory": no disk cache
+  std::string cache_size = "100G";  // disk cache capacity
+  double free_space_ratio = 0.1;
+  std::string mem_cache_size;  // empty: DefaultMemCache()
+  bool cache_writes = false;
+  double open_cache = 0;
   int upload_threads = 16, download_threads = 8;
   std::vector<std::string> options;
   bool read_only = false;
@@ -55,6 +60,34 @@ int FuseThreadsFor(const std::string& meta_url, const std::string& storage) {
   bool local = url.ok() && (url->scheme == "sqlite3" || url->scheme == "mem") && (storage == "file" || storage == "mem");
   if (!local) return 16;
   return static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
+}
+
+// The disk cache's home: /var/cache/tierfs for root, ~/.cache/tierfs for others.
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/tierfs";
+  const char* home = getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/tierfs";
+}
+
+// The memory block cache: 2% of RAM, between 256 MiB and 16 GiB (a GPU node with 1 TiB of
+// RAM gets 16 GiB; this 24 GiB machine about 490 MiB). The kernel's page cache holds what
+// was read recently on top of it; this cache holds prefetched blocks and small files.
+uint64_t DefaultMemCache() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t ram = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
+  return std::clamp<uint64_t>(ram / 50, 256ull << 20, 16ull << 30);
+}
+
+std::vector<std::string> SplitDirs(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t colon = s.find(':', start);
+    if (colon == std::string::npos) colon = s.size();
+    if (colon > start) out.push_back(AbsPath(s.substr(start, colon - start)));
+    start = colon + 1;
+  }
+  return out;
 }
 
 void SetupLogging(const std::string& file, bool foreground) {
@@ -141,22 +174,41 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   StoreConfig cfg;
   cfg.volume = fmt.name;
   cfg.block_size = fmt.block_size;
-  // One memory budget for data, so that peak memory is the buffer size plus a fixed
-  // overhead. An explicit --cache-size comes on top.
-  // Half holds written data awaiting upload, a quarter caches blocks, and the last
-  // quarter covers blocks in flight (prefetches) and recycled buffers.
-  if (a.cache_size.empty()) {
-    cfg.cache_bytes = *buffer / 4;
-    cfg.buffer_bytes = *buffer / 2;
+  // Memory: --buffer-size for data being written and read (half holds written data
+  // awaiting upload, the rest covers prefetches in flight and recycled buffers), plus the
+  // memory block cache.
+  cfg.buffer_bytes = *buffer / 2;
+  if (a.mem_cache_size.empty()) {
+    cfg.cache_bytes = DefaultMemCache();
   } else {
-    auto cache = ParseSize(a.cache_size);
-    if (!cache.ok()) return fail(cache.status().With("--cache-size"));
-    cfg.cache_bytes = *cache;
-    cfg.buffer_bytes = *buffer;
+    auto mem = ParseSize(a.mem_cache_size);
+    if (!mem.ok()) return fail(mem.status().With("--mem-cache-size"));
+    cfg.cache_bytes = *mem;
   }
+  if (a.cache_dir != "memory") {
+    auto disk = ParseSize(a.cache_size);
+    if (!disk.ok()) return fail(disk.status().With("--cache-size"));
+    if (a.free_space_ratio < 0 || a.free_space_ratio >= 1) {
+      return fail(Status::Err(EINVAL, "--free-space-ratio must be in [0, 1)"));
+    }
+    cfg.disk.dirs = SplitDirs(a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir);
+    if (cfg.disk.dirs.empty()) return fail(Status::Err(EINVAL, "--cache-dir names no directory"));
+    cfg.disk.volume_uuid = fmt.uuid;
+    cfg.disk.capacity = *disk;
+    cfg.disk.free_space_ratio = a.free_space_ratio;
+    if (*disk == 0) cfg.disk.dirs.clear();
+  }
+  cfg.cache_writes_to_disk = a.cache_writes;
   cfg.upload_threads = a.upload_threads;
   cfg.download_threads = a.download_threads;
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
+  if (DiskCache* dc = cached->disk()) {
+    DiskCacheStats ds = dc->stats();
+    spdlog::info("disk cache: {} directories, {} blocks ({} bytes) cached, capacity {}", ds.dirs, ds.blocks,
+                 ds.bytes, ds.capacity);
+  } else if (!cfg.disk.dirs.empty()) {
+    spdlog::warn("no usable disk cache directory; reads not in memory go to the object store");
+  }
 
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -173,6 +225,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   VfsOptions vopts;
   vopts.buffer_bytes = cfg.buffer_bytes;
   vopts.read_only = ro;
+  vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
   int rc = 0;
   {
     Vfs vfs(meta->get(), cached.get(), vopts);
@@ -282,11 +335,26 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   sub->add_option("--dir-entry-cache", a->dir_entry_cache, "Kernel directory entry cache timeout, seconds")
       ->capture_default_str();
   sub->add_option("--buffer-size", a->buffer_size,
-                  "Memory for data: 1/2 for written data awaiting upload, 1/4 for the read block cache, 1/4 "
-                  "for prefetches and recycled buffers")
+                  "Memory for data in flight: 1/2 for written data awaiting upload, 1/2 for prefetches and "
+                  "recycled buffers")
       ->capture_default_str();
-  sub->add_option("--cache-size", a->cache_size,
-                  "Memory block cache for reads, on top of --buffer-size (default: a quarter of it, taken from it)");
+  sub->add_option("--cache-dir", a->cache_dir,
+                  "Disk cache directories, DIR[:DIR...], a folder per volume inside; 'memory' for none "
+                  "(default: /var/cache/tierfs for root, ~/.cache/tierfs otherwise)");
+  sub->add_option("--cache-size", a->cache_size, "Disk cache capacity over all its directories; 0 for none")
+      ->capture_default_str();
+  sub->add_option("--free-space-ratio", a->free_space_ratio,
+                  "Keep at least this share of each cache disk free, evicting to stay above it")
+      ->capture_default_str();
+  sub->add_option("--mem-cache-size", a->mem_cache_size,
+                  "Memory block cache, on top of --buffer-size (default: 2% of RAM, 256 MiB to 16 GiB)");
+  sub->add_option("--open-cache", a->open_cache,
+                  "Seconds a read-only open reuses attributes and slice maps this client read, without "
+                  "asking the metadata engine (other clients' changes show after at most this long)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  sub->add_flag("--cache-writes", a->cache_writes,
+                "Every written block enters the disk cache as it uploads (default: only small files' blocks)");
   sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
   sub->add_option("--fuse-threads", a->fuse_threads,
@@ -306,6 +374,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
     // caller's directory.
     a->mountpoint = AbsPath(a->mountpoint);
     if (!a->log_file.empty()) a->log_file = AbsPath(a->log_file);
+    if (!a->cache_dir.empty() && a->cache_dir != "memory") {
+      std::string abs;
+      for (const auto& d : SplitDirs(a->cache_dir)) abs += (abs.empty() ? "" : ":") + d;
+      a->cache_dir = abs;
+    }
     const std::string sqlite = "sqlite3://";
     if (a->meta_url.rfind(sqlite, 0) == 0 && a->meta_url.size() > sqlite.size() &&
         a->meta_url[sqlite.size()] != '/') {

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 
 namespace tierfs {
 
 uint64_t Hash64(std::string_view data);
 uint32_t Checksum32(std::string_view data);
+// Checksum32 of the concatenation of the parts, without concatenating them.
+uint32_t Checksum32(std::initializer_list<std::string_view> parts);
 
 }  // namespace tierfs

@@ -462,6 +462,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(kOpGetxattr);
   auto r = V(req)->GetXattr(MakeCtx(req), ino, name);
   if (!r.ok()) return Reply(req, r.status());
+  if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(ino, name, *r);
   if (size == 0) return (void)fuse_reply_xattr(req, r->size());
   if (r->size() > size) return ReplyErr(req, ERANGE);
   fuse_reply_buf(req, r->data(), r->size());

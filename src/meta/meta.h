@@ -28,6 +28,10 @@
 
 namespace tierfs {
 
+namespace acl {
+struct Acl;
+}  // namespace acl
+
 // The caller of an operation. groups() is loaded lazily because reading a process's
 // supplementary groups costs a /proc read; most checks never need it.
 struct Ctx {
@@ -216,6 +220,10 @@ class Meta {
   // With first_chunk, a regular file's chunk 0 records come back from the same
   // transaction (a small file is then read without another metadata round trip).
   Result<Attr> Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRecord>* first_chunk = nullptr);
+  // Open with attributes the caller read recently (the client's open cache): the same
+  // checks and count, no transaction. EAGAIN when judging the access needs the inode's ACL
+  // (the caller then opens normally).
+  Status OpenWithAttr(const Ctx& ctx, Ino ino, int flags, const Attr& a);
   // Counts an open of an inode this client just created (no permission check, no read).
   void OpenCreated(Ino ino);
   Status Release(Ino ino);
@@ -265,6 +273,8 @@ class Meta {
   // frees the inode if no name is left; *usage and *inodes get what to take off the
   // volume's counters.
   Status DropSustainedTx(KvTxn& t, uint64_t sid, Ino ino, int64_t* usage, int64_t* inodes);
+  // The permission and mode checks of an open with the given flags.
+  Status CheckOpen(const Ctx& ctx, const Attr& a, const acl::Acl* access, int flags);
   // Deletes the chunk records of unlinked files, several files per transaction; sets
   // `finished` to how many of inos (a prefix) are now gone entirely.
   Status DeleteFilesData(const std::vector<Ino>& inos, size_t* finished);

@@ -341,6 +341,22 @@ Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRec
         return Status::OK();
       },
       true));
+  RETURN_IF_ERROR(CheckOpen(ctx, a, &access, flags));
+  std::lock_guard<std::mutex> l(open_mu_);
+  open_count_[ino]++;
+  return a;
+}
+
+Status Meta::OpenWithAttr(const Ctx& ctx, Ino ino, int flags, const Attr& a) {
+  if (internal::NeedsAccessAcl(ctx, a)) return Status::Err(EAGAIN, "the access check needs the ACL");
+  acl::Acl none;
+  RETURN_IF_ERROR(CheckOpen(ctx, a, &none, flags));
+  std::lock_guard<std::mutex> l(open_mu_);
+  open_count_[ino]++;
+  return Status::OK();
+}
+
+Status Meta::CheckOpen(const Ctx& ctx, const Attr& a, const acl::Acl* access, int flags) {
   int mask = 0;
   switch (flags & O_ACCMODE) {
     case O_RDONLY: mask = R_OK; break;
@@ -353,10 +369,7 @@ Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRec
   if (flags & O_TRUNC) mask |= W_OK;
   if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
   if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");
-  RETURN_IF_ERROR(acl::CheckAccess(ctx, a, &access, mask));
-  std::lock_guard<std::mutex> l(open_mu_);
-  open_count_[ino]++;
-  return a;
+  return acl::CheckAccess(ctx, a, access, mask);
 }
 
 void Meta::OpenCreated(Ino ino) {

@@ -184,6 +184,7 @@ Result<Attr> Vfs::GetAttr(Ino ino) {
 }
 
 Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in, uint64_t fh) {
+  ForgetOpenCache(ino);
   if (mask & (kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow)) {
     // Buffered writes commit with their own mtime: commit them first so that times set
     // explicitly afterwards (cp -a, tar -x, touch) are the ones that stay.
@@ -255,8 +256,40 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
   std::vector<SliceRecord> first_chunk;
   bool want_chunk = !(flags & O_TRUNC) && (flags & O_ACCMODE) != O_WRONLY;
   auto st = State(ino);
+  bool cacheable = opts_.open_cache_ns > 0 && (flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC);
+  if (cacheable) {
+    std::optional<Attr> cached;
+    uint64_t cgen = 0;
+    {
+      std::lock_guard<std::mutex> l(st->mu);
+      if (st->open_attr && st->open_attr_gen == st->gen && MonoNanos() - st->open_attr_ns < opts_.open_cache_ns &&
+          !(st->writer && st->writer->Dirty())) {
+        cached = st->open_attr;
+        cgen = st->gen;
+      }
+    }
+    if (cached) {
+      Status ok = meta_->OpenWithAttr(ctx, ino, flags, *cached);
+      if (ok.ok()) {
+        cached_opens_++;
+        auto r = OpenWithAttr(st, *cached, flags, cgen);
+        if (!r.ok()) meta_->Release(ino).ok();
+        if (r.ok() && attr_out) *attr_out = MergePending(ino, *cached);
+        return r;
+      }
+      if (ok.code() != EAGAIN) return ok;
+    }
+  }
   uint64_t gen = Gen(*st);
   ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags, want_chunk ? &first_chunk : nullptr));
+  if (cacheable) {
+    std::lock_guard<std::mutex> l(st->mu);
+    if (st->gen == gen) {
+      st->open_attr = a;
+      st->open_attr_ns = MonoNanos();
+      st->open_attr_gen = gen;
+    }
+  }
   if ((flags & O_TRUNC) && a.IsRegular()) {
     // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
     // Permission to write was checked by Meta::Open.

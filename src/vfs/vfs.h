@@ -31,6 +31,11 @@ struct VfsOptions {
   uint64_t buffer_bytes = 300ull << 20;  // memory for written data not yet uploaded
   int64_t flush_age_ns = 5'000'000'000;  // commit buffered writes at least this often
   bool read_only = false;
+  // The open cache (`mount --open-cache`): a read-only open of a file whose attributes this
+  // client read less than this long ago uses them instead of asking the engine, keeping the
+  // file's slice maps too. This client's own changes drop them; other clients' changes
+  // show after at most this long (as with the kernel's attribute cache). 0: off.
+  int64_t open_cache_ns = 0;
 };
 
 struct Entry {
@@ -112,8 +117,22 @@ class Vfs {
   Result<Meta::LockRange> GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want);
   Status SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want, bool* changed = nullptr);
 
+  // The cache controls (vfs_cache.cc): the virtual xattrs below, answered as JSON.
+  static constexpr const char* kCacheXattr = "tierfs.cache";
+  static constexpr const char* kWarmupXattr = "tierfs.warmup";
+  static constexpr const char* kEvictXattr = "tierfs.evict";
+  static constexpr const char* kStatsXattr = "tierfs.stats";
+  static bool IsCacheXattr(const std::string& name);
+  Result<std::string> CacheXattr(const Ctx& ctx, Ino ino, const std::string& name);
+  std::string StatsJson();
+  // An answer of CacheXattr that did not reach the caller (its buffer was too small):
+  // the next read of the same xattr returns it instead of acting again.
+  void KeepCacheAnswer(Ino ino, const std::string& name, std::string answer);
+
   // The layout of a file as JSON (the "tierfs.info" xattr and `tierfs info`).
   Result<std::string> LayoutJson(Ino ino);
+  // Opens served by the open cache (stats, tests).
+  uint64_t cached_opens() const { return cached_opens_.load(); }
   // Commits every buffered write (unmount).
   Status FlushAll();
 
@@ -142,6 +161,10 @@ class Vfs {
   Attr MergePending(Ino ino, Attr a);
   void FlusherLoop();
   void ForgetXattrCache(Ino ino);
+  // Drops the open cache's attributes of the inode (after a change of its mode, owner or ACL).
+  void ForgetOpenCache(Ino ino);
+  // The object key and length of every block the file's visible data is in.
+  Result<std::vector<std::pair<std::string, uint32_t>>> FileBlocks(Ino ino);
 
   Meta* meta_;
   CachedStore* store_;
@@ -152,6 +175,10 @@ class Vfs {
   std::map<uint64_t, std::shared_ptr<Handle>> handles_;
   std::map<Ino, std::weak_ptr<InodeState>> dirty_;  // inodes written since their last commit
   uint64_t next_fh_ = 1;
+
+  std::atomic<uint64_t> cached_opens_{0};
+  std::mutex cache_ops_mu_;  // recent answers of the acting cache xattrs (vfs_cache.cc)
+  std::map<std::pair<Ino, std::string>, std::pair<int64_t, std::string>> cache_ops_;
 
   std::thread flusher_;
   std::mutex flusher_mu_;

@@ -49,6 +49,11 @@ struct InodeState {
   // The kernel asks for security.capability before every write(2); a recent "no such
   // xattr" answer is remembered for the attribute-cache time (1 s).
   int64_t no_caps_until_ns = 0;
+  // The open cache (VfsOptions::open_cache_ns): attributes read by an open at open_attr_ns,
+  // valid while gen == open_attr_gen (no local layout change since).
+  std::optional<Attr> open_attr;
+  int64_t open_attr_ns = 0;
+  uint64_t open_attr_gen = 0;
 
   // Both with mu held.
   void Invalidate() {

@@ -17,12 +17,15 @@ namespace {
 constexpr const char* kInfoXattr = "tierfs.info";
 // On the root: the pid of the client serving this mount (`tierfs umount` waits for it).
 constexpr const char* kPidXattr = "tierfs.pid";
-bool IsVirtualXattr(const std::string& name) { return name == kInfoXattr || name == kPidXattr; }
+bool IsVirtualXattr(const std::string& name) {
+  return name == kInfoXattr || name == kPidXattr || Vfs::IsCacheXattr(name);
+}
 }  // namespace
 
 Result<std::string> Vfs::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (name == kInfoXattr) return LayoutJson(ino);
   if (name == kPidXattr && ino == kRootIno) return std::to_string(getpid());
+  if (IsCacheXattr(name)) return CacheXattr(ctx, ino, name);
   bool caps = name == kCapsXattr;
   std::shared_ptr<InodeState> st;
   if (caps) {
@@ -50,9 +53,18 @@ void Vfs::ForgetXattrCache(Ino ino) {
   it->second->no_caps_until_ns = 0;
 }
 
+void Vfs::ForgetOpenCache(Ino ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = inodes_.find(ino);
+  if (it == inodes_.end()) return;
+  std::lock_guard<std::mutex> g(it->second->mu);
+  it->second->open_attr.reset();
+}
+
 Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
   if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
   ForgetXattrCache(ino);
+  ForgetOpenCache(ino);
   return meta_->SetXattr(ctx, ino, name, value, flags);
 }
 
@@ -61,6 +73,7 @@ Result<std::vector<std::string>> Vfs::ListXattr(const Ctx& ctx, Ino ino) { retur
 Status Vfs::RemoveXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
   ForgetXattrCache(ino);
+  ForgetOpenCache(ino);
   return meta_->RemoveXattr(ctx, ino, name);
 }
 

@@ -1,0 +1,561 @@
+#include "chunk/cache_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "chunk/cache_file.h"
+#include "common/clock.h"
+#include "common/encoding.h"
+
+namespace tierfs {
+
+namespace {
+
+// An operation on the cache's disk slower than this takes the directory out of use.
+constexpr int64_t kStallNs = 10'000'000'000;
+constexpr size_t kRecord = 16;
+uint32_t NowMs() { return static_cast<uint32_t>(MonoNanos() / 1'000'000); }
+
+std::string Hex(uint64_t fp) {
+  char buf[17];
+  snprintf(buf, sizeof buf, "%016" PRIx64, fp);
+  return buf;
+}
+
+Status MkdirP(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) == 0 || errno == EEXIST) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return Status::Err(errno, path + ": " + strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return Status::Err(ENOTDIR, path + " is not a directory");
+    return Status::OK();
+  }
+  if (errno == ENOENT) {
+    auto slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) {
+      RETURN_IF_ERROR(MkdirP(path.substr(0, slash), mode));
+      if (mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::OK();
+    }
+  }
+  return Status::Err(errno, "cannot create " + path + ": " + strerror(errno));
+}
+
+// Full pread; returns bytes read (short only at the end of the file) or -1.
+ssize_t PreadFull(int fd, char* buf, size_t len, off_t off) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = pread(fd, buf + done, len - done, off + static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+bool WriteFull(int fd, std::string_view a, std::string_view b) {
+  iovec iov[2] = {{const_cast<char*>(a.data()), a.size()}, {const_cast<char*>(b.data()), b.size()}};
+  int idx = 0;
+  while (idx < 2) {
+    if (iov[idx].iov_len == 0) {
+      ++idx;
+      continue;
+    }
+    ssize_t n = writev(fd, iov + idx, 2 - idx);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (idx < 2 && left >= iov[idx].iov_len) {
+      left -= iov[idx].iov_len;
+      iov[idx].iov_len = 0;
+      ++idx;
+    }
+    if (idx < 2) {
+      iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
+      iov[idx].iov_len -= left;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CacheDir>> CacheDir::Open(const std::string& dir, const std::string& uuid, uint64_t capacity,
+                                                 double free_space_ratio, uint32_t correlated_ms) {
+  if (uuid.empty() || uuid.find('/') != std::string::npos) return Status::Err(EINVAL, "bad volume uuid");
+  std::string root = dir + "/" + uuid;
+  RETURN_IF_ERROR(MkdirP(root, 0700));
+  RETURN_IF_ERROR(MkdirP(root + "/tmp", 0700));
+  for (int i = 0; i < 256; ++i) {
+    char sub[8];
+    snprintf(sub, sizeof sub, "/%02x", i);
+    RETURN_IF_ERROR(MkdirP(root + "/blocks" + sub, 0700));
+  }
+  std::string lock_path = root + "/lock";
+  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Err(errno, "cannot open " + lock_path + ": " + strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char pid[32] = {0};
+    PreadFull(fd, pid, sizeof pid - 1, 0);
+    close(fd);
+    if (err == EWOULDBLOCK) {
+      return Status::Err(EBUSY, root + " is in use by another mount of this volume (pid " + std::string(pid) +
+                                    "); give each mount its own --cache-dir");
+    }
+    return Status::Err(err, "cannot lock " + lock_path + ": " + strerror(err));
+  }
+  std::string pid = std::to_string(getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    int err = errno;
+    close(fd);
+    return Status::Err(err, "cannot write " + lock_path + ": " + strerror(err));
+  }
+  std::unique_ptr<CacheDir> d(new CacheDir(root, capacity, free_space_ratio, correlated_ms, fd));
+  struct stat ist;
+  bool fresh = stat((root + "/index").c_str(), &ist) != 0;
+  bool clean = unlink((root + "/clean").c_str()) == 0 || fresh;
+  int64_t t0 = MonoNanos();
+  RETURN_IF_ERROR(d->Replay());
+  spdlog::info("disk cache {}: {} blocks, {} bytes, index read in {:.1f} ms{}", root, d->policy_.count(),
+               d->policy_.bytes(), (MonoNanos() - t0) / 1e6, clean ? "" : "; not closed cleanly, sweeping orphans");
+  if (!clean) d->sweeper_ = std::thread([p = d.get()] { p->Sweep(); });
+  return d;
+}
+
+CacheDir::CacheDir(std::string root, uint64_t capacity, double free_space_ratio, uint32_t correlated_ms, int lock_fd)
+    : root_(std::move(root)), free_space_ratio_(free_space_ratio), lock_fd_(lock_fd), policy_(capacity, correlated_ms) {}
+
+CacheDir::~CacheDir() {
+  stopping_ = true;
+  if (sweeper_.joinable()) sweeper_.join();
+  bool ok = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (journal_fd_ >= 0 && !down_) {
+      CompactLocked();
+      ok = journal_fd_ >= 0 && !down_;
+    }
+    if (journal_fd_ >= 0) close(journal_fd_);
+    journal_fd_ = -1;
+  }
+  if (ok) {
+    int fd = open((root_ + "/clean").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
+  close(lock_fd_);
+}
+
+std::string CacheDir::BlockPath(uint64_t fp) const {
+  char sub[4];
+  snprintf(sub, sizeof sub, "%02x", static_cast<unsigned>(fp & 0xff));
+  return root_ + "/blocks/" + sub + "/" + Hex(fp);
+}
+
+Status CacheDir::Replay() {
+  std::string path = root_ + "/index";
+  journal_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (journal_fd_ < 0) return Status::Err(errno, "cannot open " + path + ": " + strerror(errno));
+  struct stat st;
+  if (fstat(journal_fd_, &st) != 0) return Status::Err(errno, "cannot stat " + path);
+  std::string buf(static_cast<size_t>(st.st_size), '\0');
+  ssize_t n = PreadFull(journal_fd_, buf.data(), buf.size(), 0);
+  if (n < 0) return Status::Err(errno, "cannot read " + path + ": " + strerror(errno));
+  size_t good = 0;
+  for (size_t pos = 0; pos + kRecord <= static_cast<size_t>(n); pos += kRecord) {
+    ByteReader r(std::string_view(buf).substr(pos, kRecord));
+    char op = static_cast<char>(r.U8());
+    r.U8();
+    r.U16();
+    uint32_t size = r.U32();
+    uint64_t fp = r.U64();
+    if (op == 'A') {
+      policy_.Restore(fp, size);
+    } else if (op == 'D') {
+      policy_.Erase(fp);
+    } else {
+      spdlog::warn("disk cache {}: index damaged at byte {}; keeping what precedes it", root_, pos);
+      break;
+    }
+    good = pos + kRecord;
+  }
+  journal_records_ = good / kRecord;
+  if (good != static_cast<size_t>(st.st_size) && ftruncate(journal_fd_, static_cast<off_t>(good)) != 0) {
+    return Status::Err(errno, "cannot truncate " + path + ": " + strerror(errno));
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<uint64_t> evicted;
+  policy_.Trim(policy_.capacity(), &evicted);  // the capacity may have shrunk since
+  JournalEvicted(evicted);
+  if (journal_records_ > 2 * policy_.count() + 4096) CompactLocked();
+  Unlink(evicted);
+  return Status::OK();
+}
+
+void CacheDir::Journal(char op, uint64_t fp, uint64_t size) {
+  if (journal_fd_ < 0) return;
+  std::string rec;
+  rec.reserve(kRecord);
+  PutU8(&rec, static_cast<uint8_t>(op));
+  PutU8(&rec, 0);
+  PutU16(&rec, 0);
+  PutU32(&rec, static_cast<uint32_t>(size));
+  PutU64(&rec, fp);
+  if (write(journal_fd_, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
+    MarkDown(std::string("cannot append to its index: ") + strerror(errno));
+    return;
+  }
+  ++journal_records_;
+}
+
+void CacheDir::JournalEvicted(const std::vector<uint64_t>& evicted) {
+  for (uint64_t fp : evicted) Journal('D', fp, 0);
+  evictions_ += evicted.size();
+}
+
+void CacheDir::CompactLocked() {
+  std::string out;
+  auto entries = policy_.Entries();
+  out.reserve(entries.size() * kRecord);
+  for (const auto& [fp, size] : entries) {
+    PutU8(&out, 'A');
+    PutU8(&out, 0);
+    PutU16(&out, 0);
+    PutU32(&out, static_cast<uint32_t>(size));
+    PutU64(&out, fp);
+  }
+  std::string tmp = root_ + "/index.new", path = root_ + "/index";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || !WriteFull(fd, out, {}) || fdatasync(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    MarkDown(std::string("cannot rewrite its index: ") + strerror(err));
+    return;
+  }
+  close(fd);
+  close(journal_fd_);
+  journal_fd_ = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (journal_fd_ < 0) MarkDown(std::string("cannot reopen its index: ") + strerror(errno));
+  journal_records_ = entries.size();
+}
+
+void CacheDir::Unlink(const std::vector<uint64_t>& fps) {
+  for (uint64_t fp : fps) unlink(BlockPath(fp).c_str());
+}
+
+void CacheDir::MarkDown(const std::string& why) {
+  errors_++;
+  if (!down_.exchange(true)) {
+    spdlog::error("disk cache {} taken out of use: {}; reads go on from the object store", root_, why);
+  }
+}
+
+bool CacheDir::Stalled(int64_t start_ns, const char* what) {
+  int64_t took = MonoNanos() - start_ns;
+  if (took < kStallNs) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  MarkDown(std::string(what) + " took " + std::to_string(took / 1'000'000) + " ms");
+  return true;
+}
+
+bool CacheDir::Contains(uint64_t fp) const {
+  if (down_) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  return policy_.Contains(fp);
+}
+
+void CacheDir::Drop(uint64_t fp, const char* why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++corrupt_;
+    ++misses_;
+    if (policy_.Erase(fp)) Journal('D', fp, 0);
+  }
+  spdlog::warn("disk cache {}: block file {} {}; dropped, reading from the object store", root_, Hex(fp), why);
+  unlink(BlockPath(fp).c_str());
+}
+
+int CacheDir::OpenBlock(uint64_t fp, const std::string& key, uint32_t block_len, CacheHeader* h) {
+  std::string path = BlockPath(fp);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      Drop(fp, "is missing");
+    } else {
+      std::lock_guard<std::mutex> l(mu_);
+      MarkDown("cannot open " + path + ": " + strerror(errno));
+    }
+    return -1;
+  }
+  std::string probe(kCacheHeaderProbe, '\0');
+  ssize_t n = PreadFull(fd, probe.data(), probe.size(), 0);
+  uint32_t need = 0;
+  bool ok = n >= 0 && ParseCacheHeader(std::string_view(probe.data(), static_cast<size_t>(n)), h, &need);
+  if (!ok && n >= 0 && need > probe.size()) {
+    probe.resize(need);
+    n = PreadFull(fd, probe.data(), probe.size(), 0);
+    ok = n >= 0 && ParseCacheHeader(std::string_view(probe.data(), static_cast<size_t>(n)), h);
+  }
+  if (n < 0) {
+    int err = errno;
+    close(fd);
+    std::lock_guard<std::mutex> l(mu_);
+    MarkDown("cannot read " + path + ": " + strerror(err));
+    return -1;
+  }
+  if (!ok || h->key != key || h->data_len != block_len) {
+    close(fd);
+    Drop(fp, ok ? "holds another block" : "has a damaged header");
+    return -1;
+  }
+  return fd;
+}
+
+bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst) {
+  if (down_ || len == 0 || static_cast<uint64_t>(off) + len > block_len) return false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!policy_.Touch(fp, NowMs())) {
+      ++misses_;
+      return false;
+    }
+  }
+  int64_t t0 = MonoNanos();
+  CacheHeader h;
+  int fd = OpenBlock(fp, key, block_len, &h);
+  if (fd < 0) return false;
+  // Read whole segments: the partial ones at both ends into scratch, the rest into dst.
+  uint64_t from = off / h.segment * static_cast<uint64_t>(h.segment);
+  uint64_t to = std::min<uint64_t>(block_len, (static_cast<uint64_t>(off) + len + h.segment - 1) / h.segment * h.segment);
+  std::string head(off - from, '\0'), tail(to - off - len, '\0');
+  iovec iov[3] = {{head.data(), head.size()}, {dst, len}, {tail.data(), tail.size()}};
+  size_t want = to - from, got = 0;
+  off_t pos = static_cast<off_t>(h.header_len + from);
+  int idx = 0, err = 0;
+  while (got < want) {
+    while (idx < 3 && iov[idx].iov_len == 0) ++idx;
+    ssize_t n = preadv(fd, iov + idx, 3 - idx, pos + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+    size_t left = static_cast<size_t>(n);
+    while (idx < 3 && left >= iov[idx].iov_len) {
+      left -= iov[idx].iov_len;
+      iov[idx].iov_len = 0;
+      ++idx;
+    }
+    if (idx < 3) {
+      iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
+      iov[idx].iov_len -= left;
+    }
+  }
+  close(fd);
+  if (err != 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    MarkDown("cannot read " + BlockPath(fp) + ": " + strerror(err));
+    return false;
+  }
+  if (got < want) {
+    Drop(fp, "is shorter than its header says");
+    return false;
+  }
+  if (!VerifyCacheRange(h, from, {head, std::string_view(dst, len), tail})) {
+    Drop(fp, "fails its checksum");
+    return false;
+  }
+  Stalled(t0, "a read");
+  std::lock_guard<std::mutex> l(mu_);
+  ++hits_;
+  return true;
+}
+
+std::shared_ptr<const std::string> CacheDir::ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len) {
+  if (down_) return nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!policy_.Touch(fp, NowMs())) {
+      ++misses_;
+      return nullptr;
+    }
+  }
+  int64_t t0 = MonoNanos();
+  CacheHeader h;
+  int fd = OpenBlock(fp, key, block_len, &h);
+  if (fd < 0) return nullptr;
+  auto data = std::make_shared<std::string>();
+  data->resize(block_len);
+  ssize_t n = PreadFull(fd, data->data(), block_len, h.header_len);
+  int err = errno;
+  close(fd);
+  if (n < 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    MarkDown("cannot read " + BlockPath(fp) + ": " + strerror(err));
+    return nullptr;
+  }
+  if (static_cast<uint32_t>(n) != block_len) {
+    Drop(fp, "is shorter than its header says");
+    return nullptr;
+  }
+  if (!VerifyCacheRange(h, 0, {*data})) {
+    Drop(fp, "fails its checksum");
+    return nullptr;
+  }
+  Stalled(t0, "a read");
+  std::lock_guard<std::mutex> l(mu_);
+  ++hits_;
+  return data;
+}
+
+bool CacheDir::CheckFreeSpace(uint64_t incoming) {
+  if (free_space_ratio_ <= 0) return true;
+  struct statvfs sv;
+  if (statvfs(root_.c_str(), &sv) != 0) return true;
+  uint64_t total = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
+  uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+  uint64_t floor = static_cast<uint64_t>(free_space_ratio_ * static_cast<double>(total));
+  if (avail >= floor + incoming) return true;
+  uint64_t need = floor + incoming - avail;
+  std::vector<uint64_t> evicted;
+  bool enough;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    enough = policy_.bytes() >= need;
+    policy_.Trim(policy_.bytes() > need ? policy_.bytes() - need : 0, &evicted);
+    JournalEvicted(evicted);
+  }
+  Unlink(evicted);
+  return enough;
+}
+
+void CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data) {
+  if (down_) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (policy_.Contains(fp) || data.size() > policy_.capacity()) return;
+  }
+  std::string header = EncodeCacheHeader(key, data);
+  if (!CheckFreeSpace(header.size() + data.size())) return;
+  int64_t t0 = MonoNanos();
+  static std::atomic<uint64_t> seq{0};
+  std::string tmp = root_ + "/tmp/" + Hex(fp) + "." + std::to_string(seq++);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && WriteFull(fd, header, data);
+  int err = errno;
+  if (fd >= 0 && close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && rename(tmp.c_str(), BlockPath(fp).c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    unlink(tmp.c_str());
+    std::vector<uint64_t> evicted;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (err == ENOSPC || err == EDQUOT) {
+        // The disk filled up under the configured capacity: shrink to what fits.
+        uint64_t cap = policy_.bytes() / 10 * 9;
+        if (policy_.capacity() > cap) {
+          spdlog::warn("disk cache {}: disk full at {} bytes cached; shrinking the cache to {}", root_,
+                       policy_.bytes(), cap);
+          policy_.set_capacity(cap);
+        }
+        policy_.Trim(cap, &evicted);
+        JournalEvicted(evicted);
+      } else {
+        MarkDown("cannot write " + tmp + ": " + strerror(err));
+      }
+    }
+    Unlink(evicted);
+    return;
+  }
+  std::vector<uint64_t> evicted;
+  bool kept;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    kept = policy_.Insert(fp, data.size(), &evicted, NowMs());
+    if (kept) {
+      Journal('A', fp, data.size());
+      ++writes_;
+    }
+    JournalEvicted(evicted);
+    if (journal_records_ > 2 * policy_.count() + 4096) CompactLocked();
+  }
+  Unlink(evicted);
+  if (!kept) unlink(BlockPath(fp).c_str());
+  Stalled(t0, "a write");
+}
+
+void CacheDir::Erase(uint64_t fp) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!policy_.Erase(fp)) return;
+    Journal('D', fp, 0);
+  }
+  unlink(BlockPath(fp).c_str());
+}
+
+void CacheDir::Sweep() {
+  uint64_t removed = 0;
+  auto sweep_dir = [&](const std::string& path, bool all) {
+    DIR* d = opendir(path.c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      bool orphan = all;
+      if (!all) {
+        char* end = nullptr;
+        uint64_t fp = strtoull(e->d_name, &end, 16);
+        std::lock_guard<std::mutex> l(mu_);
+        orphan = *end != '\0' || !policy_.Contains(fp);
+      }
+      if (orphan && unlinkat(dirfd(d), e->d_name, 0) == 0) ++removed;
+    }
+    closedir(d);
+  };
+  sweep_dir(root_ + "/tmp", true);
+  for (int i = 0; i < 256 && !down_ && !stopping_; ++i) {
+    char sub[8];
+    snprintf(sub, sizeof sub, "/%02x", i);
+    sweep_dir(root_ + "/blocks" + sub, false);
+  }
+  spdlog::info("disk cache {}: orphan sweep removed {} files", root_, removed);
+}
+
+void CacheDir::WaitSweep() {
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+CacheDirStats CacheDir::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  CacheDirStats s;
+  s.hits = hits_;
+  s.misses = misses_;
+  s.evictions = evictions_;
+  s.writes = writes_;
+  s.corrupt = corrupt_;
+  s.errors = errors_;
+  s.bytes = policy_.bytes();
+  s.blocks = policy_.count();
+  s.capacity = policy_.capacity();
+  s.down = down_;
+  return s;
+}
+
+}  // namespace tierfs

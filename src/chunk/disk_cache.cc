@@ -1,0 +1,133 @@
+#include "chunk/disk_cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/hash.h"
+#include "common/thread_pool.h"
+
+namespace tierfs {
+
+DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
+  if (!opts_.dirs.empty()) {
+    uint64_t each = opts_.capacity / opts_.dirs.size();
+    for (const std::string& d : opts_.dirs) {
+      auto dir = CacheDir::Open(d, opts_.volume_uuid, each, opts_.free_space_ratio, opts_.correlated_ms);
+      if (!dir.ok()) {
+        spdlog::error("disk cache directory {} not used: {}", d, dir.status().ToString());
+        continue;
+      }
+      dirs_.push_back(std::move(dir).value());
+    }
+  }
+  if (!dirs_.empty()) {
+    int n = std::max(1, opts_.write_threads);
+    writers_ = std::make_unique<ThreadPool>("tierfs-cachewr", n, 1 << 16);
+  }
+}
+
+DiskCache::~DiskCache() {
+  Drain();
+  writers_.reset();
+}
+
+CacheDir* DiskCache::DirFor(uint64_t fp) const {
+  if (dirs_.empty()) return nullptr;
+  // The fingerprint's low byte names the file's subfolder; mix in the high bits here.
+  CacheDir* d = dirs_[(fp >> 32) % dirs_.size()].get();
+  return d->down() ? nullptr : d;
+}
+
+bool DiskCache::Contains(const std::string& key) const {
+  uint64_t fp = Hash64(key);
+  CacheDir* d = DirFor(fp);
+  return d && d->Contains(fp);
+}
+
+bool DiskCache::Read(const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst) {
+  uint64_t fp = Hash64(key);
+  CacheDir* d = DirFor(fp);
+  return d && d->Read(fp, key, block_len, off, len, dst);
+}
+
+std::shared_ptr<const std::string> DiskCache::ReadBlock(const std::string& key, uint32_t block_len) {
+  uint64_t fp = Hash64(key);
+  CacheDir* d = DirFor(fp);
+  return d ? d->ReadBlock(fp, key, block_len) : nullptr;
+}
+
+void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> block) {
+  if (!block || dirs_.empty()) return;
+  uint64_t fp = Hash64(key);
+  CacheDir* d = DirFor(fp);
+  if (!d || d->Contains(fp)) return;
+  uint64_t bytes = block->size();
+  {
+    std::lock_guard<std::mutex> l(pending_mu_);
+    if (pending_bytes_ + bytes > opts_.max_pending_bytes && pending_writes_ > 0) {
+      dropped_writes_++;
+      return;
+    }
+    pending_bytes_ += bytes;
+    ++pending_writes_;
+  }
+  bool queued = writers_->TrySubmit([this, d, fp, key, block = std::move(block), bytes] {
+    d->Write(fp, key, *block);
+    {
+      std::lock_guard<std::mutex> l(pending_mu_);
+      pending_bytes_ -= bytes;
+      --pending_writes_;
+    }
+    pending_cv_.notify_all();
+  });
+  if (!queued) {
+    std::lock_guard<std::mutex> l(pending_mu_);
+    pending_bytes_ -= bytes;
+    --pending_writes_;
+    dropped_writes_++;
+  }
+}
+
+void DiskCache::PutNow(const std::string& key, const std::shared_ptr<const std::string>& block) {
+  if (!block) return;
+  uint64_t fp = Hash64(key);
+  if (CacheDir* d = DirFor(fp)) d->Write(fp, key, *block);
+}
+
+void DiskCache::Erase(const std::string& key) {
+  uint64_t fp = Hash64(key);
+  if (dirs_.empty()) return;
+  dirs_[(fp >> 32) % dirs_.size()]->Erase(fp);
+}
+
+void DiskCache::Drain() {
+  std::unique_lock<std::mutex> l(pending_mu_);
+  pending_cv_.wait(l, [&] { return pending_writes_ == 0; });
+}
+
+DiskCacheStats DiskCache::stats() const {
+  DiskCacheStats s;
+  s.dropped_writes = dropped_writes_;
+  s.dirs = static_cast<int>(dirs_.size());
+  for (const auto& d : dirs_) {
+    CacheDirStats ds = d->stats();
+    s.hits += ds.hits;
+    s.misses += ds.misses;
+    s.evictions += ds.evictions;
+    s.writes += ds.writes;
+    s.corrupt += ds.corrupt;
+    s.errors += ds.errors;
+    s.bytes += ds.bytes;
+    s.blocks += ds.blocks;
+    s.capacity += ds.capacity;
+    if (ds.down) ++s.dirs_down;
+  }
+  return s;
+}
+
+std::vector<std::string> DiskCache::roots() const {
+  std::vector<std::string> out;
+  for (const auto& d : dirs_) out.push_back(d->root());
+  return out;
+}
+
+}  // namespace tierfs

@@ -1,0 +1,161 @@
+// The cache's controls, as read-only virtual xattrs (`tierfs warmup`, `tierfs info`, tests):
+//   tierfs.cache   on a file: how many of its blocks and bytes are cached, and where
+//   tierfs.warmup  on a file: fetches its blocks into the cache, then answers as above
+//                  plus what was fetched
+//   tierfs.evict   on a file: drops its blocks from both cache levels
+//   tierfs.stats   on the root: the client's cache and store counters
+// Reading warmup or evict acts. A caller that asks for the size first (or whose buffer was
+// too small) gets, on its next read of the same xattr within a few seconds, the answer the
+// first read computed (KeepCacheAnswer) instead of a second run.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "chunk/block_key.h"
+#include "chunk/cached_store.h"
+#include "chunk/slice_map.h"
+#include "common/clock.h"
+#include "vfs/vfs.h"
+#include "vfs/vfs_internal.h"
+
+namespace tierfs {
+
+namespace {
+constexpr int kWarmThreads = 8;
+constexpr int64_t kRememberNs = 5'000'000'000;
+}  // namespace
+
+bool Vfs::IsCacheXattr(const std::string& name) {
+  return name == kCacheXattr || name == kWarmupXattr || name == kEvictXattr || name == kStatsXattr;
+}
+
+Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
+  auto st = State(ino);
+  RETURN_IF_ERROR(FlushInode(*st));
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
+  std::vector<std::pair<std::string, uint32_t>> out;
+  if (!a.IsRegular()) return out;
+  const uint32_t bs = store_->config().block_size;
+  std::set<std::string> seen;
+  ASSIGN_OR_RETURN(auto indexes, meta_->ListChunks(ino));
+  for (uint32_t idx : indexes) {
+    ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(ino, idx));
+    for (const auto& s : BuildSliceMap(recs)) {
+      if (s.id == 0) continue;
+      for (const BlockSpan& span : BlockSpans(s.size, bs, s.off, s.len)) {
+        uint32_t len = BlockLength(s.size, bs, span.index);
+        std::string key = BlockKey(store_->config().volume, s.id, span.index, len);
+        if (seen.insert(key).second) out.emplace_back(std::move(key), len);
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& name) {
+  if (name == kStatsXattr) {
+    if (ino != kRootIno) return Status::Err(ENODATA, name + " is on the volume's root only");
+    return StatsJson();
+  }
+  bool acts = name == kWarmupXattr || name == kEvictXattr;
+  if (acts) {
+    RETURN_IF_ERROR(Access(ctx, ino, R_OK));
+    std::lock_guard<std::mutex> l(cache_ops_mu_);
+    auto it = cache_ops_.find({ino, name});
+    if (it != cache_ops_.end()) {
+      auto kept = std::move(it->second);
+      cache_ops_.erase(it);
+      if (MonoNanos() - kept.first < kRememberNs) return kept.second;
+    }
+  }
+  ASSIGN_OR_RETURN(auto blocks, FileBlocks(ino));
+  nlohmann::json j;
+  uint64_t bytes = 0;
+  for (const auto& b : blocks) bytes += b.second;
+  j["blocks"] = blocks.size();
+  j["bytes"] = bytes;
+  if (name == kEvictXattr) {
+    for (const auto& b : blocks) store_->EvictBlock(b.first);
+    j["evicted_blocks"] = blocks.size();
+  } else if (name == kWarmupXattr) {
+    std::atomic<size_t> next{0};
+    std::atomic<uint64_t> fetched_blocks{0}, fetched_bytes{0};
+    std::mutex err_mu;
+    Status first_error;
+    auto work = [&] {
+      for (size_t i = next++; i < blocks.size(); i = next++) {
+        bool fetched = false;
+        Status s = store_->WarmBlock(blocks[i].first, blocks[i].second, &fetched);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> l(err_mu);
+          if (first_error.ok()) first_error = s;
+          continue;
+        }
+        if (fetched) {
+          fetched_blocks++;
+          fetched_bytes += blocks[i].second;
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < std::min<int>(kWarmThreads, static_cast<int>(blocks.size())); ++t) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+    if (!first_error.ok()) {
+      spdlog::error("warm-up of inode {}: {}", ino, first_error.ToString());
+      return Status::Err(EIO, "warm-up of inode " + std::to_string(ino) + ": " + first_error.message());
+    }
+    j["fetched_blocks"] = fetched_blocks.load();
+    j["fetched_bytes"] = fetched_bytes.load();
+  }
+  uint64_t disk_blocks = 0, disk_bytes = 0, mem_blocks = 0, mem_bytes = 0;
+  for (const auto& b : blocks) {
+    int level = store_->CachedLevel(b.first);
+    if (level == 2) {
+      disk_blocks++;
+      disk_bytes += b.second;
+    } else if (level == 1) {
+      mem_blocks++;
+      mem_bytes += b.second;
+    }
+  }
+  j["cached_blocks"] = disk_blocks + mem_blocks;
+  j["cached_bytes"] = disk_bytes + mem_bytes;
+  j["disk_blocks"] = disk_blocks;
+  j["memory_only_blocks"] = mem_blocks;
+  return j.dump();
+}
+
+void Vfs::KeepCacheAnswer(Ino ino, const std::string& name, std::string answer) {
+  if (name != kWarmupXattr && name != kEvictXattr) return;
+  std::lock_guard<std::mutex> l(cache_ops_mu_);
+  int64_t now = MonoNanos();
+  for (auto it = cache_ops_.begin(); it != cache_ops_.end();) {
+    it = now - it->second.first >= kRememberNs ? cache_ops_.erase(it) : std::next(it);
+  }
+  cache_ops_[{ino, name}] = {now, std::move(answer)};
+}
+
+std::string Vfs::StatsJson() {
+  StoreStats s = store_->stats();
+  const DiskCacheStats& d = s.disk;
+  nlohmann::json j = {
+      {"memory", {{"hits", s.cache_hits}, {"misses", s.cache_misses}, {"bytes", s.cache_bytes},
+                  {"blocks", s.cache_blocks}, {"evictions", s.evictions},
+                  {"capacity", store_->cache()->capacity()}}},
+      {"disk", {{"hits", d.hits}, {"misses", d.misses}, {"bytes", d.bytes}, {"blocks", d.blocks},
+                {"evictions", d.evictions}, {"writes", d.writes}, {"dropped_writes", d.dropped_writes},
+                {"corrupt", d.corrupt}, {"errors", d.errors}, {"capacity", d.capacity}, {"dirs", d.dirs},
+                {"dirs_down", d.dirs_down}}},
+      {"store", {{"gets", s.gets}, {"ranged_gets", s.ranged_gets}, {"bytes_downloaded", s.bytes_downloaded},
+                 {"puts", s.puts}, {"bytes_uploaded", s.bytes_uploaded}, {"upload_failures", s.upload_failures}}},
+      {"meta", {{"cached_opens", cached_opens()}}}};
+  if (DiskCache* dc = store_->disk()) j["disk"]["roots"] = dc->roots();
+  return j.dump();
+}
+
+}  // namespace tierfs
