@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "chunk/cached_store.h"
-#include "chunk/slice_map.h"
 #include "common/clock.h"
+#include "meta/slice_map.h"
 #include "vfs/file_writer.h"
 #include "vfs/vfs_internal.h"
 
