@@ -1,4 +1,4 @@
-#include "vfs/fsck.h"
+#include "tools/fsck.h"
 
 #include <sys/stat.h>
 
