@@ -285,9 +285,12 @@ uint64_t CachedStore::buffered_bytes() const {
   return buffered_;
 }
 
-void CachedStore::WaitBufferBelow(uint64_t limit) {
+bool CachedStore::WaitForBufferRoom() {
+  const uint64_t limit = cfg_.buffer_bytes;
   std::unique_lock<std::mutex> l(buf_mu_);
+  if (buffered_ <= limit) return true;
   buf_cv_.wait(l, [&] { return buffered_ <= limit || uploads_in_flight_ == 0; });
+  return buffered_ <= limit;
 }
 
 void CachedStore::AddBuffered(uint64_t bytes) {

@@ -37,7 +37,9 @@ struct StoreConfig {
   uint64_t cache_bytes = 1 << 30;   // memory block cache capacity
   int upload_threads = 16;
   int download_threads = 16;
-  uint64_t buffer_bytes = 300 << 20;  // write-buffer budget, for callers of WaitBufferBelow
+  // The write-memory budget, owned here: SliceWriter buffers count against it until their
+  // block is uploaded, and writers wait for room with CachedStore::WaitForBufferRoom.
+  uint64_t buffer_bytes = 300 << 20;
   // Keep uploaded blocks in the memory cache. Off by default: this client's kernel page
   // cache already holds what it wrote, and caching every written block would fill the
   // cache with fresh memory (page faults on every write) and evict blocks read for real.
@@ -111,10 +113,12 @@ class CachedStore {
   // Bytes held in the unuploaded buffers of all live SliceWriters; a block counts until its
   // upload finishes.
   uint64_t buffered_bytes() const;
-  // Blocks until buffered_bytes() <= limit, or until no upload is queued or running (the
-  // remaining buffers are then not shrinking by themselves: the caller must finish or abort
-  // writers to release them).
-  void WaitBufferBelow(uint64_t limit);
+  // Write backpressure against config().buffer_bytes. Returns true at once if
+  // buffered_bytes() is within the budget; otherwise blocks until it is, or until no upload
+  // is queued or running, and returns whether it is within the budget then. false means the
+  // buffers over budget are not shrinking by themselves: the caller must finish (or abort)
+  // writers to release them.
+  bool WaitForBufferRoom();
 
   StoreStats stats() const;
 

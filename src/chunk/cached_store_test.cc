@@ -298,21 +298,24 @@ TEST_F(CachedStoreTest, CacheCapacityIsRespected) {
   EXPECT_LE(store_->stats().cache_bytes, 2u * kBlock);
 }
 
-TEST_F(CachedStoreTest, WaitBufferBelowReturnsWhenNothingUploads) {
-  Make();
-  store_->WaitBufferBelow(0);  // nothing buffered
+TEST_F(CachedStoreTest, WaitForBufferRoomReturnsWhenNothingUploads) {
+  StoreConfig cfg;
+  cfg.buffer_bytes = 0;
+  Make(cfg);
+  EXPECT_TRUE(store_->WaitForBufferRoom());  // nothing buffered
   auto w = store_->NewSliceWriter(1);
   ASSERT_TRUE(w->Write(0, std::string(1000, 'a')));
   EXPECT_EQ(store_->buffered_bytes(), 1000u);
-  // Buffered but not uploading: waiting must not deadlock.
-  store_->WaitBufferBelow(0);
+  // Buffered but not uploading: waiting must not deadlock, and says there is no room.
+  EXPECT_FALSE(store_->WaitForBufferRoom());
   w->Abort();
   EXPECT_EQ(store_->buffered_bytes(), 0u);
 }
 
-TEST_F(CachedStoreTest, WaitBufferBelowWaitsForUploads) {
+TEST_F(CachedStoreTest, WaitForBufferRoomWaitsForUploads) {
   StoreConfig cfg;
   cfg.upload_threads = 4;
+  cfg.buffer_bytes = kBlock;
   Make(cfg);
   fake_->HoldPuts(true);
   auto w = store_->NewSliceWriter(2);
@@ -321,8 +324,9 @@ TEST_F(CachedStoreTest, WaitBufferBelowWaitsForUploads) {
   EXPECT_EQ(store_->buffered_bytes(), 4u * kBlock);
   EXPECT_EQ(store_->stats().uploads_in_flight, 4u);
   std::atomic<bool> returned{false};
+  bool room = false;
   std::thread waiter([&] {
-    store_->WaitBufferBelow(kBlock);
+    room = store_->WaitForBufferRoom();
     returned = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -330,6 +334,7 @@ TEST_F(CachedStoreTest, WaitBufferBelowWaitsForUploads) {
   fake_->HoldPuts(false);
   waiter.join();
   EXPECT_TRUE(returned.load());
+  EXPECT_TRUE(room);
   ASSERT_TRUE(w->Finish().ok());
   EXPECT_EQ(store_->buffered_bytes(), 0u);
   EXPECT_EQ(store_->stats().uploads_in_flight, 0u);

@@ -33,10 +33,12 @@ class SliceWriterTest : public ::testing::Test {
  protected:
   static constexpr uint32_t kBlock = 64 << 10;
 
-  void Make(uint32_t block_size = kBlock, int upload_threads = 4, bool cache_writes = false) {
+  void Make(uint32_t block_size = kBlock, int upload_threads = 4, bool cache_writes = false,
+            uint64_t buffer_bytes = StoreConfig{}.buffer_bytes) {
     StoreConfig cfg;
     cfg.volume = "vol";
     cfg.cache_writes = cache_writes;
+    cfg.buffer_bytes = buffer_bytes;
     cfg.block_size = block_size;
     cfg.upload_threads = upload_threads;
     auto fake = std::make_unique<FakeStore>();
@@ -310,7 +312,7 @@ TEST_F(SliceWriterTest, FullChunkRoundTripsWithOneMegabyteBlocks) {
 }
 
 TEST_F(SliceWriterTest, ManyWritersInParallel) {
-  Make(16 << 10, 4);
+  Make(16 << 10, 4, false, 64 << 10);
   std::vector<std::thread> threads;
   std::vector<std::string> datas(8);
   for (int t = 0; t < 8; ++t) {
@@ -320,7 +322,7 @@ TEST_F(SliceWriterTest, ManyWritersInParallel) {
       const std::string& d = datas[t];
       for (uint32_t off = 0; off < d.size(); off += 3000) {
         ASSERT_TRUE(w->Write(off, std::string_view(d).substr(off, 3000)));
-        store_->WaitBufferBelow(64 << 10);
+        store_->WaitForBufferRoom();
       }
       ASSERT_TRUE(w->Finish().ok());
     });

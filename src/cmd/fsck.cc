@@ -9,7 +9,7 @@
 #include "cmd/util.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
-#include "vfs/fsck.h"
+#include "tools/fsck.h"
 
 namespace tierfs::cmd {
 namespace {

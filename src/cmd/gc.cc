@@ -9,7 +9,7 @@
 #include "common/size.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
-#include "vfs/gc.h"
+#include "tools/gc.h"
 
 namespace tierfs::cmd {
 namespace {

@@ -223,7 +223,6 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
 
   VfsOptions vopts;
-  vopts.buffer_bytes = cfg.buffer_bytes;
   vopts.read_only = ro;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
   int rc = 0;

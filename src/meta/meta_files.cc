@@ -5,10 +5,10 @@
 
 #include <algorithm>
 
-#include "chunk/slice_map.h"
 #include "common/clock.h"
 #include "meta/meta.h"
 #include "meta/meta_internal.h"
+#include "meta/slice_map.h"
 
 namespace tierfs {
 

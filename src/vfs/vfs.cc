@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "chunk/cached_store.h"
-#include "chunk/slice_map.h"
 #include "common/clock.h"
+#include "meta/slice_map.h"
 #include "vfs/file_writer.h"
 #include "vfs/vfs_internal.h"
 
@@ -555,11 +555,9 @@ Status Vfs::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
     std::lock_guard<std::mutex> l(st.mu);
     st.length = std::max(st.length, off + size);
   }
-  // Backpressure: bound the memory held by written-but-not-uploaded data.
-  if (store_->buffered_bytes() > opts_.buffer_bytes) {
-    store_->WaitBufferBelow(opts_.buffer_bytes);
-    if (store_->buffered_bytes() > opts_.buffer_bytes) RETURN_IF_ERROR(FlushInode(st));
-  }
+  // Backpressure: the store bounds the memory held by written-but-not-uploaded data. When
+  // what is over its budget is not being uploaded, committing this inode releases it.
+  if (!store_->WaitForBufferRoom()) RETURN_IF_ERROR(FlushInode(st));
   return Status::OK();
 }
 

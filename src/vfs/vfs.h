@@ -28,7 +28,6 @@ struct InodeState;
 struct Handle;
 
 struct VfsOptions {
-  uint64_t buffer_bytes = 300ull << 20;  // memory for written data not yet uploaded
   int64_t flush_age_ns = 5'000'000'000;  // commit buffered writes at least this often
   bool read_only = false;
   // The open cache (`mount --open-cache`): a read-only open of a file whose attributes this

@@ -17,7 +17,7 @@
 
 #include "chunk/block_key.h"
 #include "chunk/cached_store.h"
-#include "chunk/slice_map.h"
+#include "meta/slice_map.h"
 #include "common/clock.h"
 #include "vfs/vfs.h"
 #include "vfs/vfs_internal.h"

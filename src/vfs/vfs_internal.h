@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "chunk/slice_map.h"
+#include "meta/slice_map.h"
 #include "meta/types.h"
 
 namespace tierfs {

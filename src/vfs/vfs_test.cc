@@ -108,7 +108,7 @@ class VfsTest : public ::testing::Test {
     meta_ = std::move(*m);
     ASSERT_TRUE(meta_->NewSession(SessionInfo{}).ok());
     store_ = NewStore();
-    vfs_ = std::make_unique<Vfs>(meta_.get(), store_.get(), VfsOptionsForTest());
+    vfs_ = std::make_unique<Vfs>(meta_.get(), store_.get(), VfsOptions{});
   }
   std::unique_ptr<CachedStore> NewStore() {
     auto store = CreateObjectStore("mem", name_);
@@ -117,12 +117,8 @@ class VfsTest : public ::testing::Test {
     cfg.volume = name_;
     cfg.block_size = 64 << 10;
     cfg.cache_bytes = 8 << 20;
+    cfg.buffer_bytes = 1 << 20;
     return std::make_unique<CachedStore>(std::move(*store), cfg);
-  }
-  static VfsOptions VfsOptionsForTest() {
-    VfsOptions opts;
-    opts.buffer_bytes = 1 << 20;
-    return opts;
   }
   void TearDown() override { vfs_.reset(); }
 
@@ -362,7 +358,7 @@ TEST_F(VfsTest, OpenDropsTheKernelCacheOnlyForAnotherClientsChanges) {
   ASSERT_TRUE((*other_meta)->NewSession(SessionInfo{}).ok());
   auto other_store = NewStore();
   {
-    Vfs other(other_meta->get(), other_store.get(), VfsOptionsForTest());
+    Vfs other(other_meta->get(), other_store.get(), VfsOptions{});
     auto o = other.Open(ctx_, ino, O_RDWR);
     ASSERT_TRUE(o.ok());
     ASSERT_TRUE(other.Write(o->fh, 0, "zz", 2).ok());

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chunk/slice_map.h"
 #include "common/clock.h"
+#include "meta/slice_map.h"
 #include "vfs/vfs.h"
 #include "vfs/vfs_internal.h"
 

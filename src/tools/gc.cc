@@ -1,4 +1,4 @@
-#include "vfs/gc.h"
+#include "tools/gc.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,5 +1,5 @@
 // fsck over the in-memory engine and store, on volumes damaged on purpose.
-#include "vfs/fsck.h"
+#include "tools/fsck.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
-#include "vfs/mem_volume_for_test.h"
+#include "tools/mem_volume_for_test.h"
 
 namespace tierfs {
 namespace {

@@ -1,4 +1,4 @@
-#include "vfs/fsck.h"
+#include "tools/fsck.h"
 
 #include <sys/stat.h>
 
@@ -10,9 +10,9 @@
 #include <unordered_set>
 
 #include "chunk/block_key.h"
-#include "chunk/slice_map.h"
 #include "common/thread_pool.h"
 #include "meta/meta.h"
+#include "meta/slice_map.h"
 #include "object/object_store.h"
 
 namespace tierfs {

@@ -1,6 +1,6 @@
 // gc over the in-memory engine and store: leaked objects are found, young ones spared,
 // pending deletions carried out, and nothing referenced is ever deleted.
-#include "vfs/gc.h"
+#include "tools/gc.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
-#include "vfs/mem_volume_for_test.h"
+#include "tools/mem_volume_for_test.h"
 
 namespace tierfs {
 namespace {

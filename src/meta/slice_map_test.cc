@@ -1,4 +1,4 @@
-#include "chunk/slice_map.h"
+#include "meta/slice_map.h"
 
 #include <gtest/gtest.h>
 
