@@ -259,6 +259,10 @@ class WarmupTest(harness.TierFSTestCase):
         self.assertEqual(json.loads(out)["fetched_blocks"], 0)
         rc, out, err = tierfs("info", self.vol.path("big"))
         self.assertIn("cached: 8 of 8 blocks", out)
+        # `status` shows the counters of the mounts of this host.
+        st = json.loads(tierfs("status", "--json", self.vol.meta_url)[1])
+        self.assertGreaterEqual(st["sessions"][0]["cache"]["disk"]["blocks"], 20, st)
+        self.assertIn("disk cache:", tierfs("status", self.vol.meta_url)[1])
         # Warm after a remount, with the store gone.
         self.vol.umount()
         os.rename(self.vol.bucket, self.vol.bucket + ".away")

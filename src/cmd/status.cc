@@ -1,4 +1,7 @@
 // tierfs status META-URL [--json]: settings, live sessions and usage of a volume.
+#include <sys/xattr.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +15,19 @@
 
 namespace tierfs::cmd {
 namespace {
+
+// The cache and store counters of a mount of this host (its root's "tierfs.stats" xattr),
+// or null when the mount is not reachable from here.
+nlohmann::json MountStats(const SessionInfo& s) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  if (s.host != host || s.mountpoint.empty()) return nullptr;
+  std::string buf(1 << 14, '\0');
+  ssize_t n = getxattr(s.mountpoint.c_str(), "tierfs.stats", buf.data(), buf.size());
+  if (n <= 0) return nullptr;
+  auto j = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
+  return j.is_discarded() ? nlohmann::json(nullptr) : j;
+}
 
 int Run(const std::string& meta_url, bool json) {
   auto meta = OpenVolume(meta_url, true);
@@ -36,6 +52,7 @@ int Run(const std::string& meta_url, bool json) {
                   {"version", s.version},
                   {"started_ns", s.started_ns},
                   {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0}});
+    if (auto st = MountStats(s); !st.is_null()) ss.back()["cache"] = st;
   }
   j["sessions"] = ss;
   if (!f.access_key.empty()) j["access_key"] = f.access_key;
@@ -55,6 +72,22 @@ int Run(const std::string& meta_url, bool json) {
   for (const auto& s : *sessions) {
     std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "
               << s.version << ")\n";
+    auto st = MountStats(s);
+    if (st.is_null()) continue;
+    const auto& m = st["memory"];
+    const auto& d = st["disk"];
+    const auto& o = st["store"];
+    std::cout << "      memory cache: " << FormatSize(m.value("bytes", 0ull)) << " of "
+              << FormatSize(m.value("capacity", 0ull)) << ", " << m.value("hits", 0ull) << " hits, "
+              << m.value("misses", 0ull) << " misses\n"
+              << "      disk cache:   " << FormatSize(d.value("bytes", 0ull)) << " of "
+              << FormatSize(d.value("capacity", 0ull)) << " in " << d.value("blocks", 0ull) << " blocks, "
+              << d.value("hits", 0ull) << " hits, " << d.value("misses", 0ull) << " misses, "
+              << d.value("evictions", 0ull) << " evictions, " << d.value("dirs_down", 0) << " of "
+              << d.value("dirs", 0) << " dirs down\n"
+              << "      object store: " << o.value("gets", 0ull) << " gets ("
+              << FormatSize(o.value("bytes_downloaded", 0ull)) << "), " << o.value("puts", 0ull) << " puts ("
+              << FormatSize(o.value("bytes_uploaded", 0ull)) << ")\n";
   }
   return 0;
 }
