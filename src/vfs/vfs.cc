@@ -18,6 +18,8 @@ namespace tierfs {
 
 namespace {
 constexpr uint64_t kMaxReadahead = 64ull << 20;
+// How far out of order the READs of one sequential stream may arrive (see Readahead).
+constexpr uint64_t kStreamSlack = 4ull << 20;
 }  // namespace
 
 Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(store), opts_(opts) {
@@ -481,14 +483,21 @@ void Vfs::Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len) {
   uint32_t block = store_->config().block_size;
   {
     std::lock_guard<std::mutex> l(h.read_mu);
-    if (off == h.last_end && off != 0) {
-      h.window = h.window ? std::min(h.window * 2, kMaxReadahead) : 2ull * block;
-    } else if (off != h.last_end) {
+    // The kernel's readahead sends several READs of one stream at once, and FUSE workers
+    // serve them in any order: a read within kStreamSlack of the stream's furthest end
+    // continues the stream (measured: with an exact match, 670 of 8192 reads of a 1 GiB
+    // sequential read reset the window). Only a read that moves the stream forward grows
+    // the window; one far away is a seek and starts over.
+    bool near = off + len + kStreamSlack >= h.last_end && off <= h.last_end + kStreamSlack;
+    if (h.last_end != 0 && near) {
+      if (end > h.last_end) h.window = h.window ? std::min(h.window * 2, kMaxReadahead) : 2ull * block;
+    } else if (off != 0 || h.last_end != 0) {
       h.window = 0;
       h.prefetched_to = 0;
     }
-    h.last_end = end;
+    h.last_end = near ? std::max(h.last_end, end) : end;
     if (h.window == 0) return;
+    end = h.last_end;
     uint64_t target = std::min<uint64_t>(end + h.window, st.length);
     uint64_t from = std::max(end, h.prefetched_to);
     if (from >= target) return;
