@@ -324,18 +324,23 @@ int CacheDir::OpenBlock(uint64_t fp, const std::string& key, uint32_t block_len,
   return fd;
 }
 
-bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst) {
-  if (down_ || len == 0 || static_cast<uint64_t>(off) + len > block_len) return false;
+int CacheDir::Lookup(uint64_t fp, const std::string& key, uint32_t block_len, CacheHeader* h) {
+  if (down_) return -1;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!policy_.Touch(fp, NowMs())) {
       ++misses_;
-      return false;
+      return -1;
     }
   }
+  return OpenBlock(fp, key, block_len, h);
+}
+
+bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst) {
+  if (len == 0 || static_cast<uint64_t>(off) + len > block_len) return false;
   int64_t t0 = MonoNanos();
   CacheHeader h;
-  int fd = OpenBlock(fp, key, block_len, &h);
+  int fd = Lookup(fp, key, block_len, &h);
   if (fd < 0) return false;
   // Read whole segments: the partial ones at both ends into scratch, the rest into dst.
   uint64_t from = off / h.segment * static_cast<uint64_t>(h.segment);
@@ -384,17 +389,9 @@ bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uin
 }
 
 std::shared_ptr<const std::string> CacheDir::ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len) {
-  if (down_) return nullptr;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!policy_.Touch(fp, NowMs())) {
-      ++misses_;
-      return nullptr;
-    }
-  }
   int64_t t0 = MonoNanos();
   CacheHeader h;
-  int fd = OpenBlock(fp, key, block_len, &h);
+  int fd = Lookup(fp, key, block_len, &h);
   if (fd < 0) return nullptr;
   auto data = std::make_shared<std::string>();
   data->resize(block_len);

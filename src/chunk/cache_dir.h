@@ -87,6 +87,8 @@ class CacheDir {
   // Evicts when the disk's free space is below the floor; false when it stays below.
   bool CheckFreeSpace(uint64_t incoming);
   void Sweep();
+  // Counts a hit on the block and opens it (OpenBlock); -1 on a miss or a fault.
+  int Lookup(uint64_t fp, const std::string& key, uint32_t block_len, struct CacheHeader* h);
   // Opens and checks the file's header; -1 on a fault (dropped or down).
   int OpenBlock(uint64_t fp, const std::string& key, uint32_t block_len, struct CacheHeader* h);
 
