@@ -9,6 +9,10 @@ passes their addresses to the tests through the environment (see env()):
     python3 tests/servers.py down redis|postgres|ceph|all  --dir DIR
     python3 tests/servers.py env  --dir DIR      # prints TIERFS_TEST_* assignments
 
+The Ceph OSD keeps its data in RAM (memstore) by default. Benchmarks that store GiBs use
+`up ceph --bluestore` (or TIERFS_CEPH_BLUESTORE=1) instead: a bluestore OSD over a sparse
+file under DIR (TIERFS_CEPH_OSD_BYTES bytes, default 32 GiB, allocated as written).
+
 Tests can also import this module and start, stop and restart servers themselves.
 """
 import argparse
@@ -37,6 +41,9 @@ RADOS_POOL = "tierfs"
 PG_DATABASES = ["tierfs_meta_test", "tierfs_kv_test", "tierfs_cli", "tierfs_multi", "tierfs_migrate",
                 "tierfs_bench"]
 PG_BIN = "/usr/lib/postgresql/15/bin"
+# Opt-in bluestore OSD (see the module docstring); the test suite keeps memstore.
+CEPH_BLUESTORE = os.environ.get("TIERFS_CEPH_BLUESTORE", "") not in ("", "0")
+CEPH_OSD_BYTES = int(os.environ.get("TIERFS_CEPH_OSD_BYTES", str(32 << 30)))
 
 
 def _wait(what, check, timeout, log=None):
@@ -194,12 +201,17 @@ class Postgres:
 
 
 class Ceph:
-    """One monitor, one memstore OSD and radosgw (the S3 gateway), auth none."""
+    """One monitor, one OSD and radosgw (the S3 gateway), auth none. The OSD is memstore
+    (data in RAM, 6 GiB at most) unless bluestore is set: then bluestore over a sparse file
+    of osd_bytes in the OSD's folder, with the OSD's memory target at 896 MiB."""
 
-    def __init__(self, root, mon_v2=CEPH_MON_V2, mon_v1=CEPH_MON_V1, rgw_port=RGW_PORT):
+    def __init__(self, root, mon_v2=CEPH_MON_V2, mon_v1=CEPH_MON_V1, rgw_port=RGW_PORT,
+                 bluestore=None, osd_bytes=CEPH_OSD_BYTES):
         self.dir = os.path.join(root, "ceph")
         self.conf = os.path.join(self.dir, "ceph.conf")
         self.mon_v2, self.mon_v1, self.rgw_port = mon_v2, mon_v1, rgw_port
+        self.bluestore = CEPH_BLUESTORE if bluestore is None else bluestore
+        self.osd_bytes = osd_bytes
 
     def endpoint(self):
         return f"http://127.0.0.1:{self.rgw_port}"
@@ -215,6 +227,20 @@ class Ceph:
 
     def _write_conf(self, fsid):
         d = self.dir
+        if self.bluestore:
+            # Known to work on Ceph 16 with a plain file as the block device; no separate
+            # db/wal, no fsck at each start.
+            store = f"""osd objectstore = bluestore
+bluestore block path = {d}/osd/$cluster-$id/block.file
+bluestore block create = true
+bluestore block size = {self.osd_bytes}
+bluestore block db create = false
+bluestore block wal create = false
+bluestore fsck on mount = false
+osd memory target = 939524096"""
+        else:
+            store = """osd objectstore = memstore
+memstore device bytes = 6442450944"""
         conf = f"""[global]
 fsid = {fsid}
 mon initial members = a
@@ -258,8 +284,7 @@ mon data = {d}/mon/$cluster-$id
 
 [osd]
 osd data = {d}/osd/$cluster-$id
-osd objectstore = memstore
-memstore device bytes = 6442450944
+{store}
 osd op num shards = 1
 osd op num threads per shard = 2
 osd class update on start = false
@@ -355,8 +380,8 @@ def env(root):
     }
 
 
-def _servers(root, which):
-    table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root)}
+def _servers(root, which, bluestore=None):
+    table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root, bluestore=bluestore)}
     names = list(table) if which == "all" else [which]
     return [(n, table[n]) for n in names]
 
@@ -367,6 +392,9 @@ def main():
     p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "all"])
     p.add_argument("--dir", required=True, help="state directory of the servers")
     p.add_argument("--cmake", action="store_true", help="env: print a CMake list of K=V")
+    p.add_argument("--bluestore", action="store_true",
+                   help="up: Ceph OSD on bluestore over a sparse file instead of memstore "
+                        "(same as TIERFS_CEPH_BLUESTORE=1; size TIERFS_CEPH_OSD_BYTES)")
     a = p.parse_args()
     root = os.path.abspath(a.dir)
     if a.action == "env":
@@ -376,7 +404,7 @@ def main():
             for k, v in env(root).items():
                 print(f"export {k}={v}")
         return
-    for name, server in _servers(root, a.which):
+    for name, server in _servers(root, a.which, bluestore=True if a.bluestore else None):
         t0 = time.time()
         if a.action == "up":
             server.start()
