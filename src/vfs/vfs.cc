@@ -16,10 +16,6 @@
 
 namespace tierfs {
 
-namespace {
-constexpr uint64_t kMaxReadahead = 64ull << 20;
-}  // namespace
-
 Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(store), opts_(opts) {
   flusher_ = std::thread([this] { FlusherLoop(); });
 }
@@ -292,6 +288,7 @@ Result<OpenResult> Vfs::OpenWithAttr(const std::shared_ptr<InodeState>& st, cons
   h->ino = st->ino;
   h->flags = flags;
   h->state = st;
+  h->reader = std::make_unique<FileReader>(st, store_);
   OpenResult r;
   {
     std::lock_guard<std::mutex> l(st->mu);
@@ -357,31 +354,6 @@ Result<std::pair<Entry, OpenResult>> Vfs::Tmpfile(const Ctx& ctx, Ino parent, ui
   return std::make_pair(e, *r);
 }
 
-Status Vfs::ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf) {
-  (void)h;
-  uint64_t pos = off, end = off + len;
-  while (pos < end) {
-    uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
-    uint64_t chunk_start = static_cast<uint64_t>(chunk) * kChunkSize;
-    uint64_t piece_end = std::min(end, chunk_start + kChunkSize);
-    uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
-    uint32_t clen = static_cast<uint32_t>(piece_end - pos);
-    ASSIGN_OR_RETURN(auto segs, st.Segments(chunk));
-    char* out = buf + (pos - off);
-    memset(out, 0, clen);
-    for (const auto& s : Slice(segs, cpos, clen)) {
-      if (s.id == 0) continue;
-      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos));
-      if (!rs.ok()) {
-        spdlog::error("read of inode {} at offset {} failed: {}", st.ino, chunk_start + s.pos, rs.ToString());
-        return Status::Err(EIO, "reading inode " + std::to_string(st.ino) + ": " + rs.message());
-      }
-    }
-    pos = piece_end;
-  }
-  return Status::OK();
-}
-
 Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
@@ -417,46 +389,10 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   return length;  // the implicit hole at the end
 }
 
-void Vfs::Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len) {
-  uint64_t end = off + len;
-  uint32_t block = store_->config().block_size;
-  {
-    std::lock_guard<std::mutex> l(h.read_mu);
-    if (off == h.last_end && off != 0) {
-      h.window = h.window ? std::min(h.window * 2, kMaxReadahead) : 2ull * block;
-    } else if (off != h.last_end) {
-      h.window = 0;
-      h.prefetched_to = 0;
-    }
-    h.last_end = end;
-    if (h.window == 0) return;
-    uint64_t target = std::min<uint64_t>(end + h.window, st.length);
-    uint64_t from = std::max(end, h.prefetched_to);
-    if (from >= target) return;
-    // Prefetch in whole-block steps to avoid a stream of tiny requests.
-    if (target - from < block && target < st.length) return;
-    h.prefetched_to = target;
-    end = from;
-    len = target - from;
-  }
-  uint64_t pos = end, stop = end + len;
-  while (pos < stop) {
-    uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
-    uint64_t chunk_start = static_cast<uint64_t>(chunk) * kChunkSize;
-    uint64_t piece_end = std::min(stop, chunk_start + kChunkSize);
-    auto segs = st.Segments(chunk);
-    if (!segs.ok()) return;
-    uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
-    for (const auto& s : Slice(*segs, cpos, static_cast<uint32_t>(piece_end - pos))) {
-      if (s.id) store_->Prefetch(s.id, s.size, s.off, s.len);
-    }
-    pos = piece_end;
-  }
-}
-
 Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
+  if (!h->reader) return Status::Err(EISDIR, "a directory handle");
   InodeState& st = *h->state;
   // Read-your-writes: commit buffered writes of this inode first.
   {
@@ -474,8 +410,7 @@ Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
   }
   if (off >= length) return size_t{0};
   size_t n = static_cast<size_t>(std::min<uint64_t>(size, length - off));
-  RETURN_IF_ERROR(ReadChunkRange(*h, st, off, n, buf));
-  Readahead(*h, st, off, n);
+  RETURN_IF_ERROR(h->reader->Read(off, n, buf));
   return n;
 }
 

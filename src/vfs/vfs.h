@@ -148,8 +148,6 @@ class Vfs {
   std::shared_ptr<class FileWriter> Writer(InodeState& st);
   Status BeforeUnlock(Handle& h);
   Status AfterLock(Handle& h, bool* changed);
-  Status ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf);
-  void Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len);
   Attr MergePending(Ino ino, Attr a);
   void FlusherLoop();
   void ForgetXattrCache(Ino ino);

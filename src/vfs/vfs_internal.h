@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "meta/types.h"
+#include "vfs/file_reader.h"
 #include "vfs/inode_state.h"
 
 namespace tierfs {
@@ -22,11 +23,7 @@ struct Handle {
   bool is_dir = false;
   bool flocked = false;  // took a flock: dropped when the open file description goes
   std::shared_ptr<InodeState> state;
-  // reader: sequential-stream detection and readahead window
-  std::mutex read_mu;
-  uint64_t last_end = 0;
-  uint64_t window = 0;
-  uint64_t prefetched_to = 0;
+  std::unique_ptr<FileReader> reader;  // files only: null for directories
   // directory snapshot
   std::mutex dir_mu;
   bool have_snapshot = false;
