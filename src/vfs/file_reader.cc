@@ -53,6 +53,11 @@ Status FileReader::ReadRange(uint64_t off, size_t len, char* buf) {
 void FileReader::Readahead(uint64_t off, uint64_t len) {
   uint64_t end = off + len;
   uint32_t block = store_->config().block_size;
+  uint64_t length;
+  {
+    std::lock_guard<std::mutex> l(st_->mu);
+    length = st_->length;
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     if (off == last_end_ && off != 0) {
@@ -63,12 +68,11 @@ void FileReader::Readahead(uint64_t off, uint64_t len) {
     }
     last_end_ = end;
     if (window_ == 0) return;
-    // The length is read without the state's lock, as it always was.
-    uint64_t target = std::min<uint64_t>(end + window_, st_->length);
+    uint64_t target = std::min<uint64_t>(end + window_, length);
     uint64_t from = std::max(end, prefetched_to_);
     if (from >= target) return;
     // Prefetch in whole-block steps to avoid a stream of tiny requests.
-    if (target - from < block && target < st_->length) return;
+    if (target - from < block && target < length) return;
     prefetched_to_ = target;
     end = from;
     len = target - from;

@@ -25,7 +25,7 @@
 //
 // Threads: Read may be called from several threads at once (the kernel sends parallel
 // reads of one handle). The window is guarded by the reader's own mutex, which is never
-// held while calling the engine or the store.
+// held together with the InodeState's, nor while calling the engine or the store.
 #pragma once
 
 #include <cstddef>
