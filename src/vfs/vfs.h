@@ -76,6 +76,8 @@ class Vfs {
   Result<OpenResult> Open(const Ctx& ctx, Ino ino, int flags);
   // open(2) with O_TMPFILE in directory `parent`: a new, unnamed, open file.
   Result<std::pair<Entry, OpenResult>> Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, int flags);
+  // Commits the inode's buffered writes first (read-your-writes), clips the range to the
+  // length, and reads through the handle's FileReader (file_reader.h).
   Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
   // close(2) of one file descriptor: commits buffered data, drops the owner's record locks.
