@@ -16,12 +16,6 @@
 
 namespace tierfs {
 
-namespace {
-constexpr uint64_t kMaxReadahead = 64ull << 20;
-// How far out of order the READs of one sequential stream may arrive (see Readahead).
-constexpr uint64_t kStreamSlack = 4ull << 20;
-}  // namespace
-
 Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(store), opts_(opts) {
   flusher_ = std::thread([this] { FlusherLoop(); });
 }
@@ -74,7 +68,7 @@ void Vfs::FlusherLoop() {
 std::shared_ptr<InodeState> Vfs::State(Ino ino) {
   std::lock_guard<std::mutex> l(mu_);
   auto& st = inodes_[ino];
-  if (!st) st = std::make_shared<InodeState>(ino);
+  if (!st) st = std::make_shared<InodeState>(ino, meta_);
   return st;
 }
 
@@ -108,37 +102,10 @@ std::shared_ptr<FileWriter> Vfs::Writer(InodeState& st) {
     InodeState* sp = &st;
     st.writer = std::make_shared<FileWriter>(st.ino, meta_, store_, [sp](const Attr* after) {
       std::lock_guard<std::mutex> g(sp->mu);
-      sp->Invalidate();
-      if (after) sp->Seen(*after);
+      sp->RefreshLocked(after, /*read_gen=*/0, InodeState::Cause::kCommit);
     });
   }
   return st.writer;
-}
-
-uint64_t Vfs::Gen(InodeState& st) {
-  std::lock_guard<std::mutex> l(st.mu);
-  return st.gen;
-}
-
-Result<bool> Vfs::Refresh(InodeState& st, const Attr* known, uint64_t gen) {
-  for (int attempt = 0;; ++attempt) {
-    Attr a;
-    if (known && attempt == 0) {
-      a = *known;
-    } else {
-      gen = Gen(st);
-      ASSIGN_OR_RETURN(a, meta_->GetAttr(st.ino));
-    }
-    std::lock_guard<std::mutex> l(st.mu);
-    bool fresh = st.gen == gen;
-    st.Invalidate();
-    // A commit of this client's raced with the read: read again (the commit's own
-    // attributes may predate the change being refreshed for).
-    if (!fresh && attempt < 8) continue;
-    bool unseen = a.seq > st.seen_seq;
-    if (!(st.writer && st.writer->Dirty())) st.Seen(a);
-    return unseen;
-  }
 }
 
 Status Vfs::FlushAll() {
@@ -200,9 +167,9 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
       ASSIGN_OR_RETURN(Attr cur, meta_->GetAttr(ino));
       if (!cur.IsDir()) RETURN_IF_ERROR(meta_->CheckAccess(ctx, ino, cur, W_OK));
     }
-    uint64_t gen = Gen(*st);
+    uint64_t gen = st->Gen();
     ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
-    RETURN_IF_ERROR(Refresh(*st, &a, gen).status());
+    RETURN_IF_ERROR(st->Refresh(&a, gen).status());
     return a;
   }
   ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
@@ -264,10 +231,10 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     uint64_t cgen = 0;
     {
       std::lock_guard<std::mutex> l(st->mu);
-      if (st->open_attr && st->open_attr_gen == st->gen && MonoNanos() - st->open_attr_ns < opts_.open_cache_ns &&
-          !(st->writer && st->writer->Dirty())) {
+      if (st->open_attr && st->open_attr_gen == st->gen_locked() &&
+          MonoNanos() - st->open_attr_ns < opts_.open_cache_ns && !(st->writer && st->writer->Dirty())) {
         cached = st->open_attr;
-        cgen = st->gen;
+        cgen = st->gen_locked();
       }
     }
     if (cached) {
@@ -282,11 +249,11 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
       if (ok.code() != EAGAIN) return ok;
     }
   }
-  uint64_t gen = Gen(*st);
+  uint64_t gen = st->Gen();
   ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, flags, want_chunk ? &first_chunk : nullptr));
   if (cacheable) {
     std::lock_guard<std::mutex> l(st->mu);
-    if (st->gen == gen) {
+    if (st->gen_locked() == gen) {
       st->open_attr = a;
       st->open_attr_ns = MonoNanos();
       st->open_attr_gen = gen;
@@ -302,13 +269,15 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
       return t.status();
     }
     a = *t;
-    gen = Gen(*st);
+    gen = st->Gen();
   }
   ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, a, flags, gen));
   if (attr_out) *attr_out = MergePending(ino, a);  // with this client's buffered writes
   if (want_chunk && a.IsRegular() && a.length > 0) {
+    // Not while writes are buffered: more cautious than the cache's rule (the writer's
+    // commit would drop the map anyway), kept as it was.
     std::lock_guard<std::mutex> l(st->mu);
-    if (st->gen == gen && !(st->writer && st->writer->Dirty())) st->chunks[0] = BuildSliceMap(std::move(first_chunk));
+    if (!(st->writer && st->writer->Dirty())) st->KeepSegmentsLocked(0, BuildSliceMap(std::move(first_chunk)), gen);
   }
   return r;
 }
@@ -319,24 +288,21 @@ Result<OpenResult> Vfs::OpenWithAttr(const std::shared_ptr<InodeState>& st, cons
   h->ino = st->ino;
   h->flags = flags;
   h->state = st;
+  h->reader = std::make_unique<FileReader>(st, store_);
   OpenResult r;
   {
     std::lock_guard<std::mutex> l(st->mu);
     bool dirty = st->writer && st->writer->Dirty();
-    // `a` is current unless this client changed the file while it was being read (then
-    // the state already holds something newer).
-    bool fresh = st->gen == gen;
     // Close-to-open: the kernel's page cache is dropped only when the file holds data
     // changes this client has not seen (another client's). Never for this client's own
     // changes: a buffered write marks its pages up to date before its WRITE reaches us,
     // and a reader that faulted a dropped page back in meanwhile would cache the old data
     // for good. While this client writes the file, it keeps its cache (writers on two
     // clients without a lock race anyway; with one, taking the lock revalidates).
-    bool unseen = a.seq > st->seen_seq;
+    // `a` replaces the cached length only if it is current: this client did not change
+    // the file while it was being read (then the state already holds something newer).
+    bool unseen = st->RefreshLocked(&a, gen, InodeState::Cause::kOpen);
     r.keep_cache = !unseen || dirty;
-    if (unseen) st->Invalidate();
-    if (fresh && !dirty) st->length = a.length;
-    st->seen_seq = std::max(st->seen_seq, a.seq);
     st->opens++;
   }
   r.fh = AddHandle(std::move(h));
@@ -356,7 +322,7 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
       meta_->OpenCreated(e.ino);
       // A new inode: nothing of this client's can have raced with reading its attributes.
       auto st = State(e.ino);
-      ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, e.attr, flags, Gen(*st)));
+      ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, e.attr, flags, st->Gen()));
       {
         std::lock_guard<std::mutex> l(st->mu);
         st->no_caps_until_ns = MonoNanos() + kNegativeXattrNs;
@@ -380,67 +346,12 @@ Result<std::pair<Entry, OpenResult>> Vfs::Tmpfile(const Ctx& ctx, Ino parent, ui
   ASSIGN_OR_RETURN(auto made, meta_->Tmpfile(ctx, parent, mode, !(flags & O_EXCL)));
   Entry e{made.first, made.second};
   auto st = State(e.ino);
-  auto r = OpenWithAttr(st, e.attr, flags, Gen(*st));
+  auto r = OpenWithAttr(st, e.attr, flags, st->Gen());
   if (!r.ok()) {
     meta_->Release(e.ino).ok();
     return r.status();
   }
   return std::make_pair(e, *r);
-}
-
-Result<std::vector<ChunkSegment>> Vfs::Segments(InodeState& st, uint32_t chunk) {
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> l(st.mu);
-    auto it = st.chunks.find(chunk);
-    if (it != st.chunks.end()) return it->second;
-    gen = st.gen;
-  }
-  ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(st.ino, chunk));
-  std::vector<ChunkSegment> segs = BuildSliceMap(std::move(recs));
-  std::lock_guard<std::mutex> l(st.mu);
-  // Read before a commit of this client's ended: good for this read, which overlapped the
-  // commit, but not for the cache.
-  if (st.gen == gen) st.chunks[chunk] = segs;
-  return segs;
-}
-
-Status Vfs::ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf) {
-  (void)h;
-  uint64_t pos = off, end = off + len;
-  while (pos < end) {
-    uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
-    uint64_t chunk_start = static_cast<uint64_t>(chunk) * kChunkSize;
-    uint64_t piece_end = std::min(end, chunk_start + kChunkSize);
-    uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
-    uint32_t clen = static_cast<uint32_t>(piece_end - pos);
-    ASSIGN_OR_RETURN(auto segs, Segments(st, chunk));
-    char* out = buf + (pos - off);
-    memset(out, 0, clen);
-    for (const auto& s : Slice(segs, cpos, clen)) {
-      if (s.id == 0) continue;
-      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos));
-      if (!rs.ok()) {
-        spdlog::error("read of inode {} at offset {} failed: {}", st.ino, chunk_start + s.pos, rs.ToString());
-        return Status::Err(EIO, "reading inode " + std::to_string(st.ino) + ": " + rs.message());
-      }
-    }
-    pos = piece_end;
-  }
-  return Status::OK();
-}
-
-Result<std::vector<uint32_t>> Vfs::ChunkList(InodeState& st) {
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> l(st.mu);
-    if (st.chunk_list) return *st.chunk_list;
-    gen = st.gen;
-  }
-  ASSIGN_OR_RETURN(auto list, meta_->ListChunks(st.ino));
-  std::lock_guard<std::mutex> l(st.mu);
-  if (st.gen == gen) st.chunk_list = list;
-  return list;
 }
 
 Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
@@ -457,7 +368,7 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   if (off >= length) return Status::Err(ENXIO, "offset at or past the end of the file");
   bool want_data = whence == SEEK_DATA;
   // Chunks without records are holes throughout: skip them without reading them.
-  ASSIGN_OR_RETURN(auto with_records, ChunkList(st));
+  ASSIGN_OR_RETURN(auto with_records, st.ChunkList());
   for (uint64_t pos = off; pos < length;) {
     uint32_t idx = static_cast<uint32_t>(pos >> kChunkBits);
     uint64_t cstart = static_cast<uint64_t>(idx) * kChunkSize;
@@ -469,7 +380,7 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
       pos = static_cast<uint64_t>(*next) * kChunkSize;
       continue;
     }
-    ASSIGN_OR_RETURN(auto segs, Segments(st, idx));
+    ASSIGN_OR_RETURN(auto segs, st.Segments(idx));
     uint64_t found = NextData(segs, pos - cstart, cend - cstart, want_data);
     if (found < cend - cstart) return cstart + found;
     pos = cend;
@@ -478,53 +389,10 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   return length;  // the implicit hole at the end
 }
 
-void Vfs::Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len) {
-  uint64_t end = off + len;
-  uint32_t block = store_->config().block_size;
-  {
-    std::lock_guard<std::mutex> l(h.read_mu);
-    // The kernel's readahead sends several READs of one stream at once, and FUSE workers
-    // serve them in any order: a read within kStreamSlack of the stream's furthest end
-    // continues the stream (measured: with an exact match, 670 of 8192 reads of a 1 GiB
-    // sequential read reset the window). Only a read that moves the stream forward grows
-    // the window; one far away is a seek and starts over.
-    bool near = off + len + kStreamSlack >= h.last_end && off <= h.last_end + kStreamSlack;
-    if (h.last_end != 0 && near) {
-      if (end > h.last_end) h.window = h.window ? std::min(h.window * 2, kMaxReadahead) : 2ull * block;
-    } else if (off != 0 || h.last_end != 0) {
-      h.window = 0;
-      h.prefetched_to = 0;
-    }
-    h.last_end = near ? std::max(h.last_end, end) : end;
-    if (h.window == 0) return;
-    end = h.last_end;
-    uint64_t target = std::min<uint64_t>(end + h.window, st.length);
-    uint64_t from = std::max(end, h.prefetched_to);
-    if (from >= target) return;
-    // Prefetch in whole-block steps to avoid a stream of tiny requests.
-    if (target - from < block && target < st.length) return;
-    h.prefetched_to = target;
-    end = from;
-    len = target - from;
-  }
-  uint64_t pos = end, stop = end + len;
-  while (pos < stop) {
-    uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
-    uint64_t chunk_start = static_cast<uint64_t>(chunk) * kChunkSize;
-    uint64_t piece_end = std::min(stop, chunk_start + kChunkSize);
-    auto segs = Segments(st, chunk);
-    if (!segs.ok()) return;
-    uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
-    for (const auto& s : Slice(*segs, cpos, static_cast<uint32_t>(piece_end - pos))) {
-      if (s.id) store_->Prefetch(s.id, s.size, s.off, s.len);
-    }
-    pos = piece_end;
-  }
-}
-
 Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
+  if (!h->reader) return Status::Err(EISDIR, "a directory handle");
   InodeState& st = *h->state;
   // Read-your-writes: commit buffered writes of this inode first.
   {
@@ -542,8 +410,7 @@ Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
   }
   if (off >= length) return size_t{0};
   size_t n = static_cast<size_t>(std::min<uint64_t>(size, length - off));
-  RETURN_IF_ERROR(ReadChunkRange(*h, st, off, n, buf));
-  Readahead(*h, st, off, n);
+  RETURN_IF_ERROR(h->reader->Read(off, n, buf));
   return n;
 }
 
@@ -649,7 +516,7 @@ Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint6
   if ((h->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "file not open for writing");
   RETURN_IF_ERROR(FlushInode(*h->state));
   RETURN_IF_ERROR(meta_->Fallocate(ctx, h->ino, mode, off, len));
-  return Refresh(*h->state).status();
+  return h->state->Refresh().status();
 }
 
 Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out,
@@ -661,7 +528,7 @@ Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off
   RETURN_IF_ERROR(FlushInode(*hi->state));
   RETURN_IF_ERROR(FlushInode(*ho->state));
   ASSIGN_OR_RETURN(uint64_t n, meta_->CopyFileRange(ctx, hi->ino, off_in, ho->ino, off_out, len));
-  RETURN_IF_ERROR(Refresh(*ho->state).status());
+  RETURN_IF_ERROR(ho->state->Refresh().status());
   return n;
 }
 

@@ -24,7 +24,7 @@
 namespace tierfs {
 
 class CachedStore;
-struct InodeState;
+class InodeState;
 struct Handle;
 
 struct VfsOptions {
@@ -76,6 +76,8 @@ class Vfs {
   Result<OpenResult> Open(const Ctx& ctx, Ino ino, int flags);
   // open(2) with O_TMPFILE in directory `parent`: a new, unnamed, open file.
   Result<std::pair<Entry, OpenResult>> Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, int flags);
+  // Commits the inode's buffered writes first (read-your-writes), clips the range to the
+  // length, and reads through the handle's FileReader (file_reader.h).
   Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
   // close(2) of one file descriptor: commits buffered data, drops the owner's record locks.
@@ -146,17 +148,8 @@ class Vfs {
   Status FlushInode(InodeState& st);
   // The inode's writer, made on first use; its commits drop what the state caches.
   std::shared_ptr<class FileWriter> Writer(InodeState& st);
-  uint64_t Gen(InodeState& st);
-  // After a change made through the engine: drops the cached maps and takes the inode's
-  // length from `known` (read while the generation was `gen`) or from a fresh GetAttr.
-  // True when the file holds data changes this client had not seen (another client's).
-  Result<bool> Refresh(InodeState& st, const Attr* known = nullptr, uint64_t gen = 0);
   Status BeforeUnlock(Handle& h);
   Status AfterLock(Handle& h, bool* changed);
-  Result<std::vector<struct ChunkSegment>> Segments(InodeState& st, uint32_t chunk);
-  Result<std::vector<uint32_t>> ChunkList(InodeState& st);
-  Status ReadChunkRange(Handle& h, InodeState& st, uint64_t off, size_t len, char* buf);
-  void Readahead(Handle& h, InodeState& st, uint64_t off, uint64_t len);
   Attr MergePending(Ino ino, Attr a);
   void FlusherLoop();
   void ForgetXattrCache(Ino ino);

@@ -41,10 +41,9 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
   if (!a.IsRegular()) return out;
   const uint32_t bs = store_->config().block_size;
   std::set<std::string> seen;
-  ASSIGN_OR_RETURN(auto indexes, meta_->ListChunks(ino));
-  for (uint32_t idx : indexes) {
-    ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(ino, idx));
-    for (const auto& s : BuildSliceMap(recs)) {
+  ASSIGN_OR_RETURN(auto maps, ReadSliceMaps(meta_, ino));
+  for (const auto& chunk : maps) {
+    for (const auto& s : chunk.second) {
       if (s.id == 0) continue;
       for (const BlockSpan& span : BlockSpans(s.size, bs, s.off, s.len)) {
         uint32_t len = BlockLength(s.size, bs, span.index);

@@ -14,7 +14,7 @@ namespace tierfs {
 Status Vfs::BeforeUnlock(Handle& h) { return FlushInode(*h.state); }
 
 Status Vfs::AfterLock(Handle& h, bool* changed) {
-  ASSIGN_OR_RETURN(bool unseen, Refresh(*h.state));
+  ASSIGN_OR_RETURN(bool unseen, h.state->Refresh());
   if (changed) *changed = unseen;
   return Status::OK();
 }

@@ -88,11 +88,10 @@ Result<std::string> Vfs::LayoutJson(Ino ino) {
   j["block_size"] = meta_->format().block_size;
   nlohmann::json chunks = nlohmann::json::array();
   if (a.IsRegular()) {
-    ASSIGN_OR_RETURN(auto indexes, meta_->ListChunks(ino));
-    for (uint32_t idx : indexes) {
-      ASSIGN_OR_RETURN(auto recs, meta_->ReadChunk(ino, idx));
+    ASSIGN_OR_RETURN(auto maps, ReadSliceMaps(meta_, ino));
+    for (const auto& [idx, segs] : maps) {
       nlohmann::json slices = nlohmann::json::array();
-      for (const auto& s : BuildSliceMap(recs)) {
+      for (const auto& s : segs) {
         if (s.id == 0) continue;
         slices.push_back({{"pos", s.pos}, {"id", s.id}, {"size", s.size}, {"off", s.off}, {"len", s.len}});
       }
