@@ -163,7 +163,8 @@ class DiskCacheTest(TmpfsMixin, harness.TierFSTestCase):
         a = write_random(self.vol.path("a"), 3 * MiB, 6)
         drop_kernel_cache()
         self.assertEqual(read(self.vol.path("a")), a)
-        self.assertGreater(stats(self.vol.mnt)["disk"]["blocks"], 0)
+        # Fills are written in the background.
+        self.assertTrue(wait_for(lambda: stats(self.vol.mnt)["disk"]["blocks"] > 0, timeout=30))
         fd = os.open(disk, os.O_RDONLY)
         try:
             ext4_ioc_shutdown = (2 << 30) | (4 << 16) | (ord("X") << 8) | 125

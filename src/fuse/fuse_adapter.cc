@@ -16,6 +16,8 @@
 #include <csignal>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -133,10 +135,35 @@ void LogOpStats() {
 }
 
 
+// The kernel's readahead for the mount, in KiB. FUSE's INIT can only lower the backing
+// device's default (128 KiB), so it is raised through sysfs: measured on a 1 GiB
+// sequential read from a local bucket, 1.3 GB/s at 128 KiB and 1.7 GB/s at 1 MiB (8x fewer
+// READs). It matches conn->max_readahead and the reader's out-of-order slack (2 MiB).
+constexpr int kReadaheadKib = 1024;
+
+// Raises the mount's readahead; the device is found in mountinfo (a stat of the mount
+// point would wait for INIT, which this thread has yet to serve). Best effort: logs why not.
+void RaiseReadahead(const std::string& mountpoint) {
+  std::ifstream mi("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mi, line)) {
+    std::istringstream in(line);
+    std::string id, parent, dev, root, mp;
+    if (!(in >> id >> parent >> dev >> root >> mp) || mp != mountpoint) continue;
+    std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";
+    std::ofstream ra(path);
+    ra << kReadaheadKib << "\n";
+    ra.flush();
+    if (!ra) spdlog::info("could not raise the readahead in {} (not root?)", path);
+    return;
+  }
+  spdlog::info("could not raise the readahead: {} not in mountinfo", mountpoint);
+}
+
 void OpInit(void* userdata, fuse_conn_info* conn) {
   const FuseOptions& opts = static_cast<Ctxt*>(userdata)->opts;
   conn->max_write = 1 << 20;
-  conn->max_readahead = 1 << 20;
+  conn->max_readahead = kReadaheadKib << 10;
   conn->max_background = 64;
   conn->congestion_threshold = 48;
   auto want = [&](unsigned cap) {
@@ -593,6 +620,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     on_ready(st);
     return st;
   }
+  RaiseReadahead(opts.mountpoint);
   on_ready(Status::OK());
   ctxt.direct.thread = std::thread(DirectWriteLoop, &ctxt);
   int rc = ServeSession(se, opts.max_threads, [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); });
