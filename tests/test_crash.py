@@ -146,6 +146,7 @@ class FsyncDurabilityTest(harness.TierFSTestCase):
         with open(out) as f:
             for line in f.read().splitlines():
                 pid, _, rest = line.partition(" ")
+                rest = rest.lstrip()
                 if rest.endswith("<unfinished ...>"):
                     pending[pid] = rest[:-len("<unfinished ...>")].rstrip()
                 elif rest.startswith("<... ") and pid in pending:
