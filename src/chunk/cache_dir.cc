@@ -129,7 +129,9 @@ Result<std::unique_ptr<CacheDir>> CacheDir::Open(const std::string& dir, const s
   bool fresh = stat((root + "/index").c_str(), &ist) != 0;
   bool clean = unlink((root + "/clean").c_str()) == 0 || fresh;
   int64_t t0 = MonoNanos();
-  RETURN_IF_ERROR(d->Replay());
+  bool damaged = false;
+  RETURN_IF_ERROR(d->Replay(&damaged));
+  clean = clean && !damaged;  // files the lost records named are orphans now
   spdlog::info("disk cache {}: {} blocks, {} bytes, index read in {:.1f} ms{}", root, d->policy_.count(),
                d->policy_.bytes(), (MonoNanos() - t0) / 1e6, clean ? "" : "; not closed cleanly, sweeping orphans");
   if (!clean) d->sweeper_ = std::thread([p = d.get()] { p->Sweep(); });
@@ -165,7 +167,7 @@ std::string CacheDir::BlockPath(uint64_t fp) const {
   return root_ + "/blocks/" + sub + "/" + Hex(fp);
 }
 
-Status CacheDir::Replay() {
+Status CacheDir::Replay(bool* damaged) {
   std::string path = root_ + "/index";
   journal_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (journal_fd_ < 0) return Status::Err(errno, "cannot open " + path + ": " + strerror(errno));
@@ -188,6 +190,7 @@ Status CacheDir::Replay() {
       policy_.Erase(fp);
     } else {
       spdlog::warn("disk cache {}: index damaged at byte {}; keeping what precedes it", root_, pos);
+      *damaged = true;
       break;
     }
     good = pos + kRecord;

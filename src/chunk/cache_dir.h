@@ -72,7 +72,8 @@ class CacheDir {
 
  private:
   CacheDir(std::string root, uint64_t capacity, double free_space_ratio, uint32_t correlated_ms, int lock_fd);
-  Status Replay();
+  // Loads the index; *damaged when a record was unreadable (what follows it is dropped).
+  Status Replay(bool* damaged);
   std::string BlockPath(uint64_t fp) const;
   // Appends records; with mu_ held.
   void Journal(char op, uint64_t fp, uint64_t size);

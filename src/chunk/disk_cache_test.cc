@@ -226,6 +226,37 @@ TEST_F(DiskCacheTest, AKilledClientLeavesNoWrongDataAndOrphansAreSwept) {
   EXPECT_EQ(out, RandomBytes(5000, 5));
 }
 
+TEST_F(DiskCacheTest, ADamagedIndexKeepsWhatPrecedesItAndSweepsTheRest) {
+  {
+    DiskCache c(Opts());
+    for (int i = 0; i < 10; ++i) c.Put("k" + std::to_string(i), Block(3000, i));
+    c.Drain();
+  }
+  // A torn record in the middle: the blocks recorded after it become orphans.
+  std::string index = dir_ + "/uuid-1/index";
+  ASSERT_EQ(fs::file_size(index), 10u * 16);
+  {
+    std::fstream f(index, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(6 * 16);
+    f.put('X');
+  }
+  auto d = CacheDir::Open(dir_, "uuid-1", 64 << 20, 0);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  (*d)->WaitSweep();
+  EXPECT_EQ((*d)->stats().blocks, 6u);
+  size_t files = 0;
+  for (auto& e : fs::recursive_directory_iterator(dir_ + "/uuid-1/blocks")) files += e.is_regular_file();
+  EXPECT_EQ(files, 6u);
+  int readable = 0;
+  for (int i = 0; i < 10; ++i) {
+    std::string key = "k" + std::to_string(i), out(3000, '\0');
+    if (!(*d)->Read(Hash64(key), key, 3000, 0, 3000, out.data())) continue;
+    ++readable;
+    EXPECT_EQ(out, RandomBytes(3000, i));
+  }
+  EXPECT_EQ(readable, 6);
+}
+
 TEST_F(DiskCacheTest, AFailingDirectoryIsTakenOutOfUse) {
   DiskCacheOptions o = Opts();
   std::string bad = dir_ + "/bad";
