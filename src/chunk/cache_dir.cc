@@ -64,29 +64,31 @@ ssize_t PreadFull(int fd, char* buf, size_t len, off_t off) {
   return static_cast<ssize_t>(done);
 }
 
+// Moves the vector past `done` bytes: whole entries are skipped (*idx advances), the
+// first one left is shortened.
+void AdvanceIov(iovec* iov, int n, int* idx, size_t done) {
+  while (*idx < n && done >= iov[*idx].iov_len) {
+    done -= iov[*idx].iov_len;
+    iov[*idx].iov_len = 0;
+    ++*idx;
+  }
+  if (*idx < n) {
+    iov[*idx].iov_base = static_cast<char*>(iov[*idx].iov_base) + done;
+    iov[*idx].iov_len -= done;
+  }
+}
+
 bool WriteFull(int fd, std::string_view a, std::string_view b) {
   iovec iov[2] = {{const_cast<char*>(a.data()), a.size()}, {const_cast<char*>(b.data()), b.size()}};
   int idx = 0;
+  AdvanceIov(iov, 2, &idx, 0);  // skips empty entries
   while (idx < 2) {
-    if (iov[idx].iov_len == 0) {
-      ++idx;
-      continue;
-    }
     ssize_t n = writev(fd, iov + idx, 2 - idx);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
     }
-    size_t left = static_cast<size_t>(n);
-    while (idx < 2 && left >= iov[idx].iov_len) {
-      left -= iov[idx].iov_len;
-      iov[idx].iov_len = 0;
-      ++idx;
-    }
-    if (idx < 2) {
-      iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
-      iov[idx].iov_len -= left;
-    }
+    AdvanceIov(iov, 2, &idx, static_cast<size_t>(n));
   }
   return true;
 }
@@ -353,23 +355,14 @@ bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uin
   size_t want = to - from, got = 0;
   off_t pos = static_cast<off_t>(h.header_len + from);
   int idx = 0, err = 0;
+  AdvanceIov(iov, 3, &idx, 0);  // skips empty entries
   while (got < want) {
-    while (idx < 3 && iov[idx].iov_len == 0) ++idx;
     ssize_t n = preadv(fd, iov + idx, 3 - idx, pos + static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) err = errno;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
-    size_t left = static_cast<size_t>(n);
-    while (idx < 3 && left >= iov[idx].iov_len) {
-      left -= iov[idx].iov_len;
-      iov[idx].iov_len = 0;
-      ++idx;
-    }
-    if (idx < 3) {
-      iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
-      iov[idx].iov_len -= left;
-    }
+    AdvanceIov(iov, 3, &idx, static_cast<size_t>(n));
   }
   close(fd);
   if (err != 0) {

@@ -14,6 +14,7 @@
 
 #include "chunk/cached_store.h"
 #include "meta/kv_engine.h"
+#include "meta/scan_spy_for_test.h"
 #include "object/object_store.h"
 
 namespace tierfs {
@@ -21,27 +22,7 @@ namespace {
 
 std::atomic<int> g_n{0};
 
-// Forwards a transaction and notes whether it scanned (chunk reads scan their records).
-class ScanSpy : public KvTxn {
- public:
-  ScanSpy(KvTxn& t, bool* scanned) : t_(t), scanned_(scanned) {}
-  Result<std::optional<std::string>> Get(std::string_view key) override { return t_.Get(key); }
-  Status Put(std::string_view key, std::string_view value) override { return t_.Put(key, value); }
-  Status Delete(std::string_view key) override { return t_.Delete(key); }
-  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
-                                                              std::string_view prefix, size_t n,
-                                                              std::string_view suffix) override {
-    return t_.GetIndirect(direct, prefix, n, suffix);
-  }
-  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
-    *scanned_ = true;
-    return t_.Scan(begin, end, limit, fn);
-  }
-
- private:
-  KvTxn& t_;
-  bool* scanned_;
-};
+using testing::ScanSpy;
 
 // An engine that, once armed, holds the caller of the next read-only transaction that
 // scanned until Resume(): the caller has read, and has not yet used what it read.
