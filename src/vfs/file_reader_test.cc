@@ -15,7 +15,7 @@
 #include "chunk/slice_writer.h"
 #include "common/clock.h"
 #include "meta/kv_engine.h"
-#include "meta/scan_spy_for_test.h"
+#include "meta/hook_engine_for_test.h"
 #include "meta/meta.h"
 #include "vfs/inode_state.h"
 
@@ -41,40 +41,7 @@ std::atomic<int> g_n{0};
                                        << i << ": got " << byte(got, i) << ", want " << byte(want, i);
 }
 
-using testing::ScanSpy;
-
-// An engine that counts the read-only transactions that scanned (slice map reads), and,
-// once armed, runs a callback right after the next one has ended, on the caller's thread:
-// its caller has read, and has not yet used what it read.
-class HookEngine : public KvEngine {
- public:
-  explicit HookEngine(std::unique_ptr<KvEngine> inner) : inner_(std::move(inner)) {}
-  std::string Describe() const override { return inner_->Describe(); }
-  Status Reset() override { return inner_->Reset(); }
-  Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
-    bool scanned = false;
-    Status st = inner_->Txn(
-        [&](KvTxn& t) {
-          ScanSpy spy(t, &scanned);
-          return fn(spy);
-        },
-        read_only);
-    if (read_only && scanned) scans++;
-    if (read_only && scanned && after_read_) {
-      auto hook = std::move(after_read_);
-      after_read_ = nullptr;
-      hook();
-    }
-    return st;
-  }
-  std::atomic<int> scans{0};
-  // Single-threaded use only.
-  void AfterNextRead(std::function<void()> hook) { after_read_ = std::move(hook); }
-
- private:
-  std::unique_ptr<KvEngine> inner_;
-  std::function<void()> after_read_;
-};
+using testing::HookEngine;
 
 class FileReaderTest : public ::testing::Test {
  protected:

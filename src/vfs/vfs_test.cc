@@ -14,7 +14,7 @@
 
 #include "chunk/cached_store.h"
 #include "meta/kv_engine.h"
-#include "meta/scan_spy_for_test.h"
+#include "meta/hook_engine_for_test.h"
 #include "object/object_store.h"
 
 namespace tierfs {
@@ -22,35 +22,18 @@ namespace {
 
 std::atomic<int> g_n{0};
 
-using testing::ScanSpy;
+using testing::HookEngine;
 
-// An engine that, once armed, holds the caller of the next read-only transaction that
-// scanned until Resume(): the caller has read, and has not yet used what it read.
-class PausingEngine : public KvEngine {
+// Holds the caller of the next layout read until Resume(), through the engine's hook.
+class Pause {
  public:
-  explicit PausingEngine(std::unique_ptr<KvEngine> inner) : inner_(std::move(inner)) {}
-  std::string Describe() const override { return inner_->Describe(); }
-  Status Reset() override { return inner_->Reset(); }
-  Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
-    bool scanned = false;
-    Status st = inner_->Txn(
-        [&](KvTxn& t) {
-          ScanSpy spy(t, &scanned);
-          return fn(spy);
-        },
-        read_only);
-    std::unique_lock<std::mutex> l(mu_);
-    if (read_only && scanned && armed_) {
-      armed_ = false;
+  void Arm(HookEngine* engine) {
+    engine->AfterNextRead([this] {
+      std::unique_lock<std::mutex> l(mu_);
       paused_ = true;
       cv_.notify_all();
       cv_.wait(l, [&] { return !paused_; });
-    }
-    return st;
-  }
-  void Arm() {
-    std::lock_guard<std::mutex> l(mu_);
-    armed_ = true;
+    });
   }
   void WaitPaused() {
     std::unique_lock<std::mutex> l(mu_);
@@ -63,10 +46,9 @@ class PausingEngine : public KvEngine {
   }
 
  private:
-  std::unique_ptr<KvEngine> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool armed_ = false, paused_ = false;
+  bool paused_ = false;
 };
 
 class VfsTest : public ::testing::Test {
@@ -76,7 +58,7 @@ class VfsTest : public ::testing::Test {
     const std::string& name = name_;
     auto inner = OpenKvEngine("mem://" + name);
     ASSERT_TRUE(inner.ok());
-    auto engine = std::make_unique<PausingEngine>(std::move(*inner));
+    auto engine = std::make_unique<HookEngine>(std::move(*inner));
     engine_ = engine.get();
     FormatRecord rec;
     rec.name = name;
@@ -118,7 +100,7 @@ class VfsTest : public ::testing::Test {
 
   Ctx ctx_ = Ctx::Root();
   std::string name_;
-  PausingEngine* engine_ = nullptr;  // owned by meta_
+  HookEngine* engine_ = nullptr;  // owned by meta_
   std::unique_ptr<Meta> meta_;
   std::unique_ptr<CachedStore> store_;
   std::unique_ptr<Vfs> vfs_;
@@ -294,13 +276,14 @@ TEST_F(VfsTest, AReadRacingACommitDoesNotCacheTheOldLayout) {
   const std::string old_data(100 << 10, 'o'), new_data(100 << 10, 'n');
   ASSERT_TRUE(vfs_->Write(fh, 0, old_data.data(), old_data.size()).ok());
   ASSERT_TRUE(vfs_->Flush(fh, 0).ok());
-  engine_->Arm();
+  Pause pause;
+  pause.Arm(engine_);
   std::string during;
   std::thread reader([&] { during = ReadAll(fh, 0, old_data.size()); });
-  engine_->WaitPaused();  // the reader holds the chunk's records as they were before
+  pause.WaitPaused();  // the reader holds the chunk's records as they were before
   ASSERT_TRUE(vfs_->Write(fh, 0, new_data.data(), new_data.size()).ok());
   ASSERT_TRUE(vfs_->Flush(fh, 0).ok());
-  engine_->Resume();
+  pause.Resume();
   reader.join();
   EXPECT_EQ(during, old_data);
   EXPECT_EQ(ReadAll(fh, 0, new_data.size()), new_data) << "a read after the commit returned the old data";
