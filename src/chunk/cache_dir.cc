@@ -385,31 +385,9 @@ bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uin
 }
 
 std::shared_ptr<const std::string> CacheDir::ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len) {
-  int64_t t0 = MonoNanos();
-  CacheHeader h;
-  int fd = Lookup(fp, key, block_len, &h);
-  if (fd < 0) return nullptr;
   auto data = std::make_shared<std::string>();
   data->resize(block_len);
-  ssize_t n = PreadFull(fd, data->data(), block_len, h.header_len);
-  int err = errno;
-  close(fd);
-  if (n < 0) {
-    std::lock_guard<std::mutex> l(mu_);
-    MarkDown("cannot read " + BlockPath(fp) + ": " + strerror(err));
-    return nullptr;
-  }
-  if (static_cast<uint32_t>(n) != block_len) {
-    Drop(fp, "is shorter than its header says");
-    return nullptr;
-  }
-  if (!VerifyCacheRange(h, 0, {*data})) {
-    Drop(fp, "fails its checksum");
-    return nullptr;
-  }
-  Stalled(t0, "a read");
-  std::lock_guard<std::mutex> l(mu_);
-  ++hits_;
+  if (!Read(fp, key, block_len, 0, block_len, data->data())) return nullptr;
   return data;
 }
 

@@ -119,7 +119,7 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
         // data sets of small files are read again from other handles and after the
         // kernel dropped its pages.
         l.unlock();
-        auto got = FetchBlock(key, block_len);
+        auto got = FetchBlock(key, block_len, /*disk_missed=*/disk_ != nullptr);
         if (!got.ok()) return got.status();
         std::memcpy(dst, (*got)->data(), len);
         if (block_len < cfg_.block_size) cache_.Put(key, std::move(got).value());
@@ -131,7 +131,7 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
     }
   }
   if (owner) {
-    RunFetch(key, block_len, fetch);
+    RunFetch(key, block_len, fetch, /*disk_missed=*/disk_ != nullptr);
   } else {
     std::unique_lock<std::mutex> l(mu_);
     fetch->cv.wait(l, [&] { return fetch->done; });
@@ -171,8 +171,9 @@ void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
   if (queued) inflight_.emplace(key, std::move(fetch));
 }
 
-void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch) {
-  auto got = FetchBlock(key, block_len);
+void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
+                           bool disk_missed) {
+  auto got = FetchBlock(key, block_len, disk_missed);
   if (got.ok()) cache_.Put(key, *got);
   std::lock_guard<std::mutex> l(mu_);
   auto it = inflight_.find(key);
@@ -203,8 +204,9 @@ Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::stri
   return std::make_shared<const std::string>(std::move(got).value());
 }
 
-Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::string& key, uint32_t block_len) {
-  if (disk_) {
+Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::string& key, uint32_t block_len,
+                                                                    bool disk_missed) {
+  if (disk_ && !disk_missed) {
     if (auto block = disk_->ReadBlock(key, block_len)) return block;
   }
   auto got = GetBlock(key, block_len);

@@ -138,10 +138,14 @@ class CachedStore {
   // Registers and queues a background fetch unless the block is cached or in flight.
   void PrefetchBlock(const std::string& key, uint32_t block_len);
   // Gets the whole block, validates its length, caches it and wakes the waiters.
-  void RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch);
+  // disk_missed: the caller just looked in the disk cache and did not find the block.
+  void RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
+                bool disk_missed = false);
   Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len);
-  // The whole block from the disk cache, else from the store (then queued for the disk).
-  Result<std::shared_ptr<const std::string>> FetchBlock(const std::string& key, uint32_t block_len);
+  // The whole block from the disk cache (unless disk_missed), else from the store (then
+  // queued for the disk).
+  Result<std::shared_ptr<const std::string>> FetchBlock(const std::string& key, uint32_t block_len,
+                                                        bool disk_missed = false);
   Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
 
   // For SliceWriter. AddBuffered is called as write buffers grow; the upload task releases
