@@ -347,6 +347,11 @@ bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uin
   CacheHeader h;
   int fd = Lookup(fp, key, block_len, &h);
   if (fd < 0) return false;
+  return ReadOpen(fd, fp, h, block_len, off, len, dst, t0);
+}
+
+bool CacheDir::ReadOpen(int fd, uint64_t fp, const CacheHeader& h, uint32_t block_len, uint32_t off, uint32_t len,
+                        char* dst, int64_t t0) {
   // Read whole segments: the partial ones at both ends into scratch, the rest into dst.
   uint64_t from = off / h.segment * static_cast<uint64_t>(h.segment);
   uint64_t to = std::min<uint64_t>(block_len, (static_cast<uint64_t>(off) + len + h.segment - 1) / h.segment * h.segment);
@@ -385,9 +390,14 @@ bool CacheDir::Read(uint64_t fp, const std::string& key, uint32_t block_len, uin
 }
 
 std::shared_ptr<const std::string> CacheDir::ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len) {
+  if (block_len == 0) return nullptr;
+  int64_t t0 = MonoNanos();
+  CacheHeader h;
+  int fd = Lookup(fp, key, block_len, &h);
+  if (fd < 0) return nullptr;  // a miss allocates nothing (prefetches of cold blocks ask first)
   auto data = std::make_shared<std::string>();
   data->resize(block_len);
-  if (!Read(fp, key, block_len, 0, block_len, data->data())) return nullptr;
+  if (!ReadOpen(fd, fp, h, block_len, 0, block_len, data->data(), t0)) return nullptr;
   return data;
 }
 

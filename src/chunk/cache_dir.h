@@ -92,6 +92,9 @@ class CacheDir {
   int Lookup(uint64_t fp, const std::string& key, uint32_t block_len, struct CacheHeader* h);
   // Opens and checks the file's header; -1 on a fault (dropped or down).
   int OpenBlock(uint64_t fp, const std::string& key, uint32_t block_len, struct CacheHeader* h);
+  // Reads [off, off+len) of the open block file fd (from Lookup), verifies it and closes fd.
+  bool ReadOpen(int fd, uint64_t fp, const struct CacheHeader& h, uint32_t block_len, uint32_t off, uint32_t len,
+                char* dst, int64_t t0);
 
   const std::string root_;
   const double free_space_ratio_;
