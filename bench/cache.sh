@@ -8,14 +8,16 @@
 # usage: bench/cache.sh            full run (2 GiB file, 3000 small files, 3 rounds)
 #        QUICK=1 bench/cache.sh    256 MiB file, 500 small files, 128 MiB checkpoint, 1 round
 #
-# Workloads (WORKLOADS, default "seq small numpy torch"); before every measured phase the
-# kernel's page cache and the Ceph OSD's caches are dropped:
+# Workloads (WORKLOADS, default "seq small numpy torch"); before every measured phase (but
+# torch's "hot") the kernel's page cache and the Ceph OSD's caches are dropped:
 #   seq    one SEQ_SIZE MiB file read with fio, 1 MiB reads: cold, warm, after remount
 #   small  SMALL_FILES files of SMALL_KIB KiB read in random order by SMALL_THREADS threads,
 #          three epochs, the third after a remount
 #   numpy  python3 -c 'import numpy' with numpy copied into the volume: cold, after remount
-#   torch  torch.load of a TORCH_MIB MiB checkpoint: cold, warm, after remount
-# Targets (TARGETS, default all): get-s3 get-rados (objbench, seq and small only), tmpfs,
+#   torch  torch.load of a TORCH_MIB MiB checkpoint: cold, warm, hot (again, the kernel's
+#          page cache kept: a node loading the same model twice), after remount
+# Targets (TARGETS, default all): get-s3 get-rados (objbench, seq and small only; its GETs run
+# after the same cache drop, through objbench --before-get), tmpfs,
 # passthrough, tierfs-s3, tierfs-rados (Redis metadata), s3fs, rclone (--vfs-cache-mode full).
 # Rounds (ROUNDS) are interleaved: each round runs every target once, in a rotated order.
 #
@@ -88,7 +90,7 @@ fi
 export TIERFS_TEST_PORT_OFFSET=300 TIERFS_CEPH_BLUESTORE=1
 
 declare -A PHASES=([seq]="cold warm +remount" [small]="epoch1 epoch2 +epoch3" [numpy]="cold +remount"
-                   [torch]="cold warm +remount")   # "+": remount before the phase
+                   [torch]="cold warm =hot +remount")  # "+": remount before the phase; "=": no cache drop
 has() { [[ " $TARGETS " == *" $1 "* ]]; }
 for t in $TARGETS; do
   case $t in get-s3|get-rados|tmpfs|passthrough|tierfs-s3|tierfs-rados|s3fs|rclone) ;;
@@ -392,7 +394,9 @@ measure_get() {  # WORKLOAD TARGET ROUND: tierfs objbench on the store
     *) return 0 ;;
   esac
   drop_all
-  tlimit "$TIERFS" objbench "$url" --skip-functional "${args[@]}" > "$f" 2>&1 &&
+  # The GETs read objects the OSD has not cached, as every mount's cold read does.
+  local drop="sync; echo 3 > /proc/sys/vm/drop_caches; timeout 60 ceph -c '$CONF' tell osd.0 cache drop >/dev/null 2>&1; true"
+  tlimit "$TIERFS" objbench "$url" --skip-functional "${args[@]}" --before-get "$drop" > "$f" 2>&1 &&
     v=$("$PYTHON" "$HELPER" objbench-rate "$f" "$which" "$unit" 2>"$f.err")
   if [ -n "${v:-}" ]; then record "$w" "$t" "$phase" "$r" "$v"
   else problem "$w $t round $r: objbench failed: $(cat "$f.err" 2>/dev/null; tail -1 "$f")"; fi
@@ -404,12 +408,12 @@ run_target() {  # WORKLOAD TARGET ROUND: one round of a workload on one target
   clear_cache "$t"
   do_mount "$t" || { problem "$w: $t did not mount (round $r)"; return; }
   for p in ${PHASES[$w]}; do
-    phase=${p#+}
-    if [ "$p" != "$phase" ]; then
+    phase=${p#[+=]}
+    if [ "$p" = "+$phase" ]; then
       do_umount "$t" "$w"
       do_mount "$t" || { problem "$w: $t did not remount (round $r)"; return; }
     fi
-    drop_all
+    [ "$p" = "=$phase" ] || drop_all
     measure "$w" "$t" "$phase" "$r"
   done
   do_umount "$t" "$w"

@@ -610,5 +610,34 @@ class InfoTest(harness.TierFSTestCase):
         self.assertFalse(any(c["slices"] for c in info["chunks"]))
 
 
+class ObjbenchTest(CliTestCase):
+    """objbench on a local directory; the S3 and RADOS runs are in test_shared_cli."""
+
+    def test_before_get_runs_between_puts_and_gets(self):
+        bucket = tempfile.mkdtemp(prefix="objbench-")
+        self.addCleanup(shutil.rmtree, bucket, True)
+        scratch = tempfile.mkdtemp(prefix="objbench-seen-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        seen = os.path.join(scratch, "seen")
+        # The command lists the objects present when it runs: every PUT is done, no GET yet.
+        cmd = "find '%s' -type f -name 'B*' | wc -l > '%s'" % (bucket, seen)
+        rc, out, err = run(harness.tierfs_bin(), "objbench", "file://" + bucket, "--skip-functional",
+                           "--big-size", "64K", "--big-count", "5", "--small-count", "3", "--before-get", cmd)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertEqual(open(seen).read().strip(), "5")
+        self.assertIn("| get 64.0 KiB |", out)
+        self.assertNotIn("FAILED", out)
+
+    def test_failing_before_get_fails_the_run(self):
+        bucket = tempfile.mkdtemp(prefix="objbench-")
+        self.addCleanup(shutil.rmtree, bucket, True)
+        rc, out, err = run(harness.tierfs_bin(), "objbench", "file://" + bucket, "--skip-functional",
+                           "--big-size", "64K", "--big-count", "2", "--small-count", "2", "--before-get", "exit 3")
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertIn("--before-get command failed", err)
+        # The objects it wrote are still deleted at the end.
+        self.assertEqual([f for _, _, fs in os.walk(bucket) for f in fs], [])
+
+
 if __name__ == "__main__":
     harness.main()

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <random>
@@ -30,8 +31,19 @@ struct Args {
   std::string url, access_key, secret_key, session_token, ceph_conf;
   std::string big_size = "4M", small_size = "4K";
   int big_count = 64, small_count = 500, threads = 4;
+  std::string before_get;  // a shell command run between the PUTs and the GETs
   bool skip_functional = false, skip_bench = false;
 };
+
+// Runs --before-get (for example a command that drops the store's caches, so the GETs read
+// cold objects as a mount's first read does).
+Status RunBeforeGet(const std::string& cmd) {
+  if (cmd.empty()) return Status::OK();
+  std::fflush(stdout);
+  int rc = std::system(cmd.c_str());
+  if (rc != 0) return Status::Err(EIO, "--before-get command failed (status " + std::to_string(rc) + "): " + cmd);
+  return Status::OK();
+}
 
 Result<StorageSpec> SpecFromUrl(const Args& a) {
   StorageSpec spec;
@@ -235,11 +247,15 @@ int Run(const Args& a) {
     std::vector<Row> rows;
     std::string bs = FormatSize(*big), ss = FormatSize(*small);
     rows.push_back(Parallel("put " + bs, a.threads, a.big_count, *big, [&](size_t i) { return s.Put(key("B", i), big_data); }));
+    rows.push_back(Parallel("put " + ss, a.threads, a.small_count, *small, [&](size_t i) { return s.Put(key("S", i), small_data); }));
+    if (Status pre = RunBeforeGet(a.before_get); !pre.ok()) {
+      std::fprintf(stderr, "tierfs: objbench: %s\n", pre.message().c_str());
+      failures++;
+    }
     rows.push_back(Parallel("get " + bs, a.threads, a.big_count, *big, [&](size_t i) -> Status {
       ASSIGN_OR_RETURN(auto v, s.Get(key("B", i)));
       return v.size() == big_data.size() ? Status::OK() : Status::Err(EIO, "short read");
     }));
-    rows.push_back(Parallel("put " + ss, a.threads, a.small_count, *small, [&](size_t i) { return s.Put(key("S", i), small_data); }));
     rows.push_back(Parallel("get " + ss, a.threads, a.small_count, *small, [&](size_t i) -> Status {
       ASSIGN_OR_RETURN(auto v, s.Get(key("S", i)));
       return v.size() == small_data.size() ? Status::OK() : Status::Err(EIO, "short read");
@@ -275,6 +291,9 @@ void RegisterObjbench(CLI::App& app, int* exit_code) {
   sub->add_option("--small-size", args->small_size, "Size of small objects")->capture_default_str();
   sub->add_option("--small-count", args->small_count, "Number of small objects")->capture_default_str();
   sub->add_option("-p,--threads", args->threads, "Concurrent requests")->capture_default_str();
+  sub->add_option("--before-get", args->before_get,
+                  "Shell command run after the PUTs and before the GETs (e.g. one that drops the "
+                  "store's caches, so the GETs read cold objects)");
   sub->add_flag("--skip-functional", args->skip_functional, "Only measure throughput");
   sub->add_flag("--skip-bench", args->skip_bench, "Only run the functional checks");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
