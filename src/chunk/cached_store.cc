@@ -1,5 +1,7 @@
 #include "chunk/cached_store.h"
 
+#include "chunk/read_pieces.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -60,7 +62,7 @@ CachedStore::~CachedStore() {
   download_pool_.reset();
 }
 
-Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst) {
+Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs) {
   if (len == 0) return Status::OK();
   if (static_cast<uint64_t>(off) + len > size) {
     return Status::Err(EINVAL, "read of bytes [" + std::to_string(off) + ", " +
@@ -80,19 +82,34 @@ Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t
   for (const BlockSpan& span : spans) {
     uint32_t block_len = BlockLength(size, cfg_.block_size, span.index);
     RETURN_IF_ERROR(
-        ReadSpan(BlockKey(cfg_.volume, id, span.index, block_len), block_len, span.offset_in_block, span.len, dst));
+        ReadSpan(BlockKey(cfg_.volume, id, span.index, block_len), block_len, span.offset_in_block, span.len, dst, refs));
     dst += span.len;
   }
   return Status::OK();
 }
 
+namespace {
+// Hands [off, off+len) of a shared block to the reader: a reference when it takes pieces,
+// else a copy into dst.
+void Deliver(std::shared_ptr<const std::string> block, uint32_t off, uint32_t len, char* dst, ReadPieces* refs) {
+  if (refs) {
+    refs->AddBlock(std::move(block), off, len);
+  } else {
+    std::memcpy(dst, block->data() + off, len);
+  }
+}
+}  // namespace
+
 Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_t off_in_block, uint32_t len,
-                             char* dst) {
+                             char* dst, ReadPieces* refs) {
   if (auto block = cache_.Get(key)) {
-    std::memcpy(dst, block->data() + off_in_block, len);
+    Deliver(std::move(block), off_in_block, len, dst, refs);
     return Status::OK();
   }
-  if (disk_ && disk_->Read(key, block_len, off_in_block, len, dst)) return Status::OK();
+  if (disk_ && disk_->Read(key, block_len, off_in_block, len, dst)) {
+    if (refs) refs->AddScratch(dst, len);
+    return Status::OK();
+  }
   std::shared_ptr<Fetch> fetch;
   bool owner = false;
   {
@@ -105,12 +122,14 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
       // insert into the cache before leaving inflight_, so this re-check cannot miss it.
       if (auto block = cache_.Peek(key)) {
         l.unlock();
-        std::memcpy(dst, block->data() + off_in_block, len);
+        Deliver(std::move(block), off_in_block, len, dst, refs);
         return Status::OK();
       }
       if (static_cast<uint64_t>(len) * 4 < block_len) {
         l.unlock();
-        return GetRange(key, off_in_block, len, dst);
+        RETURN_IF_ERROR(GetRange(key, off_in_block, len, dst));
+        if (refs) refs->AddScratch(dst, len);
+        return Status::OK();
       }
       if (off_in_block == 0 && len == block_len) {
         // One read consumes the whole block (a small file, an aligned large read). The
@@ -121,8 +140,8 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
         l.unlock();
         auto got = FetchBlock(key, block_len, /*disk_missed=*/disk_ != nullptr);
         if (!got.ok()) return got.status();
-        std::memcpy(dst, (*got)->data(), len);
-        if (block_len < cfg_.block_size) cache_.Put(key, std::move(got).value());
+        if (block_len < cfg_.block_size) cache_.Put(key, *got);
+        Deliver(std::move(got).value(), 0, len, dst, refs);
         return Status::OK();
       }
       fetch = std::make_shared<Fetch>();
@@ -137,7 +156,7 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
     fetch->cv.wait(l, [&] { return fetch->done; });
   }
   if (!fetch->status.ok()) return fetch->status;
-  std::memcpy(dst, fetch->data->data() + off_in_block, len);
+  Deliver(fetch->data, off_in_block, len, dst, refs);
   return Status::OK();
 }
 

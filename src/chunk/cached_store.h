@@ -28,6 +28,8 @@
 
 namespace tierfs {
 
+class ReadPieces;
+
 class SliceWriter;
 class ThreadPool;
 
@@ -89,7 +91,10 @@ class CachedStore {
   // is read with a ranged get and not cached. Errors: EINVAL when the range passes the end
   // of the slice; EIO naming the object key when a block is missing or has the wrong size;
   // other store errors keep their code and gain the key.
-  Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst);
+  // With `refs`, bytes of a block held in memory are not copied: a window of the block is
+  // appended to refs instead, and bytes read any other way land in dst and are appended as
+  // a scratch piece. dst must still have room for len bytes.
+  Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs = nullptr);
 
   // Starts background fetches into the cache of the whole blocks covering [off, off+len),
   // skipping blocks that are cached or being fetched, and giving up silently when the
@@ -134,7 +139,8 @@ class CachedStore {
     std::shared_ptr<const std::string> data;
   };
 
-  Status ReadSpan(const std::string& key, uint32_t block_len, uint32_t off_in_block, uint32_t len, char* dst);
+  Status ReadSpan(const std::string& key, uint32_t block_len, uint32_t off_in_block, uint32_t len, char* dst,
+                  ReadPieces* refs);
   // Registers and queues a background fetch unless the block is cached or in flight.
   void PrefetchBlock(const std::string& key, uint32_t block_len);
   // Gets the whole block, validates its length, caches it and wakes the waiters.

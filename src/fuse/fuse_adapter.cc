@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "chunk/read_pieces.h"
 #include "fuse/fuse_internal.h"
 #include "meta/meta.h"
 #include "vfs/vfs.h"
@@ -352,13 +354,29 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 }
 
 thread_local std::vector<char> tls_read_buf;
+thread_local ReadPieces tls_read_pieces;
+thread_local std::vector<iovec> tls_read_iov;
 
+// Blocks held in memory go to the kernel straight from the cache (fuse_reply_iov writes
+// the pieces with one writev); only bytes read from the disk cache or a ranged GET, and
+// zeros, pass through the per-thread scratch buffer.
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(kOpRead);
   if (tls_read_buf.size() < size) tls_read_buf.resize(size);
-  auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data());
-  if (!r.ok()) return Reply(req, r.status());
-  fuse_reply_buf(req, tls_read_buf.data(), *r);
+  tls_read_pieces.Clear();
+  auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data(), &tls_read_pieces);
+  if (!r.ok()) {
+    tls_read_pieces.Clear();
+    return Reply(req, r.status());
+  }
+  tls_read_iov.clear();
+  for (const ReadPiece& p : tls_read_pieces.pieces()) tls_read_iov.push_back({const_cast<char*>(p.data), p.len});
+  if (tls_read_iov.empty()) {
+    fuse_reply_buf(req, nullptr, 0);
+  } else {
+    fuse_reply_iov(req, tls_read_iov.data(), static_cast<int>(tls_read_iov.size()));
+  }
+  tls_read_pieces.Clear();  // releases the blocks held for the reply
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {

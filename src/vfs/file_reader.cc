@@ -7,6 +7,7 @@
 #include <string>
 
 #include "chunk/cached_store.h"
+#include "chunk/read_pieces.h"
 #include "meta/slice_map.h"
 #include "meta/types.h"
 #include "vfs/inode_state.h"
@@ -22,13 +23,13 @@ constexpr uint64_t kStreamSlack = 2ull << 20;
 FileReader::FileReader(std::shared_ptr<InodeState> state, CachedStore* store)
     : st_(std::move(state)), store_(store) {}
 
-Status FileReader::Read(uint64_t off, size_t len, char* buf) {
-  RETURN_IF_ERROR(ReadRange(off, len, buf));
+Status FileReader::Read(uint64_t off, size_t len, char* buf, ReadPieces* pieces) {
+  RETURN_IF_ERROR(ReadRange(off, len, buf, pieces));
   Readahead(off, len);
   return Status::OK();
 }
 
-Status FileReader::ReadRange(uint64_t off, size_t len, char* buf) {
+Status FileReader::ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pieces) {
   uint64_t pos = off, end = off + len;
   while (pos < end) {
     uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
@@ -42,7 +43,10 @@ Status FileReader::ReadRange(uint64_t off, size_t len, char* buf) {
     // memset of every read's buffer cost 3% of a cold sequential read's CPU.
     uint32_t zeroed_to = cpos;
     auto zero_to = [&](uint32_t p) {
-      if (p > zeroed_to) memset(out + (zeroed_to - cpos), 0, p - zeroed_to);
+      if (p > zeroed_to) {
+        memset(out + (zeroed_to - cpos), 0, p - zeroed_to);
+        if (pieces) pieces->AddScratch(out + (zeroed_to - cpos), p - zeroed_to);
+      }
       zeroed_to = std::max(zeroed_to, p);
     };
     for (const auto& s : Slice(segs, cpos, clen)) {
@@ -52,7 +56,7 @@ Status FileReader::ReadRange(uint64_t off, size_t len, char* buf) {
         continue;
       }
       zeroed_to = std::max(zeroed_to, s.pos + s.len);
-      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos));
+      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos), pieces);
       if (!rs.ok()) {
         spdlog::error("read of inode {} at offset {} failed: {}", st_->ino, chunk_start + s.pos, rs.ToString());
         return Status::Err(EIO, "reading inode " + std::to_string(st_->ino) + ": " + rs.message());

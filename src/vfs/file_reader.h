@@ -39,6 +39,7 @@ namespace tierfs {
 
 class CachedStore;
 class InodeState;
+class ReadPieces;
 
 class FileReader {
  public:
@@ -48,11 +49,14 @@ class FileReader {
 
   // Fills buf with bytes [off, off+len) of the file as committed, then advances the
   // readahead window. The caller has clipped the range to the file's length.
-  Status Read(uint64_t off, size_t len, char* buf);
+  // With `pieces`, the bytes are described by pieces in file order instead (windows of
+  // cached blocks, and windows of buf for the rest), so that blocks are not copied; buf
+  // must still have room for len bytes.
+  Status Read(uint64_t off, size_t len, char* buf, ReadPieces* pieces = nullptr);
 
  private:
   // Reads [off, off+len) chunk by chunk, zeros where no slice is.
-  Status ReadRange(uint64_t off, size_t len, char* buf);
+  Status ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pieces);
   // Sequential detection after a read of [off, off+len), and the prefetch it calls for.
   void Readahead(uint64_t off, uint64_t len);
 

@@ -12,6 +12,7 @@
 
 #include "chunk/cached_store.h"
 #include "chunk/fake_store_for_test.h"
+#include "chunk/read_pieces.h"
 #include "chunk/slice_writer.h"
 #include "common/clock.h"
 #include "meta/kv_engine.h"
@@ -101,6 +102,25 @@ class FileReaderTest : public ::testing::Test {
     Status s = meta_->WriteSlice(ino_, chunk, rec, off + data.size(), NowNanos());
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
+  // Reads as the FUSE adapter does: pieces of cached blocks and of the scratch buffer,
+  // joined here.
+  std::string ReadPieced(uint64_t off, size_t n, ReadPieces* pieces) {
+    std::string scratch(n, '\xee');
+    pieces->Clear();
+    Status s = reader_->Read(off, n, scratch.data(), pieces);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    std::string out;
+    for (const ReadPiece& p : pieces->pieces()) out.append(p.data, p.len);
+    return out;
+  }
+  // Both ways of reading must give the same bytes.
+  std::string ReadBoth(uint64_t off, size_t n) {
+    ReadPieces pieces;
+    std::string pieced = ReadPieced(off, n, &pieces);
+    std::string copied = Read(off, n);
+    EXPECT_TRUE(SameData(pieced, copied)) << "pieced read differs at " << off << " +" << n;
+    return copied;
+  }
   // Takes the file's attributes into the state (drops its maps, bumps the generation).
   void Refresh() { ASSERT_TRUE(st_->Refresh().ok()); }
   std::string Read(uint64_t off, size_t n) {
@@ -138,13 +158,13 @@ TEST_F(FileReaderTest, ReadsAcrossChunkAndSliceBoundaries) {
   Commit(boundary, c);               // chunk 1
   Refresh();
   std::string all = a + b + c;
-  EXPECT_TRUE(SameData(Read(boundary - 200 * 1024, all.size()), all));
+  EXPECT_TRUE(SameData(ReadBoth(boundary - 200 * 1024, all.size()), all));
   // Odd offsets and lengths, each crossing a slice or the chunk boundary.
   for (uint64_t start : {uint64_t{7}, uint64_t{100 << 10} - 3, uint64_t{150 << 10} + 11, uint64_t{200 << 10} - 1}) {
     size_t n = std::min<size_t>(70 << 10, all.size() - start);
-    EXPECT_TRUE(SameData(Read(boundary - 200 * 1024 + start, n), all.substr(start, n))) << "at " << start;
+    EXPECT_TRUE(SameData(ReadBoth(boundary - 200 * 1024 + start, n), all.substr(start, n))) << "at " << start;
   }
-  EXPECT_TRUE(SameData(Read(boundary - 1, 2), b.substr(b.size() - 1) + c.substr(0, 1)));
+  EXPECT_TRUE(SameData(ReadBoth(boundary - 1, 2), b.substr(b.size() - 1) + c.substr(0, 1)));
 }
 
 TEST_F(FileReaderTest, HolesReadAsZeros) {
@@ -156,11 +176,11 @@ TEST_F(FileReaderTest, HolesReadAsZeros) {
   std::string want(200 << 10, '\0');
   want.replace(10, a.size(), a);
   want.replace(100 << 10, b.size(), b);
-  EXPECT_TRUE(SameData(Read(0, want.size()), want));
+  EXPECT_TRUE(SameData(ReadBoth(0, want.size()), want));
   // The gap at the end of chunk 0 and the start of chunk 1.
-  EXPECT_TRUE(SameData(Read(kChunkSize - 5, 10), std::string(10, '\0')));
+  EXPECT_TRUE(SameData(ReadBoth(kChunkSize - 5, 10), std::string(10, '\0')));
   // Past the last record of the last chunk.
-  EXPECT_TRUE(SameData(Read(kChunkSize + kChunkSize / 2 + 3, 100), std::string(100, '\0')));
+  EXPECT_TRUE(SameData(ReadBoth(kChunkSize + kChunkSize / 2 + 3, 100), std::string(100, '\0')));
 
   // A hole record (a truncation, then the file grown again) reads as zeros too.
   Attr in;
@@ -171,7 +191,7 @@ TEST_F(FileReaderTest, HolesReadAsZeros) {
   Refresh();
   std::string shrunk(200 << 10, '\0');
   shrunk.replace(10, a.size(), a);
-  EXPECT_TRUE(SameData(Read(0, shrunk.size()), shrunk));
+  EXPECT_TRUE(SameData(ReadBoth(0, shrunk.size()), shrunk));
 }
 
 TEST_F(FileReaderTest, LaterSlicesShadowEarlierOnes) {
@@ -182,8 +202,36 @@ TEST_F(FileReaderTest, LaterSlicesShadowEarlierOnes) {
   Refresh();
   std::string want = std::string(100 << 10, 'a') + std::string(50 << 10, 'b') + std::string(10 << 10, 'c') +
                      std::string(10, 'd') + std::string((90 << 10) - 10, 'c') + std::string(50 << 10, 'a');
-  EXPECT_TRUE(SameData(Read(0, 300 << 10), want));
-  EXPECT_TRUE(SameData(Read((160 << 10) - 2, 14), "cc" + std::string(10, 'd') + "cc"));
+  EXPECT_TRUE(SameData(ReadBoth(0, 300 << 10), want));
+  EXPECT_TRUE(SameData(ReadBoth((160 << 10) - 2, 14), "cc" + std::string(10, 'd') + "cc"));
+}
+
+// A block held in the memory cache reaches the reader as a window of the cached block, not
+// a copy; a ranged read of an uncached block lands in the scratch buffer.
+TEST_F(FileReaderTest, CachedBlocksAreReferencedNotCopied) {
+  const std::string data = RandomBytes(3 * kBlock, 9);
+  Commit(0, data);
+  Refresh();
+  ReadPieces pieces;
+  // 1 KiB of an uncached block: a ranged GET into scratch (joined with nothing else).
+  EXPECT_TRUE(SameData(ReadPieced(100, 1024, &pieces), data.substr(100, 1024)));
+  ASSERT_EQ(pieces.pieces().size(), 1u);
+  EXPECT_EQ(pieces.pieces()[0].hold, nullptr);
+  // Reads of half a block fetch the whole block into the memory cache; a read across two
+  // cached blocks is two windows.
+  ASSERT_TRUE(SameData(Read(0, kBlock / 2), data.substr(0, kBlock / 2)));
+  ASSERT_TRUE(SameData(Read(kBlock + 100, kBlock / 2), data.substr(kBlock + 100, kBlock / 2)));
+  EXPECT_TRUE(SameData(ReadPieced(kBlock - 10, 20, &pieces), data.substr(kBlock - 10, 20)));
+  ASSERT_EQ(pieces.pieces().size(), 2u);
+  for (const ReadPiece& p : pieces.pieces()) {
+    ASSERT_NE(p.hold, nullptr);
+    EXPECT_GE(p.data, p.hold->data());
+    EXPECT_LE(p.data + p.len, p.hold->data() + p.hold->size());
+  }
+  // The window keeps its block alive after the cache lets it go.
+  std::shared_ptr<const std::string> held = pieces.pieces()[0].hold;
+  store_->cache()->Clear();
+  EXPECT_EQ(std::string(pieces.pieces()[0].data, pieces.pieces()[0].len), data.substr(kBlock - 10, 10));
 }
 
 // The window starts at 2 blocks on the second read of a stream and doubles with every

@@ -389,7 +389,7 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   return length;  // the implicit hole at the end
 }
 
-Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
+Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf, ReadPieces* pieces) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
   if (!h->reader) return Status::Err(EISDIR, "a directory handle");
@@ -410,7 +410,7 @@ Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
   }
   if (off >= length) return size_t{0};
   size_t n = static_cast<size_t>(std::min<uint64_t>(size, length - off));
-  RETURN_IF_ERROR(h->reader->Read(off, n, buf));
+  RETURN_IF_ERROR(h->reader->Read(off, n, buf, pieces));
   return n;
 }
 

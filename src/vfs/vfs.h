@@ -25,6 +25,7 @@ namespace tierfs {
 
 class CachedStore;
 class InodeState;
+class ReadPieces;
 struct Handle;
 
 struct VfsOptions {
@@ -77,8 +78,9 @@ class Vfs {
   // open(2) with O_TMPFILE in directory `parent`: a new, unnamed, open file.
   Result<std::pair<Entry, OpenResult>> Tmpfile(const Ctx& ctx, Ino parent, uint32_t mode, int flags);
   // Commits the inode's buffered writes first (read-your-writes), clips the range to the
-  // length, and reads through the handle's FileReader (file_reader.h).
-  Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
+  // length, and reads through the handle's FileReader (file_reader.h); with `pieces` the
+  // bytes are described by windows of cached blocks and of buf (FileReader::Read).
+  Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf, ReadPieces* pieces = nullptr);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
   // close(2) of one file descriptor: commits buffered data, drops the owner's record locks.
   Status Flush(uint64_t fh, uint64_t lock_owner);
