@@ -292,15 +292,16 @@ class Volume:
                                      + msg(*res) + "\nlog:\n" + self.log_tail())
         return res
 
-    def mount_at(self, mountpoint, *extra, log=None):
+    def mount_at(self, mountpoint, *extra, log=None, prefix=(), env=None):
         """`tierfs mount -d` of this volume on any directory; returns (rc, out, err). The
-        mount and its daemon are cleaned up with the volume."""
+        mount and its daemon are cleaned up with the volume. prefix: a command the mount
+        runs under (a network namespace: netns.Network.prefix)."""
         self._mountpoints.add(mountpoint)
         args = ["mount", self.meta_url, mountpoint, "-d", "--log", log or (mountpoint + ".log")] + list(extra)
         if "--cache-dir" not in extra:
             # Each mount point its own disk cache, kept across remounts, gone with the test.
             args += ["--cache-dir", mountpoint.rstrip("/") + ".cache"]
-        res = tierfs(*args)
+        res = run(*(list(prefix) + [tierfs_bin()] + args), env=env)
         if res[0] == 0:
             pid = self._find_daemon_pid(mountpoint)
             if pid:

@@ -44,6 +44,9 @@ PG_BIN = "/usr/lib/postgresql/15/bin"
 # Opt-in bluestore OSD (see the module docstring); the test suite keeps memstore.
 CEPH_BLUESTORE = os.environ.get("TIERFS_CEPH_BLUESTORE", "") not in ("", "0")
 CEPH_OSD_BYTES = int(os.environ.get("TIERFS_CEPH_OSD_BYTES", str(32 << 30)))
+# Redis and radosgw also listen on this address (same ports), for clients in network
+# namespaces that cannot reach 127.0.0.1 (bench/group.py); it must exist when they start.
+EXTRA_ADDR = os.environ.get("TIERFS_TEST_EXTRA_ADDR", "")
 
 
 def _wait(what, check, timeout, log=None):
@@ -132,9 +135,12 @@ class Redis:
         if fresh:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, exist_ok=True)
-        cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir,
+        bind = ["127.0.0.1"] + ([EXTRA_ADDR] if EXTRA_ADDR else [])
+        cmd = ["redis-server", "--bind"] + bind + ["--port", str(self.port), "--dir", self.dir,
                "--daemonize", "yes", "--pidfile", self.pidfile, "--logfile", os.path.join(self.dir, "redis.log"),
                "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "16"]
+        if EXTRA_ADDR:
+            cmd += ["--protected-mode", "no"]
         if self.password:
             cmd += ["--requirepass", self.password]
         _run(cmd)
@@ -241,6 +247,7 @@ osd memory target = 939524096"""
         else:
             store = """osd objectstore = memstore
 memstore device bytes = 6442450944"""
+        extra_endpoint = f" endpoint={EXTRA_ADDR}:{self.rgw_port}" if EXTRA_ADDR else ""
         conf = f"""[global]
 fsid = {fsid}
 mon initial members = a
@@ -293,7 +300,7 @@ osd max object namespace len = 64
 
 [client.rgw.a]
 # without tcp_nodelay every small request waits for a delayed ACK (about 40 ms)
-rgw frontends = beast endpoint=127.0.0.1:{self.rgw_port} tcp_nodelay=1
+rgw frontends = beast endpoint=127.0.0.1:{self.rgw_port}{extra_endpoint} tcp_nodelay=1
 rgw gc obj min wait = 60
 rgw gc processor period = 60
 rgw data = {d}/rgw

@@ -1,5 +1,6 @@
 #include "chunk/cached_store.h"
 
+#include "chunk/peer_source.h"
 #include "chunk/read_pieces.h"
 
 #include <spdlog/spdlog.h>
@@ -125,7 +126,9 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
         Deliver(std::move(block), off_in_block, len, dst, refs);
         return Status::OK();
       }
-      if (static_cast<uint64_t>(len) * 4 < block_len) {
+      // In a cache group a small piece fetches the whole block too (from its owner, which
+      // keeps it), so that the group, not each member, pays the store for it once.
+      if (static_cast<uint64_t>(len) * 4 < block_len && !peers_.load()) {
         l.unlock();
         RETURN_IF_ERROR(GetRange(key, off_in_block, len, dst));
         if (refs) refs->AddScratch(dst, len);
@@ -191,8 +194,8 @@ void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
 }
 
 void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
-                           bool disk_missed) {
-  auto got = FetchBlock(key, block_len, disk_missed);
+                           bool disk_missed, bool ask_peers) {
+  auto got = FetchBlock(key, block_len, disk_missed, ask_peers);
   if (got.ok()) cache_.Put(key, *got);
   std::lock_guard<std::mutex> l(mu_);
   auto it = inflight_.find(key);
@@ -224,13 +227,62 @@ Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::stri
 }
 
 Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::string& key, uint32_t block_len,
-                                                                    bool disk_missed) {
+                                                                    bool disk_missed, bool ask_peers) {
   if (disk_ && !disk_missed) {
     if (auto block = disk_->ReadBlock(key, block_len)) return block;
+  }
+  PeerSource* peers = ask_peers ? peers_.load() : nullptr;
+  if (peers) {
+    auto peer = peers->Fetch(key, block_len);
+    if (peer.ok()) {
+      peer_hits_++;
+      peer_bytes_ += (*peer)->size();
+      if (disk_) disk_->Put(key, *peer);
+      return peer;
+    }
+    if (peer.status().code() != ENODATA) peer_failures_++;
   }
   auto got = GetBlock(key, block_len);
   if (got.ok() && disk_) disk_->Put(key, *got);
   return got;
+}
+
+Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::string& key, uint32_t block_len) {
+  std::shared_ptr<const std::string> block = cache_.Get(key);
+  if (!block) {
+    std::shared_ptr<Fetch> fetch;
+    bool owner = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = inflight_.find(key);
+      if (it != inflight_.end()) {
+        fetch = it->second;
+      } else if (!(block = cache_.Peek(key))) {
+        fetch = std::make_shared<Fetch>();
+        inflight_.emplace(key, fetch);
+        owner = true;
+      }
+    }
+    if (fetch) {
+      // Never from another member: whoever asked chose this member as the owner, and
+      // members whose views of the ring differ must not send a request around in a loop.
+      if (owner) {
+        RunFetch(key, block_len, fetch, /*disk_missed=*/false, /*ask_peers=*/false);
+      } else {
+        std::unique_lock<std::mutex> l(mu_);
+        fetch->cv.wait(l, [&] { return fetch->done; });
+      }
+      if (!fetch->status.ok()) return fetch->status;
+      block = fetch->data;
+    }
+  }
+  if (block->size() != block_len) {
+    return Status::Err(EINVAL, "block " + key + " has " + std::to_string(block->size()) + " bytes, not " +
+                                   std::to_string(block_len));
+  }
+  peer_served_++;
+  peer_served_bytes_ += block->size();
+  return block;
 }
 
 Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst) {
@@ -272,6 +324,18 @@ Status CachedStore::WarmBlock(const std::string& key, uint32_t block_len, bool* 
     cache_.Put(key, std::move(block));
   }
   return Status::OK();
+}
+
+Status CachedStore::WarmBlockForGroup(const std::string& key, uint32_t block_len, bool* fetched, bool* remote) {
+  *remote = false;
+  if (PeerSource* peers = peers_.load()) {
+    if (peers->Fetch(key, block_len).ok()) {
+      *fetched = false;  // whether the owner had it is the owner's business
+      *remote = true;
+      return Status::OK();
+    }
+  }
+  return WarmBlock(key, block_len, fetched);
 }
 
 void CachedStore::EvictBlock(const std::string& key) {
@@ -401,6 +465,11 @@ StoreStats CachedStore::stats() const {
   s.upload_failures = upload_failures_;
   s.bytes_downloaded = bytes_downloaded_;
   s.bytes_uploaded = bytes_uploaded_;
+  s.peer_hits = peer_hits_;
+  s.peer_bytes = peer_bytes_;
+  s.peer_failures = peer_failures_;
+  s.peer_served = peer_served_;
+  s.peer_served_bytes = peer_served_bytes_;
   std::lock_guard<std::mutex> l(buf_mu_);
   s.uploads_in_flight = uploads_in_flight_;
   s.buffered_bytes = buffered_;

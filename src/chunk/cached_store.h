@@ -28,8 +28,8 @@
 
 namespace tierfs {
 
+class PeerSource;
 class ReadPieces;
-
 class SliceWriter;
 class ThreadPool;
 
@@ -68,6 +68,12 @@ struct StoreStats {
   uint64_t buffered_bytes = 0;
   uint64_t evictions = 0;  // memory cache
   DiskCacheStats disk;
+  // The cache group (zero without one).
+  uint64_t peer_hits = 0;      // blocks received from their owner in the group
+  uint64_t peer_bytes = 0;     // bytes of those blocks
+  uint64_t peer_failures = 0;  // asks that failed (dead, slow, refused, damaged): went to the store
+  uint64_t peer_served = 0;    // blocks this member served to others
+  uint64_t peer_served_bytes = 0;
 };
 
 class CachedStore {
@@ -88,7 +94,7 @@ class CachedStore {
   // Fills dst with bytes [off, off+len) of slice `id`, which is `size` bytes long. Whole
   // blocks go through the memory cache, one fetch per block however many readers want it.
   // A small piece (< 1/4 of its block) of a block that is neither cached nor being fetched
-  // is read with a ranged get and not cached. Errors: EINVAL when the range passes the end
+  // is read with a ranged get and not cached (in a cache group, the whole block is fetched). Errors: EINVAL when the range passes the end
   // of the slice; EIO naming the object key when a block is missing or has the wrong size;
   // other store errors keep their code and gain the key.
   // With `refs`, bytes of a block held in memory are not copied: a window of the block is
@@ -107,6 +113,10 @@ class CachedStore {
   // Brings the block into the disk cache (into memory when there is no disk cache), waiting
   // for it; *fetched says whether it came from the store.
   Status WarmBlock(const std::string& key, uint32_t block_len, bool* fetched);
+  // `tierfs warmup --cache-group`: the block into its owner's caches (the owner fetches it
+  // from the store once and keeps it; *remote is set), or into this member's own when it
+  // owns the block, has no group, or cannot reach the owner.
+  Status WarmBlockForGroup(const std::string& key, uint32_t block_len, bool* fetched, bool* remote);
   void EvictBlock(const std::string& key);
 
   std::unique_ptr<SliceWriter> NewSliceWriter(uint64_t slice_id);
@@ -124,6 +134,14 @@ class CachedStore {
   // buffers over budget are not shrinking by themselves: the caller must finish (or abort)
   // writers to release them.
   bool WaitForBufferRoom();
+
+  // Joins the cache group: blocks missed on disk are asked from their owner before the
+  // store. Set before reads start; `peers` outlives this store (its prefetches included).
+  void SetPeers(PeerSource* peers) { peers_.store(peers); }
+  // A whole block for a member of the group that asked for it (this member owns it): from
+  // memory, disk or, once for all members asking at the same time, from the store (never
+  // from another member); kept in memory and on disk.
+  Result<std::shared_ptr<const std::string>> ServeBlock(const std::string& key, uint32_t block_len);
 
   StoreStats stats() const;
 
@@ -146,12 +164,13 @@ class CachedStore {
   // Gets the whole block, validates its length, caches it and wakes the waiters.
   // disk_missed: the caller just looked in the disk cache and did not find the block.
   void RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
-                bool disk_missed = false);
+                bool disk_missed = false, bool ask_peers = true);
   Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len);
-  // The whole block from the disk cache (unless disk_missed), else from the store (then
-  // queued for the disk).
+  // The whole block from the disk cache (unless disk_missed), else from its owner in the
+  // cache group (when ask_peers), else from the store; queued for the disk when it did not
+  // come from there.
   Result<std::shared_ptr<const std::string>> FetchBlock(const std::string& key, uint32_t block_len,
-                                                        bool disk_missed = false);
+                                                        bool disk_missed = false, bool ask_peers = true);
   Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
 
   // For SliceWriter. AddBuffered is called as write buffers grow; the upload task releases
@@ -175,6 +194,7 @@ class CachedStore {
   std::shared_ptr<BufferPool> pool_;  // recycles block memory of writes and fetches
   BlockCache cache_;
   std::unique_ptr<DiskCache> disk_;
+  std::atomic<PeerSource*> peers_{nullptr};
 
   std::mutex mu_;  // guards inflight_
   std::unordered_map<std::string, std::shared_ptr<Fetch>> inflight_;
@@ -187,6 +207,7 @@ class CachedStore {
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> gets_{0}, ranged_gets_{0}, puts_{0}, put_retries_{0}, upload_failures_{0};
   std::atomic<uint64_t> bytes_downloaded_{0}, bytes_uploaded_{0};
+  std::atomic<uint64_t> peer_hits_{0}, peer_bytes_{0}, peer_failures_{0}, peer_served_{0}, peer_served_bytes_{0};
 
   // Declared last so they are joined before the state their tasks use is destroyed.
   std::unique_ptr<ThreadPool> upload_pool_;

@@ -21,5 +21,6 @@ void RegisterDump(CLI::App& app, int* exit_code);
 void RegisterLoad(CLI::App& app, int* exit_code);
 void RegisterObjbench(CLI::App& app, int* exit_code);
 void RegisterWarmup(CLI::App& app, int* exit_code);
+void RegisterCacheServer(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "chunk/cached_store.h"
+#include "cmd/cache_options.h"
 #include "cmd/commands.h"
+#include "cmd/group_member.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "common/url.h"
@@ -23,10 +25,6 @@
 #include "meta/meta.h"
 #include "object/object_store.h"
 #include "vfs/vfs.h"
-
-#ifndef TIERFS_VERSION
-#define TIERFS_VERSION "dev"
-#endif
 
 namespace tierfs::cmd {
 namespace {
@@ -36,11 +34,8 @@ struct Args {
   bool background = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
-  std::string cache_dir;  // empty: DefaultCacheDir(); "memory": no disk cache
-  std::string cache_size = "100G";  // disk cache capacity
-  double free_space_ratio = 0.1;
-  std::string mem_cache_size;  // empty: DefaultMemCache()
-  bool cache_writes = false;
+  CacheArgs cache;
+  GroupArgs group;
   double open_cache = 0;
   int upload_threads = 16, download_threads = 8;
   std::vector<std::string> options;
@@ -60,52 +55,6 @@ int FuseThreadsFor(const std::string& meta_url, const std::string& storage) {
   bool local = url.ok() && (url->scheme == "sqlite3" || url->scheme == "mem") && (storage == "file" || storage == "mem");
   if (!local) return 16;
   return static_cast<int>(std::max(4u, 2 * std::thread::hardware_concurrency()));
-}
-
-// The disk cache's home: /var/cache/tierfs for root, ~/.cache/tierfs for others.
-std::string DefaultCacheDir() {
-  if (geteuid() == 0) return "/var/cache/tierfs";
-  const char* home = getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/tierfs";
-}
-
-// The memory block cache: 2% of RAM, between 256 MiB and 16 GiB (a GPU node with 1 TiB of
-// RAM gets 16 GiB; this 24 GiB machine about 490 MiB). The kernel's page cache holds what
-// was read recently on top of it; this cache holds prefetched blocks and small files.
-uint64_t DefaultMemCache() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  uint64_t ram = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
-  return std::clamp<uint64_t>(ram / 50, 256ull << 20, 16ull << 30);
-}
-
-std::vector<std::string> SplitDirs(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t colon = s.find(':', start);
-    if (colon == std::string::npos) colon = s.size();
-    if (colon > start) out.push_back(AbsPath(s.substr(start, colon - start)));
-    start = colon + 1;
-  }
-  return out;
-}
-
-void SetupLogging(const std::string& file, bool foreground) {
-  try {
-    std::shared_ptr<spdlog::logger> logger;
-    if (!file.empty()) {
-      logger = spdlog::basic_logger_mt("tierfs", file);
-    } else if (foreground) {
-      logger = spdlog::stderr_color_mt("tierfs");
-    }
-    if (logger) {
-      logger->flush_on(spdlog::level::warn);
-      spdlog::set_default_logger(logger);
-    }
-    spdlog::flush_every(std::chrono::seconds(1));
-  } catch (const spdlog::spdlog_ex& e) {
-    std::cerr << "tierfs: cannot open log file " << file << ": " << e.what() << std::endl;
-  }
 }
 
 // Everything after validation: open the volume, mount, serve until unmounted. `ready` is
@@ -178,53 +127,31 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   // awaiting upload, the rest covers prefetches in flight and recycled buffers), plus the
   // memory block cache.
   cfg.buffer_bytes = *buffer / 2;
-  if (a.mem_cache_size.empty()) {
-    cfg.cache_bytes = DefaultMemCache();
-  } else {
-    auto mem = ParseSize(a.mem_cache_size);
-    if (!mem.ok()) return fail(mem.status().With("--mem-cache-size"));
-    cfg.cache_bytes = *mem;
-  }
-  if (a.cache_dir != "memory") {
-    auto disk = ParseSize(a.cache_size);
-    if (!disk.ok()) return fail(disk.status().With("--cache-size"));
-    if (a.free_space_ratio < 0 || a.free_space_ratio >= 1) {
-      return fail(Status::Err(EINVAL, "--free-space-ratio must be in [0, 1)"));
-    }
-    cfg.disk.dirs = SplitDirs(a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir);
-    if (cfg.disk.dirs.empty()) return fail(Status::Err(EINVAL, "--cache-dir names no directory"));
-    cfg.disk.volume_uuid = fmt.uuid;
-    cfg.disk.capacity = *disk;
-    cfg.disk.free_space_ratio = a.free_space_ratio;
-    if (*disk == 0) cfg.disk.dirs.clear();
-  }
-  cfg.cache_writes_to_disk = a.cache_writes;
+  Status caches = ApplyCacheOptions(a.cache, fmt, &cfg);
+  if (!caches.ok()) return fail(caches);
   cfg.upload_threads = a.upload_threads;
   cfg.download_threads = a.download_threads;
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
-  if (DiskCache* dc = cached->disk()) {
-    DiskCacheStats ds = dc->stats();
-    spdlog::info("disk cache: {} directories, {} blocks ({} bytes) cached, capacity {}", ds.dirs, ds.blocks,
-                 ds.bytes, ds.capacity);
-  } else if (!cfg.disk.dirs.empty()) {
-    spdlog::warn("no usable disk cache directory; reads not in memory go to the object store");
-  }
+  LogCacheState(cached.get(), cfg);
 
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  SessionInfo info;
-  info.host = host;
-  info.pid = static_cast<uint32_t>(getpid());
-  info.mountpoint = mp;
-  info.version = TIERFS_VERSION;
-  Status s = (*meta)->NewSession(info);
+  Status s = (*meta)->NewSession(ThisProcessSession(mp));
   if (!s.ok()) return fail(s);
+  std::unique_ptr<GroupRuntime> group;
+  if (!a.group.name.empty()) {
+    auto joined = JoinGroup(a.group, a.meta_url, meta->get(), cached.get());
+    if (!joined.ok()) {
+      (*meta)->CloseSession().ok();
+      return fail(joined.status().With("--cache-group " + a.group.name));
+    }
+    group = std::move(*joined);
+  }
   CachedStore* cs = cached.get();
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
 
   VfsOptions vopts;
   vopts.read_only = ro;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
+  if (group) vopts.group_stats = [g = group.get()] { return g->StatsJson(); };
   int rc = 0;
   {
     Vfs vfs(meta->get(), cached.get(), vopts);
@@ -247,9 +174,12 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     }
     spdlog::info("unmounted {}; committing buffered writes", mp);
   }
+  if (group) group->StopServing();
   (*meta)->StopBackground();
   s = (*meta)->CloseSession();
   if (!s.ok()) spdlog::warn("closing the session failed: {}", s.ToString());
+  cached.reset();  // waits for prefetches, which may still ask the group
+  group.reset();
   spdlog::info("tierfs mount of {} exited", mp);
   spdlog::shutdown();
   return rc;
@@ -337,28 +267,18 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "Memory for data in flight: 1/2 for written data awaiting upload, 1/2 for prefetches and "
                   "recycled buffers")
       ->capture_default_str();
-  sub->add_option("--cache-dir", a->cache_dir,
-                  "Disk cache directories, DIR[:DIR...], a folder per volume inside; 'memory' for none "
-                  "(default: /var/cache/tierfs for root, ~/.cache/tierfs otherwise)");
-  sub->add_option("--cache-size", a->cache_size, "Disk cache capacity over all its directories; 0 for none")
-      ->capture_default_str();
-  sub->add_option("--free-space-ratio", a->free_space_ratio,
-                  "Keep at least this share of each cache disk free, evicting to stay above it")
-      ->capture_default_str();
-  sub->add_option("--mem-cache-size", a->mem_cache_size,
-                  "Memory block cache, on top of --buffer-size (default: 2% of RAM, 256 MiB to 16 GiB)");
+  AddCacheOptions(sub, &a->cache);
   sub->add_option("--open-cache", a->open_cache,
                   "Seconds a read-only open reuses attributes and slice maps this client read, without "
                   "asking the metadata engine (other clients' changes show after at most this long)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
-  sub->add_flag("--cache-writes", a->cache_writes,
-                "Every written block enters the disk cache as it uploads (default: only small files' blocks)");
   sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
   sub->add_option("--fuse-threads", a->fuse_threads,
                   "FUSE worker threads (default: 2 per CPU, at least 4, with SQLite and a local bucket; 16 otherwise)")
       ->check(CLI::Range(1, 1024));
+  AddGroupOptions(sub, &a->group);
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
   sub->add_flag("--no-default-permissions", a->no_default_permissions,
@@ -373,11 +293,7 @@ void RegisterMount(CLI::App& app, int* exit_code) {
     // caller's directory.
     a->mountpoint = AbsPath(a->mountpoint);
     if (!a->log_file.empty()) a->log_file = AbsPath(a->log_file);
-    if (!a->cache_dir.empty() && a->cache_dir != "memory") {
-      std::string abs;
-      for (const auto& d : SplitDirs(a->cache_dir)) abs += (abs.empty() ? "" : ":") + d;
-      a->cache_dir = abs;
-    }
+    MakeCacheDirsAbsolute(&a->cache);
     const std::string sqlite = "sqlite3://";
     if (a->meta_url.rfind(sqlite, 0) == 0 && a->meta_url.size() > sqlite.size() &&
         a->meta_url[sqlite.size()] != '/') {

@@ -44,6 +44,7 @@ int Run(const std::string& meta_url, bool json) {
                       {"session_timeout_s", f.session_timeout_s},
                       {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes}};
   nlohmann::json ss = nlohmann::json::array();
+  nlohmann::json groups = nlohmann::json::object();  // name -> members, capacity, use
   for (const auto& s : *sessions) {
     ss.push_back({{"sid", s.sid},
                   {"host", s.host},
@@ -53,8 +54,23 @@ int Run(const std::string& meta_url, bool json) {
                   {"started_ns", s.started_ns},
                   {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0}});
     if (auto st = MountStats(s); !st.is_null()) ss.back()["cache"] = st;
+    if (!s.cache_group.empty()) {
+      ss.back()["cache_group"] = s.cache_group;
+      nlohmann::json& g = groups[s.cache_group];
+      if (g.is_null()) g = {{"capacity", 0}, {"used", 0}, {"members", nlohmann::json::array()}};
+      g["capacity"] = g.value("capacity", uint64_t{0}) + s.group_capacity;
+      g["used"] = g.value("used", uint64_t{0}) + s.group_used;
+      g["members"].push_back({{"sid", s.sid},
+                              {"host", s.host},
+                              {"addr", s.group_addr},
+                              {"serving", !s.group_addr.empty()},
+                              {"mountpoint", s.mountpoint},
+                              {"capacity", s.group_capacity},
+                              {"used", s.group_used}});
+    }
   }
   j["sessions"] = ss;
+  j["cache_groups"] = groups;
   if (!f.access_key.empty()) j["access_key"] = f.access_key;
   if (!f.secret_key.empty()) j["secret_key"] = Redact(f.secret_key);
   if (!f.ceph_conf.empty()) j["ceph_conf"] = f.ceph_conf;
@@ -88,6 +104,20 @@ int Run(const std::string& meta_url, bool json) {
               << "      object store: " << o.value("gets", 0ull) << " gets ("
               << FormatSize(o.value("bytes_downloaded", 0ull)) << "), " << o.value("puts", 0ull) << " puts ("
               << FormatSize(o.value("bytes_uploaded", 0ull)) << ")\n";
+  }
+  for (const auto& [name, g] : groups.items()) {
+    std::cout << "cache group " << name << ": " << g["members"].size() << " members, "
+              << FormatSize(g.value("used", uint64_t{0})) << " cached of " << FormatSize(g.value("capacity", uint64_t{0}))
+              << "\n";
+    for (const auto& m : g["members"]) {
+      std::string addr = m.value("addr", "");
+      std::string mp = m.value("mountpoint", "");
+      std::cout << "  #" << m.value("sid", uint64_t{0}) << " " << m.value("host", "") << " "
+                << (addr.empty() ? "reader (--no-sharing)" : addr) << " "
+                << (mp.empty() ? std::string("cache-server") : "on " + mp) << ": "
+                << FormatSize(m.value("used", uint64_t{0})) << " of " << FormatSize(m.value("capacity", uint64_t{0}))
+                << "\n";
+    }
   }
   return 0;
 }

@@ -13,6 +13,10 @@
 #include <iostream>
 #include <sstream>
 
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include "common/secret.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
@@ -142,6 +146,39 @@ bool IsMountPoint(const std::string& abs_path) {
     if (Unescape(mnt) == target) return true;
   }
   return false;
+}
+
+void SetupLogging(const std::string& file, bool foreground) {
+  try {
+    std::shared_ptr<spdlog::logger> logger;
+    if (!file.empty()) {
+      logger = spdlog::basic_logger_mt("tierfs", file);
+    } else if (foreground) {
+      logger = spdlog::stderr_color_mt("tierfs");
+    }
+    if (logger) {
+      logger->flush_on(spdlog::level::warn);
+      spdlog::set_default_logger(logger);
+    }
+    spdlog::flush_every(std::chrono::seconds(1));
+  } catch (const spdlog::spdlog_ex& e) {
+    std::cerr << "tierfs: cannot open log file " << file << ": " << e.what() << std::endl;
+  }
+}
+
+#ifndef TIERFS_VERSION
+#define TIERFS_VERSION "dev"
+#endif
+
+SessionInfo ThisProcessSession(const std::string& mountpoint) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  SessionInfo info;
+  info.host = host;
+  info.pid = static_cast<uint32_t>(getpid());
+  info.mountpoint = mountpoint;
+  info.version = TIERFS_VERSION;
+  return info;
 }
 
 }  // namespace tierfs::cmd

@@ -15,10 +15,17 @@ namespace tierfs {
 class Meta;
 class ObjectStore;
 struct FormatRecord;
+struct SessionInfo;
 }
 
 namespace tierfs::cmd {
 
+// Logs to `file` when given, else to stderr when in the foreground (a daemon without a
+// file logs nowhere).
+void SetupLogging(const std::string& file, bool foreground);
+// The session record of this process (host, pid, version) for a mount on `mountpoint`
+// ("" for a cache server).
+SessionInfo ThisProcessSession(const std::string& mountpoint);
 // Prints "tierfs: <message>" to stderr and returns 1.
 int Fail(const std::string& what, const Status& st);
 // Opens the engine at meta_url and the volume in it.

@@ -1,4 +1,4 @@
-// tierfs warmup PATH... [--threads N] [--evict | --check] [--json]: fills the client's cache
+// tierfs warmup PATH... [--threads N] [--evict | --check | --cache-group] [--json]: fills the client's cache
 // with files or directory trees of a mounted volume (or drops them, or reports how much is
 // cached). The mount does the work, per file, through the "tierfs.warmup", "tierfs.evict"
 // and "tierfs.cache" virtual xattrs (vfs/vfs_cache.cc).
@@ -25,7 +25,7 @@ namespace {
 
 struct Totals {
   std::atomic<uint64_t> files{0}, blocks{0}, bytes{0}, fetched_blocks{0}, fetched_bytes{0}, cached_blocks{0},
-      cached_bytes{0}, evicted_blocks{0}, failed{0};
+      cached_bytes{0}, evicted_blocks{0}, owner_blocks{0}, failed{0};
 };
 
 Result<nlohmann::json> Ask(const std::string& path, const char* name) {
@@ -52,8 +52,8 @@ void Progress(const Totals& t, size_t total, bool final) {
             << " files, " << FormatSize(t.bytes.load()) << (final ? "\n" : "") << std::flush;
 }
 
-int Run(const std::vector<std::string>& paths, int threads, bool evict, bool check, bool json) {
-  const char* name = evict ? "tierfs.evict" : check ? "tierfs.cache" : "tierfs.warmup";
+int Run(const std::vector<std::string>& paths, int threads, bool evict, bool check, bool json, bool group) {
+  const char* name = evict ? "tierfs.evict" : check ? "tierfs.cache" : group ? "tierfs.warmup.group" : "tierfs.warmup";
   std::vector<std::string> files;
   for (const std::string& p : paths) {
     std::error_code ec;
@@ -95,6 +95,7 @@ int Run(const std::vector<std::string>& paths, int threads, bool evict, bool che
         t.cached_blocks += j.value("cached_blocks", 0ull);
         t.cached_bytes += j.value("cached_bytes", 0ull);
         t.evicted_blocks += j.value("evicted_blocks", 0ull);
+        t.owner_blocks += j.value("owner_blocks", 0ull);
       }
       t.files++;
     }
@@ -119,6 +120,7 @@ int Run(const std::vector<std::string>& paths, int threads, bool evict, bool che
     j["fetched_bytes"] = t.fetched_bytes.load();
   }
   if (evict) j["evicted_blocks"] = t.evicted_blocks.load();
+  if (group) j["owner_blocks"] = t.owner_blocks.load();
   if (json) {
     std::cout << j.dump(2) << std::endl;
   } else {
@@ -127,6 +129,10 @@ int Run(const std::vector<std::string>& paths, int threads, bool evict, bool che
     std::cout << files.size() << " files, " << t.blocks.load() << " blocks, " << FormatSize(bytes) << "\n";
     if (evict) {
       std::cout << "evicted " << t.evicted_blocks.load() << " blocks\n";
+    } else if (group) {
+      std::cout << t.owner_blocks.load() << " blocks sent to their owners in the cache group; "
+                << t.blocks.load() - t.owner_blocks.load() << " kept by this member (its own share), of which "
+                << t.fetched_blocks.load() << " fetched from the object store in " << secs << " s\n";
     } else if (!check) {
       std::cout << "fetched " << t.fetched_blocks.load() << " blocks (" << FormatSize(t.fetched_bytes.load())
                 << ") from the object store in " << secs << " s; " << t.blocks.load() - t.fetched_blocks.load()
@@ -149,13 +155,19 @@ void RegisterWarmup(CLI::App& app, int* exit_code) {
   auto evict = std::make_shared<bool>(false);
   auto check = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
+  auto group = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("warmup", "Fill the client's cache with files or directory trees of a mount");
   sub->add_option("PATH", *paths, "Files or directories in a mounted TierFS volume")->required();
   sub->add_option("--threads", *threads, "Files warmed in parallel")->capture_default_str()->check(CLI::Range(1, 256));
   auto* e = sub->add_flag("--evict", *evict, "Drop the files' blocks from the cache instead");
-  sub->add_flag("--check", *check, "Only report how much of the files is cached")->excludes(e);
+  auto* c = sub->add_flag("--check", *check, "Only report how much of the files is cached")->excludes(e);
+  sub->add_flag("--cache-group", *group,
+                "Fill the mount's cache group instead: each block into its owner's cache (the mount's own "
+                "share stays here)")
+      ->excludes(e)
+      ->excludes(c);
   sub->add_flag("--json", *json, "Print the summary as JSON");
-  sub->callback([=] { *exit_code = Run(*paths, *threads, *evict, *check, *json); });
+  sub->callback([=] { *exit_code = Run(*paths, *threads, *evict, *check, *json, *group); });
 }
 
 }  // namespace tierfs::cmd

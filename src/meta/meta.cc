@@ -4,6 +4,7 @@
 #include "meta/meta.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@ std::string FormatRecord::ToJson() const {
   if (!secret_key.empty()) j["secret_key"] = secret_key;
   if (!session_token.empty()) j["session_token"] = session_token;
   if (!ceph_conf.empty()) j["ceph_conf"] = ceph_conf;
+  if (!group_secret.empty()) j["group_secret"] = group_secret;
   return j.dump();
 }
 
@@ -57,6 +59,7 @@ FormatRecord FormatRecord::Redacted() const {
   FormatRecord r = *this;
   if (!r.secret_key.empty()) r.secret_key = "****";
   if (!r.session_token.empty()) r.session_token = "****";
+  if (!r.group_secret.empty()) r.group_secret = "****";
   return r;
 }
 
@@ -78,6 +81,23 @@ Result<FormatRecord> Meta::UpdateFormat(KvEngine* engine, const std::function<St
   return out;
 }
 
+Result<std::string> Meta::GroupSecret(KvEngine* engine) {
+  ASSIGN_OR_RETURN(FormatRecord rec, UpdateFormat(engine, [](FormatRecord& r) -> Status {
+                     if (!r.group_secret.empty()) return Status::OK();
+                     unsigned char raw[32];
+                     if (getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) {
+                       return Status::Err(EIO, "no random bytes for the group secret");
+                     }
+                     static const char* hex = "0123456789abcdef";
+                     for (unsigned char c : raw) {
+                       r.group_secret.push_back(hex[c >> 4]);
+                       r.group_secret.push_back(hex[c & 15]);
+                     }
+                     return Status::OK();
+                   }));
+  return rec.group_secret;
+}
+
 Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   auto j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Err(EIO, "volume format record is not valid JSON");
@@ -94,6 +114,7 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.secret_key = j.value("secret_key", "");
   r.session_token = j.value("session_token", "");
   r.ceph_conf = j.value("ceph_conf", "");
+  r.group_secret = j.value("group_secret", "");
   if (r.version > 1) {
     return Status::Err(EPROTO, "volume format version " + std::to_string(r.version) +
                                    " is newer than this tierfs understands (1); upgrade tierfs");

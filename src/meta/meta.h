@@ -70,6 +70,9 @@ struct FormatRecord {
   // A client silent this long is dead; any live client then drops its locks and reclaims
   // its open-but-unlinked files. Clients send a heartbeat every fifth of it.
   int session_timeout_s = 60;
+  // Members of a cache group sign their requests with it (group/wire.h). Made on first use
+  // (Meta::GroupSecret); never printed.
+  std::string group_secret;
 
   std::string ToJson() const;
   static Result<FormatRecord> FromJson(const std::string& json);
@@ -87,6 +90,11 @@ struct SessionInfo {
   std::string version;
   int64_t started_ns = 0;
   int64_t heartbeat_ns = 0;
+  // Cache-group membership (mount --cache-group, tierfs cache-server); empty group: none.
+  std::string cache_group;
+  std::string group_addr;       // HOST:PORT it serves blocks on; empty with --no-sharing
+  uint64_t group_capacity = 0;  // bytes of cache it offers (the ring weight)
+  uint64_t group_used = 0;      // bytes cached, as of its last heartbeat
 };
 
 struct StatFs {
@@ -158,6 +166,12 @@ class Meta {
   uint64_t sid() const { return sid_; }
   Status CloseSession();
   Result<std::vector<SessionInfo>> ListSessions();
+  // The volume's cache-group secret, made (32 random bytes, hex) and stored the first time
+  // it is asked for.
+  static Result<std::string> GroupSecret(KvEngine* engine);
+  // Edits this client's session record in one transaction (its cache-group fields change
+  // while mounted). ENOENT when the session was cleaned as dead.
+  Status UpdateSession(const std::function<void(SessionInfo&)>& edit);
   void StartBackground(DeleteSliceFn delete_slice);
   void StopBackground();
   // Runs one round of background work now (tests, `gc`).

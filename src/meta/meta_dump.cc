@@ -186,6 +186,7 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
   if (!keep_secrets) {
     format.erase("secret_key");
     format.erase("session_token");
+    format.erase("group_secret");
   }
   out << "{\n\"tierfs_dump\": " << kDumpVersion << ",\n\"format\": " << format.dump() << ",\n\"inodes\": [";
   InodeWriter inodes(out, stats);

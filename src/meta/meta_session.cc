@@ -70,6 +70,52 @@ Result<StatFs> Meta::GetStatFs() {
   return s;
 }
 
+namespace {
+std::string SessionJson(const SessionInfo& info) {
+  nlohmann::json j = {{"host", info.host},         {"pid", info.pid},
+                      {"mountpoint", info.mountpoint}, {"version", info.version},
+                      {"started_ns", info.started_ns}};
+  if (!info.cache_group.empty()) {
+    j["cache_group"] = info.cache_group;
+    j["group_addr"] = info.group_addr;
+    j["group_capacity"] = info.group_capacity;
+    j["group_used"] = info.group_used;
+  }
+  return j.dump();
+}
+
+SessionInfo ParseSession(uint64_t sid, std::string_view v) {
+  SessionInfo s;
+  s.sid = sid;
+  auto j = nlohmann::json::parse(v, nullptr, false);
+  if (j.is_object()) {
+    s.host = j.value("host", "");
+    s.pid = j.value("pid", 0u);
+    s.mountpoint = j.value("mountpoint", "");
+    s.version = j.value("version", "");
+    s.started_ns = j.value("started_ns", int64_t{0});
+    s.cache_group = j.value("cache_group", "");
+    s.group_addr = j.value("group_addr", "");
+    s.group_capacity = j.value("group_capacity", uint64_t{0});
+    s.group_used = j.value("group_used", uint64_t{0});
+  }
+  return s;
+}
+}  // namespace
+
+Status Meta::UpdateSession(const std::function<void(SessionInfo&)>& edit) {
+  if (sid_ == 0) return Status::Err(EINVAL, "no session to update");
+  return engine_->Txn([&](KvTxn& t) {
+    auto cur = t.Get(keys::Session(sid_));
+    if (!cur.ok()) return cur.status();
+    // A session cleaned as dead (this client was silent too long) is not brought back.
+    if (!cur->has_value()) return Status::Err(ENOENT, "session " + std::to_string(sid_) + " is gone");
+    SessionInfo info = ParseSession(sid_, **cur);
+    edit(info);
+    return t.Put(keys::Session(sid_), SessionJson(info));
+  });
+}
+
 Status Meta::NewSession(SessionInfo info) {
   info.started_ns = NowNanos();
   return engine_->Txn([&](KvTxn& t) {
@@ -77,10 +123,7 @@ Status Meta::NewSession(SessionInfo info) {
     if (!v.ok()) return v.status();
     uint64_t sid = v->has_value() ? keys::DecodeU64(**v) : 1;
     RETURN_IF_ERROR(t.Put(keys::Counter("nextSession"), keys::EncodeU64(sid + 1)));
-    nlohmann::json j = {{"host", info.host},         {"pid", info.pid},
-                        {"mountpoint", info.mountpoint}, {"version", info.version},
-                        {"started_ns", info.started_ns}};
-    RETURN_IF_ERROR(t.Put(keys::Session(sid), j.dump()));
+    RETURN_IF_ERROR(t.Put(keys::Session(sid), SessionJson(info)));
     RETURN_IF_ERROR(t.Put(keys::Heartbeat(sid), keys::EncodeU64(static_cast<uint64_t>(info.started_ns))));
     sid_ = sid;
     return Status::OK();
@@ -93,17 +136,9 @@ Result<std::vector<SessionInfo>> Meta::ListSessions() {
       [&](KvTxn& t) {
         out.clear();
         RETURN_IF_ERROR(ScanPrefix(t, std::string(keys::kSessionPrefix), 0, [&](std::string_view k, std::string_view v) {
-          SessionInfo s;
-          keys::ParseInoKey(k, &s.sid);
-          auto j = nlohmann::json::parse(v, nullptr, false);
-          if (j.is_object()) {
-            s.host = j.value("host", "");
-            s.pid = j.value("pid", 0u);
-            s.mountpoint = j.value("mountpoint", "");
-            s.version = j.value("version", "");
-            s.started_ns = j.value("started_ns", int64_t{0});
-          }
-          out.push_back(s);
+          uint64_t sid = 0;
+          keys::ParseInoKey(k, &sid);
+          out.push_back(ParseSession(sid, v));
           return true;
         }));
         for (auto& s : out) {

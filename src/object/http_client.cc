@@ -212,6 +212,7 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options_.io_timeout_s);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, options_.total_timeout_ms);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   // Object keys may contain "." and ".." segments; curl must not collapse them.

@@ -49,6 +49,8 @@ struct HttpClientOptions {
   long connect_timeout_ms = 5000;
   // A transfer slower than 1 byte/s for this long fails with ETIMEDOUT.
   long io_timeout_s = 30;
+  // The whole exchange may take at most this long (ETIMEDOUT); 0: no limit.
+  long total_timeout_ms = 0;
   // Idle handles kept for reuse; more concurrent requests get temporary handles.
   size_t max_idle_handles = 64;
 };

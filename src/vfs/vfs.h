@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,9 @@ struct VfsOptions {
   // file's slice maps too. This client's own changes drop them; other clients' changes
   // show after at most this long (as with the kernel's attribute cache). 0: off.
   int64_t open_cache_ns = 0;
+  // The cache group's state as a JSON object, shown as "group" in tierfs.stats; unset
+  // without a group.
+  std::function<std::string()> group_stats;
 };
 
 struct Entry {
@@ -123,6 +127,8 @@ class Vfs {
   // The cache controls (vfs_cache.cc): the virtual xattrs below, answered as JSON.
   static constexpr const char* kCacheXattr = "tierfs.cache";
   static constexpr const char* kWarmupXattr = "tierfs.warmup";
+  // Warm-up into the cache group: each block into its owner's cache.
+  static constexpr const char* kWarmupGroupXattr = "tierfs.warmup.group";
   static constexpr const char* kEvictXattr = "tierfs.evict";
   static constexpr const char* kStatsXattr = "tierfs.stats";
   static bool IsCacheXattr(const std::string& name);

@@ -30,7 +30,8 @@ constexpr int64_t kRememberNs = 5'000'000'000;
 }  // namespace
 
 bool Vfs::IsCacheXattr(const std::string& name) {
-  return name == kCacheXattr || name == kWarmupXattr || name == kEvictXattr || name == kStatsXattr;
+  return name == kCacheXattr || name == kWarmupXattr || name == kWarmupGroupXattr || name == kEvictXattr ||
+         name == kStatsXattr;
 }
 
 Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
@@ -60,7 +61,8 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
     if (ino != kRootIno) return Status::Err(ENODATA, name + " is on the volume's root only");
     return StatsJson();
   }
-  bool acts = name == kWarmupXattr || name == kEvictXattr;
+  const bool group = name == kWarmupGroupXattr;
+  bool acts = name == kWarmupXattr || group || name == kEvictXattr;
   if (acts) {
     RETURN_IF_ERROR(Access(ctx, ino, R_OK));
     std::lock_guard<std::mutex> l(cache_ops_mu_);
@@ -80,15 +82,17 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
   if (name == kEvictXattr) {
     for (const auto& b : blocks) store_->EvictBlock(b.first);
     j["evicted_blocks"] = blocks.size();
-  } else if (name == kWarmupXattr) {
+  } else if (name == kWarmupXattr || group) {
     std::atomic<size_t> next{0};
-    std::atomic<uint64_t> fetched_blocks{0}, fetched_bytes{0};
+    std::atomic<uint64_t> fetched_blocks{0}, fetched_bytes{0}, owner_blocks{0};
     std::mutex err_mu;
     Status first_error;
     auto work = [&] {
       for (size_t i = next++; i < blocks.size(); i = next++) {
-        bool fetched = false;
-        Status s = store_->WarmBlock(blocks[i].first, blocks[i].second, &fetched);
+        bool fetched = false, remote = false;
+        Status s = group ? store_->WarmBlockForGroup(blocks[i].first, blocks[i].second, &fetched, &remote)
+                         : store_->WarmBlock(blocks[i].first, blocks[i].second, &fetched);
+        if (remote) owner_blocks++;
         if (!s.ok()) {
           std::lock_guard<std::mutex> l(err_mu);
           if (first_error.ok()) first_error = s;
@@ -110,6 +114,7 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
     }
     j["fetched_blocks"] = fetched_blocks.load();
     j["fetched_bytes"] = fetched_bytes.load();
+    if (group) j["owner_blocks"] = owner_blocks.load();
   }
   uint64_t disk_blocks = 0, disk_bytes = 0, mem_blocks = 0, mem_bytes = 0;
   for (const auto& b : blocks) {
@@ -130,7 +135,7 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
 }
 
 void Vfs::KeepCacheAnswer(Ino ino, const std::string& name, std::string answer) {
-  if (name != kWarmupXattr && name != kEvictXattr) return;
+  if (name != kWarmupXattr && name != kWarmupGroupXattr && name != kEvictXattr) return;
   std::lock_guard<std::mutex> l(cache_ops_mu_);
   int64_t now = MonoNanos();
   for (auto it = cache_ops_.begin(); it != cache_ops_.end();) {
@@ -154,6 +159,17 @@ std::string Vfs::StatsJson() {
                  {"puts", s.puts}, {"bytes_uploaded", s.bytes_uploaded}, {"upload_failures", s.upload_failures}}},
       {"meta", {{"cached_opens", cached_opens()}}}};
   if (DiskCache* dc = store_->disk()) j["disk"]["roots"] = dc->roots();
+  if (opts_.group_stats) {
+    auto g = nlohmann::json::parse(opts_.group_stats(), nullptr, false);
+    if (g.is_object()) {
+      g["peer_hits"] = s.peer_hits;
+      g["peer_bytes"] = s.peer_bytes;
+      g["peer_failures"] = s.peer_failures;
+      g["served_blocks"] = s.peer_served;
+      g["served_bytes"] = s.peer_served_bytes;
+      j["group"] = g;
+    }
+  }
   return j.dump();
 }
 

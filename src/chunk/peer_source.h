@@ -1,0 +1,27 @@
+// PeerSource: the cache group as the cache hierarchy sees it (level 3, between the local
+// disk and the object store). CachedStore asks it for a whole block after a miss on disk;
+// the group itself (membership, ring, transport) lives in src/group/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace tierfs {
+
+class PeerSource {
+ public:
+  virtual ~PeerSource() = default;
+
+  // The block from its owner in the group, verified (its length and its checksums).
+  // ENODATA: no other member owns it (this member is the owner, or the group has no other
+  // serving member): fetch it from the store and keep it. Any other error (the owner is
+  // dead, slow, refused the request or sent a damaged block) also means: fetch it from the
+  // store; the group never turns a good read into an error.
+  // Threads: any thread, concurrently.
+  virtual Result<std::shared_ptr<const std::string>> Fetch(const std::string& key, uint32_t block_len) = 0;
+};
+
+}  // namespace tierfs

@@ -1,0 +1,107 @@
+#include "cmd/cache_options.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+#include "chunk/cached_store.h"
+#include "cmd/util.h"
+#include "common/size.h"
+#include "meta/meta.h"
+
+namespace tierfs::cmd {
+namespace {
+
+// The disk cache's home: /var/cache/tierfs for root, ~/.cache/tierfs for others.
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/tierfs";
+  const char* home = getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/tierfs";
+}
+
+// The memory block cache: 2% of RAM, between 256 MiB and 16 GiB (a GPU node with 1 TiB of
+// RAM gets 16 GiB; this 24 GiB machine about 490 MiB). The kernel's page cache holds what
+// was read recently on top of it; this cache holds prefetched blocks and small files.
+uint64_t DefaultMemCache() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t ram = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
+  return std::clamp<uint64_t>(ram / 50, 256ull << 20, 16ull << 30);
+}
+
+std::vector<std::string> SplitDirs(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t colon = s.find(':', start);
+    if (colon == std::string::npos) colon = s.size();
+    if (colon > start) out.push_back(AbsPath(s.substr(start, colon - start)));
+    start = colon + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddCacheOptions(CLI::App* sub, CacheArgs* a) {
+  sub->add_option("--cache-dir", a->cache_dir,
+                  "Disk cache directories, DIR[:DIR...], a folder per volume inside; 'memory' for none "
+                  "(default: /var/cache/tierfs for root, ~/.cache/tierfs otherwise)");
+  sub->add_option("--cache-size", a->cache_size, "Disk cache capacity over all its directories; 0 for none")
+      ->capture_default_str();
+  sub->add_option("--free-space-ratio", a->free_space_ratio,
+                  "Keep at least this share of each cache disk free, evicting to stay above it")
+      ->capture_default_str();
+  sub->add_option("--mem-cache-size", a->mem_cache_size,
+                  "Memory block cache, on top of --buffer-size (default: 2% of RAM, 256 MiB to 16 GiB)");
+  sub->add_flag("--cache-writes", a->cache_writes,
+                "Every written block enters the disk cache as it uploads (default: only small files' blocks)");
+}
+
+void MakeCacheDirsAbsolute(CacheArgs* a) {
+  if (a->cache_dir.empty() || a->cache_dir == "memory") return;
+  std::string abs;
+  for (const auto& d : SplitDirs(a->cache_dir)) abs += (abs.empty() ? "" : ":") + d;
+  a->cache_dir = abs;
+}
+
+Status ApplyCacheOptions(const CacheArgs& a, const FormatRecord& fmt, StoreConfig* cfg) {
+  if (a.mem_cache_size.empty()) {
+    cfg->cache_bytes = DefaultMemCache();
+  } else {
+    auto mem = ParseSize(a.mem_cache_size);
+    if (!mem.ok()) return mem.status().With("--mem-cache-size");
+    cfg->cache_bytes = *mem;
+  }
+  if (a.cache_dir != "memory") {
+    auto disk = ParseSize(a.cache_size);
+    if (!disk.ok()) return disk.status().With("--cache-size");
+    if (a.free_space_ratio < 0 || a.free_space_ratio >= 1) {
+      return Status::Err(EINVAL, "--free-space-ratio must be in [0, 1)");
+    }
+    cfg->disk.dirs = SplitDirs(a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir);
+    if (cfg->disk.dirs.empty()) return Status::Err(EINVAL, "--cache-dir names no directory");
+    cfg->disk.volume_uuid = fmt.uuid;
+    cfg->disk.capacity = *disk;
+    cfg->disk.free_space_ratio = a.free_space_ratio;
+    if (*disk == 0) cfg->disk.dirs.clear();
+  }
+  cfg->cache_writes_to_disk = a.cache_writes;
+  return Status::OK();
+}
+
+void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
+  if (DiskCache* dc = store->disk()) {
+    DiskCacheStats ds = dc->stats();
+    spdlog::info("disk cache: {} directories, {} blocks ({} bytes) cached, capacity {}", ds.dirs, ds.blocks,
+                 ds.bytes, ds.capacity);
+  } else if (!cfg.disk.dirs.empty()) {
+    spdlog::warn("no usable disk cache directory; reads not in memory go to the object store");
+  }
+}
+
+}  // namespace tierfs::cmd

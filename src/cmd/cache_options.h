@@ -1,0 +1,39 @@
+// The cache options a mount and a cache server share (--cache-dir, --cache-size,
+// --free-space-ratio, --mem-cache-size, --cache-writes) and how they become a StoreConfig.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tierfs {
+class CachedStore;
+struct FormatRecord;
+struct StoreConfig;
+}  // namespace tierfs
+
+namespace tierfs::cmd {
+
+struct CacheArgs {
+  std::string cache_dir;            // empty: DefaultCacheDir(); "memory": no disk cache
+  std::string cache_size = "100G";  // disk cache capacity
+  double free_space_ratio = 0.1;
+  std::string mem_cache_size;  // empty: DefaultMemCache()
+  bool cache_writes = false;
+};
+
+void AddCacheOptions(CLI::App* sub, CacheArgs* args);
+// Resolves relative cache directories against the current directory (a background
+// process works from "/").
+void MakeCacheDirsAbsolute(CacheArgs* args);
+// Sets cfg's memory cache, disk cache and cache_writes_to_disk; EINVAL names a bad option.
+Status ApplyCacheOptions(const CacheArgs& args, const FormatRecord& fmt, StoreConfig* cfg);
+// Logs what the disk cache holds at start, or warns that no directory is usable.
+void LogCacheState(CachedStore* store, const StoreConfig& cfg);
+
+}  // namespace tierfs::cmd
