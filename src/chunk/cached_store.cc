@@ -233,14 +233,26 @@ Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::st
   }
   PeerSource* peers = ask_peers ? peers_.load() : nullptr;
   if (peers) {
-    auto peer = peers->Fetch(key, block_len);
-    if (peer.ok()) {
+    bool from_peer = false, store_asked = false;
+    auto got = peers->Fetch(
+        key, block_len,
+        [&] {
+          store_asked = true;
+          return GetBlock(key, block_len);
+        },
+        &from_peer);
+    if (from_peer) {
       peer_hits_++;
-      peer_bytes_ += (*peer)->size();
-      if (disk_) disk_->Put(key, *peer);
-      return peer;
+      peer_bytes_ += (*got)->size();
+      if (disk_) disk_->Put(key, *got);
+      return got;
     }
-    if (peer.status().code() != ENODATA) peer_failures_++;
+    if (store_asked) {  // the owner was slow and the hedged GET answered first: it stands
+      hedged_++;
+      if (got.ok() && disk_) disk_->Put(key, *got);
+      return got;
+    }
+    if (got.status().code() != ENODATA) peer_failures_++;
   }
   auto got = GetBlock(key, block_len);
   if (got.ok() && disk_) disk_->Put(key, *got);
@@ -329,7 +341,10 @@ Status CachedStore::WarmBlock(const std::string& key, uint32_t block_len, bool* 
 Status CachedStore::WarmBlockForGroup(const std::string& key, uint32_t block_len, bool* fetched, bool* remote) {
   *remote = false;
   if (PeerSource* peers = peers_.load()) {
-    if (peers->Fetch(key, block_len).ok()) {
+    bool from_peer = false;
+    // No hedge (an empty StoreGet): filling the owner is the point, so wait for it.
+    auto got = peers->Fetch(key, block_len, {}, &from_peer);
+    if (from_peer) {
       *fetched = false;  // whether the owner had it is the owner's business
       *remote = true;
       return Status::OK();
@@ -468,6 +483,7 @@ StoreStats CachedStore::stats() const {
   s.peer_hits = peer_hits_;
   s.peer_bytes = peer_bytes_;
   s.peer_failures = peer_failures_;
+  s.peer_hedged = hedged_;
   s.peer_served = peer_served_;
   s.peer_served_bytes = peer_served_bytes_;
   std::lock_guard<std::mutex> l(buf_mu_);

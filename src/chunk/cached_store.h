@@ -72,6 +72,7 @@ struct StoreStats {
   uint64_t peer_hits = 0;      // blocks received from their owner in the group
   uint64_t peer_bytes = 0;     // bytes of those blocks
   uint64_t peer_failures = 0;  // asks that failed (dead, slow, refused, damaged): went to the store
+  uint64_t peer_hedged = 0;    // asks the store answered first (the owner was slow)
   uint64_t peer_served = 0;    // blocks this member served to others
   uint64_t peer_served_bytes = 0;
 };
@@ -208,6 +209,7 @@ class CachedStore {
   std::atomic<uint64_t> gets_{0}, ranged_gets_{0}, puts_{0}, put_retries_{0}, upload_failures_{0};
   std::atomic<uint64_t> bytes_downloaded_{0}, bytes_uploaded_{0};
   std::atomic<uint64_t> peer_hits_{0}, peer_bytes_{0}, peer_failures_{0}, peer_served_{0}, peer_served_bytes_{0};
+  std::atomic<uint64_t> hedged_{0};
 
   // Declared last so they are joined before the state their tasks use is destroyed.
   std::unique_ptr<ThreadPool> upload_pool_;

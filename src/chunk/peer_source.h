@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,8 @@ namespace tierfs {
 
 class PeerSource {
  public:
+  using StoreGet = std::function<Result<std::shared_ptr<const std::string>>()>;
+
   virtual ~PeerSource() = default;
 
   // The block from its owner in the group, verified (its length and its checksums).
@@ -20,8 +23,13 @@ class PeerSource {
   // serving member): fetch it from the store and keep it. Any other error (the owner is
   // dead, slow, refused the request or sent a damaged block) also means: fetch it from the
   // store; the group never turns a good read into an error.
+  // Hedging: when the owner has not answered within the group's hedge delay, `from_store`
+  // runs in the calling thread and whichever answer is first is returned; *from_peer says
+  // which one it was (the store's answer, error included, is returned as it is). An empty
+  // from_store means: no hedge, wait for the owner (warm-up).
   // Threads: any thread, concurrently.
-  virtual Result<std::shared_ptr<const std::string>> Fetch(const std::string& key, uint32_t block_len) = 0;
+  virtual Result<std::shared_ptr<const std::string>> Fetch(const std::string& key, uint32_t block_len,
+                                                           const StoreGet& from_store, bool* from_peer) = 0;
 };
 
 }  // namespace tierfs

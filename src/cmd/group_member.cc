@@ -40,7 +40,7 @@ std::string GroupRuntime::StatsJson() const {
                       {"members", s.members},             {"asks", s.asks},
                       {"received", s.received},           {"unreachable", s.unreachable},
                       {"refused", s.refused},             {"damaged", s.damaged},
-                      {"skipped_down", s.skipped_down}};
+                      {"skipped_down", s.skipped_down},   {"hedged", s.hedged}};
   nlohmann::json ring = nlohmann::json::array();
   for (const group::GroupMember& m : group_->members()) {
     if (!m.addr.empty()) ring.push_back(m.addr);

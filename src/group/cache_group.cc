@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "common/clock.h"
 #include "group/wire.h"
@@ -47,7 +48,11 @@ CacheGroup::CacheGroup(Meta* meta, CacheGroupOptions options)
     : meta_(meta), opts_(WithDefaults(std::move(options), meta)),
       http_(std::make_unique<HttpClient>(ClientOptions(opts_))), ring_(std::make_shared<Ring>()) {}
 
-CacheGroup::~CacheGroup() { Stop(); }
+CacheGroup::~CacheGroup() {
+  Stop();
+  std::unique_lock<std::mutex> l(calls_mu_);
+  calls_cv_.wait(l, [&] { return calls_ == 0; });
+}
 
 Status CacheGroup::Refresh() {
   uint64_t used = opts_.used_bytes ? opts_.used_bytes() : 0;
@@ -143,13 +148,55 @@ std::string CacheGroup::OwnerOf(const std::string& key) const {
   return addr == opts_.self_addr ? "" : addr;
 }
 
-Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& key, uint32_t block_len) {
+Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& key, uint32_t block_len,
+                                                             const StoreGet& from_store, bool* from_peer) {
+  *from_peer = false;
   std::string addr = OwnerOf(key);
   if (addr.empty()) return Status::Err(ENODATA, "this member owns " + key);
   if (IsDown(addr)) {
     skipped_down_++;
     return Status::Err(EHOSTDOWN, "owner " + addr + " of " + key + " is marked down");
   }
+  if (!from_store || opts_.hedge_ms <= 0) {
+    auto got = Ask(addr, key, block_len);
+    *from_peer = got.ok();
+    return got;
+  }
+  // The ask runs on a thread of its own, so that a slow owner can be raced by the store.
+  struct Call {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<std::shared_ptr<const std::string>>> result;
+  };
+  auto call = std::make_shared<Call>();
+  {
+    std::lock_guard<std::mutex> l(calls_mu_);
+    ++calls_;
+  }
+  std::thread([this, call, addr, key, block_len] {
+    auto got = Ask(addr, key, block_len);
+    {
+      std::lock_guard<std::mutex> l(call->mu);
+      call->result.emplace(std::move(got));
+    }
+    call->cv.notify_all();
+    std::lock_guard<std::mutex> l(calls_mu_);  // notified under the lock: ~CacheGroup waits for it
+    --calls_;
+    calls_cv_.notify_all();
+  }).detach();
+  {
+    std::unique_lock<std::mutex> l(call->mu);
+    if (call->cv.wait_for(l, std::chrono::milliseconds(opts_.hedge_ms), [&] { return call->result.has_value(); })) {
+      *from_peer = call->result->ok();
+      return std::move(*call->result);
+    }
+  }
+  hedged_++;
+  return from_store();
+}
+
+Result<std::shared_ptr<const std::string>> CacheGroup::Ask(const std::string& addr, const std::string& key,
+                                                           uint32_t block_len) {
   asks_++;
   int64_t t = WallSeconds();
   HttpRequest req;
@@ -195,6 +242,7 @@ CacheGroupStats CacheGroup::stats() const {
   s.refused = refused_;
   s.damaged = damaged_;
   s.skipped_down = skipped_down_;
+  s.hedged = hedged_;
   return s;
 }
 

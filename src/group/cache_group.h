@@ -7,9 +7,11 @@
 // Members with --no-sharing read from the group and are not on the ring.
 //
 // Fetch (PeerSource) asks the block's owner on the ring (group/hash_ring.h) over HTTP
-// (group/wire.h), and verifies the reply. An owner that cannot be reached, or does not
-// answer within request_timeout_ms, is skipped for down_ms: its blocks go to the store
-// meanwhile, so a dead member costs one timeout, not an error.
+// (group/wire.h), and verifies the reply. An owner that has not answered within hedge_ms
+// is raced by the store (the caller's GET); one that cannot be reached, or does not answer
+// within request_timeout_ms, is skipped for down_ms: its blocks go to the store meanwhile,
+// so a dead member costs one failed connection and a hung one a hedge delay per read until
+// its request times out, never an error.
 //
 // Threads: Fetch and members from any thread; Start/Stop from the owner's thread.
 #pragma once
@@ -45,6 +47,9 @@ struct CacheGroupOptions {
   int64_t member_timeout_ns = 0;  // 0: 2.5 refresh periods
   long connect_timeout_ms = 500;
   long request_timeout_ms = 5000;
+  // An owner that has not answered within this long is raced by a GET from the store (a
+  // hedged read); its answer, when it comes, is dropped. 0: no hedging.
+  long hedge_ms = 1000;
   int64_t down_ms = 10000;
   // Current bytes cached by this member, published with each refresh (status shows it).
   std::function<uint64_t()> used_bytes;
@@ -65,6 +70,7 @@ struct CacheGroupStats {
   uint64_t refused = 0;       // owner answered with an error status
   uint64_t damaged = 0;       // replies that failed the MAC or a checksum
   uint64_t skipped_down = 0;  // asks not sent because the owner was marked down
+  uint64_t hedged = 0;        // asks raced by the store after hedge_ms
 };
 
 class CacheGroup : public PeerSource {
@@ -80,7 +86,8 @@ class CacheGroup : public PeerSource {
   void Start();
   void Stop();
 
-  Result<std::shared_ptr<const std::string>> Fetch(const std::string& key, uint32_t block_len) override;
+  Result<std::shared_ptr<const std::string>> Fetch(const std::string& key, uint32_t block_len,
+                                                   const StoreGet& from_store, bool* from_peer) override;
 
   std::vector<GroupMember> members() const;
   CacheGroupStats stats() const;
@@ -95,6 +102,8 @@ class CacheGroup : public PeerSource {
     std::vector<GroupMember> members;  // everyone in the group, readers included
   };
   std::shared_ptr<const Ring> ring() const;
+  // One request to the owner, verified.
+  Result<std::shared_ptr<const std::string>> Ask(const std::string& addr, const std::string& key, uint32_t block_len);
   bool IsDown(const std::string& addr);
   void MarkDown(const std::string& addr);
 
@@ -111,7 +120,12 @@ class CacheGroup : public PeerSource {
   bool stopping_ = false;
   std::thread refresher_;
 
-  std::atomic<uint64_t> asks_{0}, received_{0}, unreachable_{0}, refused_{0}, damaged_{0}, skipped_down_{0};
+  // Hedged asks run on detached threads; the destructor waits for them.
+  std::mutex calls_mu_;
+  std::condition_variable calls_cv_;
+  int calls_ = 0;
+
+  std::atomic<uint64_t> asks_{0}, received_{0}, unreachable_{0}, refused_{0}, damaged_{0}, skipped_down_{0}, hedged_{0};
 };
 
 // The address this host uses to reach `target_host` (for example the metadata server), as

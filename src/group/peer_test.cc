@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "chunk/block_key.h"
 #include "group/cache_group.h"
@@ -66,6 +68,7 @@ class PeerTest : public ::testing::Test {
     o.volume_uuid = "uuid-" + name_;
     o.secret = secret.empty() ? secret_ : secret;
     server_ = std::make_unique<PeerServer>(o, [this](const std::string& key, uint32_t) -> Result<std::shared_ptr<const std::string>> {
+      if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
       std::lock_guard<std::mutex> l(mu_);
       provided_++;
       auto it = blocks_.find(key);
@@ -96,6 +99,13 @@ class PeerTest : public ::testing::Test {
     reader_ = std::make_unique<CacheGroup>(reader_meta_.get(), o);
     ASSERT_TRUE(reader_->Refresh().ok());
   }
+  // An ask without a hedge.
+  static Result<std::shared_ptr<const std::string>> Get(CacheGroup* g, const std::string& key, uint32_t len) {
+    bool from_peer = false;
+    auto got = g->Fetch(key, len, {}, &from_peer);
+    EXPECT_EQ(from_peer, got.ok());
+    return got;
+  }
   std::string AddBlock(uint64_t id, uint32_t len) {
     std::string key = BlockKey("vol", id, 0, len);
     auto data = std::make_shared<std::string>(len, '\0');
@@ -112,6 +122,7 @@ class PeerTest : public ::testing::Test {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const std::string>> blocks_;
   int provided_ = 0;
+  std::atomic<int> delay_ms_{0};
 };
 
 TEST_F(PeerTest, MembersComeFromSessionsAndTheBlockArrivesVerified) {
@@ -122,13 +133,13 @@ TEST_F(PeerTest, MembersComeFromSessionsAndTheBlockArrivesVerified) {
   EXPECT_EQ(reader_->stats().members, 1u);
   std::string key = AddBlock(1, 300000);
   EXPECT_EQ(reader_->OwnerOf(key), owner_addr_);
-  auto got = reader_->Fetch(key, 300000);
+  auto got = Get(reader_.get(), key, 300000);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(**got, *blocks_[key]);
   EXPECT_EQ(reader_->stats().received, 1u);
   EXPECT_EQ(server_->stats().served, 1u);
   // A block the owner cannot get: an error, so the caller reads the store itself.
-  auto missing = reader_->Fetch(BlockKey("vol", 99, 0, 1000), 1000);
+  auto missing = Get(reader_.get(), BlockKey("vol", 99, 0, 1000), 1000);
   EXPECT_FALSE(missing.ok());
   EXPECT_EQ(reader_->stats().refused, 1u);
 }
@@ -138,7 +149,7 @@ TEST_F(PeerTest, ADamagedReplyIsNeverUsed) {
   StartReader();
   server_->set_corrupt_replies(true);
   std::string key = AddBlock(2, 100000);
-  auto got = reader_->Fetch(key, 100000);
+  auto got = Get(reader_.get(), key, 100000);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), EIO);
   EXPECT_EQ(reader_->stats().damaged, 1u);
@@ -149,7 +160,7 @@ TEST_F(PeerTest, AWrongSecretIsRefused) {
   StartOwner();
   StartReader(std::string(64, 'f'));
   std::string key = AddBlock(3, 1000);
-  auto got = reader_->Fetch(key, 1000);
+  auto got = Get(reader_.get(), key, 1000);
   EXPECT_FALSE(got.ok());
   EXPECT_EQ(server_->stats().refused, 1u);
   EXPECT_EQ(server_->stats().served, 0u);
@@ -160,7 +171,7 @@ TEST_F(PeerTest, OnlyBlocksOfItsVolumeAreServed) {
   StartOwner();
   StartReader();
   // Signed correctly, but the key names another volume: refused before the provider.
-  auto got = reader_->Fetch(BlockKey("other", 4, 0, 1000), 1000);
+  auto got = Get(reader_.get(), BlockKey("other", 4, 0, 1000), 1000);
   EXPECT_FALSE(got.ok());
   EXPECT_EQ(server_->stats().refused, 1u);
   EXPECT_EQ(provided_, 0);
@@ -171,12 +182,43 @@ TEST_F(PeerTest, ADeadOwnerFailsOnceThenIsSkipped) {
   StartReader();
   server_->Stop();
   std::string key = AddBlock(5, 1000);
-  auto got = reader_->Fetch(key, 1000);
+  auto got = Get(reader_.get(), key, 1000);
   EXPECT_FALSE(got.ok());
   EXPECT_EQ(reader_->stats().unreachable, 1u);
-  auto again = reader_->Fetch(key, 1000);
+  auto again = Get(reader_.get(), key, 1000);
   EXPECT_EQ(again.status().code(), EHOSTDOWN);
   EXPECT_EQ(reader_->stats().skipped_down, 1u);
+}
+
+// A slow owner is raced by the store after the hedge delay; a prompt one is not.
+TEST_F(PeerTest, ASlowOwnerIsRacedByTheStore) {
+  StartOwner();
+  CacheGroupOptions o = Options();
+  o.hedge_ms = 100;
+  CacheGroup reader(reader_meta_.get(), o);
+  ASSERT_TRUE(reader.Refresh().ok());
+  std::string key = AddBlock(8, 5000);
+  auto from_store = std::make_shared<const std::string>("from the store");
+  int store_gets = 0;
+  auto store = [&]() -> Result<std::shared_ptr<const std::string>> {
+    store_gets++;
+    return from_store;
+  };
+  bool from_peer = false;
+  auto got = reader.Fetch(key, 5000, store, &from_peer);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(from_peer);
+  EXPECT_EQ(store_gets, 0);
+  delay_ms_ = 1500;
+  auto t0 = std::chrono::steady_clock::now();
+  got = reader.Fetch(key, 5000, store, &from_peer);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(from_peer);
+  EXPECT_EQ(*got, from_store);
+  EXPECT_EQ(store_gets, 1);
+  EXPECT_EQ(reader.stats().hedged, 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1400)) << "the hedge did not wait for the owner";
+  // The destructor waits for the owner's late answer; nothing touches freed state.
 }
 
 TEST_F(PeerTest, AMemberThatOwnsTheBlockAsksNobody) {
@@ -186,7 +228,7 @@ TEST_F(PeerTest, AMemberThatOwnsTheBlockAsksNobody) {
   o.capacity = 10 * kGiB;
   CacheGroup self(owner_meta_.get(), o);
   ASSERT_TRUE(self.Refresh().ok());
-  auto got = self.Fetch(AddBlock(6, 1000), 1000);
+  auto got = Get(&self, AddBlock(6, 1000), 1000);
   EXPECT_EQ(got.status().code(), ENODATA);
   EXPECT_EQ(server_->stats().served, 0u);
 }
@@ -198,7 +240,7 @@ TEST_F(PeerTest, ASilentMemberLeavesTheRing) {
   CacheGroup strict(reader_meta_.get(), o);
   ASSERT_TRUE(strict.Refresh().ok());
   EXPECT_EQ(strict.stats().members, 0u);
-  EXPECT_EQ(strict.Fetch(AddBlock(7, 1000), 1000).status().code(), ENODATA);
+  EXPECT_EQ(Get(&strict, AddBlock(7, 1000), 1000).status().code(), ENODATA);
 }
 
 }  // namespace

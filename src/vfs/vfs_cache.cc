@@ -165,6 +165,7 @@ std::string Vfs::StatsJson() {
       g["peer_hits"] = s.peer_hits;
       g["peer_bytes"] = s.peer_bytes;
       g["peer_failures"] = s.peer_failures;
+      g["peer_hedged"] = s.peer_hedged;
       g["served_blocks"] = s.peer_served;
       g["served_bytes"] = s.peer_served_bytes;
       j["group"] = g;
