@@ -198,11 +198,14 @@ class Bench:
             mnts = self.members(n, True, "s%d-%d" % (r, n))
             self.drop()
             cold = self.read_all(mnts)
-            gets = sum(self.stats(m)["store"]["gets"] for m in mnts)
+            st = [self.stats(m) for m in mnts]
+            gets = sum(x["store"]["gets"] for x in st)
+            hedged = sum(x["group"]["hedged"] for x in st)
+            failed = sum(x["group"]["peer_failures"] for x in st)
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("3\n")
             warm = self.read_all(mnts)
-            self.record(kind="scaling", round=r, members=n, gets=gets,
+            self.record(kind="scaling", round=r, members=n, gets=gets, hedged=hedged, failed=failed,
                         cold_mibs=n * self.data_bytes / MiB / cold, warm_mibs=n * self.data_bytes / MiB / warm)
             for m in mnts:
                 self.umount(m)
@@ -281,17 +284,24 @@ class Bench:
             s.append("| %s | %s | %s | %s |" % (name, cell([x["gets"] for x in xs]),
                                                 cell([x["bytes"] / MiB for x in xs]), cell([x["mibs"] for x in xs])))
         s += ["", "### (b) Scaling: n members of one group read the data set at once", "",
-              "| members | store GETs | cold, aggregate MiB/s | warm (members' caches), aggregate MiB/s |",
-              "|---:|---:|---:|---:|"]
+              "| members | store GETs | asks hedged (store asked too) | asks failed | cold, aggregate MiB/s | "
+              "warm (members' caches), aggregate MiB/s |",
+              "|---:|---:|---:|---:|---:|---:|"]
         sc = [x for x in self.results if x["kind"] == "scaling"]
         for n in range(1, MEMBERS + 1):
             xs = [x for x in sc if x["members"] == n]
-            s.append("| %d | %s | %s | %s |" % (n, cell([x["gets"] for x in xs]), cell([x["cold_mibs"] for x in xs]),
-                                                cell([x["warm_mibs"] for x in xs])))
+            s.append("| %d | %s | %s | %s | %s | %s |" % (
+                n, cell([x["gets"] for x in xs]), cell([x.get("hedged", 0) for x in xs]),
+                cell([x.get("failed", 0) for x in xs]), cell([x["cold_mibs"] for x in xs]),
+                cell([x["warm_mibs"] for x in xs])))
         d = [x for x in self.results if x["kind"] == "dead_owner"]
         s += ["", "### (c) A read when an owner is dead or hung", "",
               "A fresh `--no-sharing` member reads every 4 MiB block once (pread), after `tierfs warmup "
-              "--cache-group` put each block in its owner's cache. One run of each case.", "",
+              "--cache-group` put each block in its owner's cache. One run of each case. A killed "
+              "owner refuses the first connection and is then skipped for 10 s; a hung owner "
+              "(SIGSTOP) makes a read wait for the 1 s hedge before the store is asked, until it "
+              "misses its heartbeats and leaves every member's ring (2.5 heartbeats: 2.5 s with "
+              "this volume's 5 s session timeout).", "",
               "| owner of a third of the blocks | p50 ms | p90 ms | max ms | total s | from peers | "
               "from the store | failed asks | skipped (owner marked down) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -314,6 +324,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("group.py: must run as root")
     os.makedirs(OUT, exist_ok=True)
+    # A SIGTERM (timeout, kill) still runs the cleanup below: servers, mounts, namespaces.
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     cmdline = " ".join(["bench/group.py"] + sys.argv[1:])
     if QUICK:
         cmdline = "QUICK=1 " + cmdline

@@ -186,7 +186,14 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& 
   }).detach();
   {
     std::unique_lock<std::mutex> l(call->mu);
-    if (call->cv.wait_for(l, std::chrono::milliseconds(opts_.hedge_ms), [&] { return call->result.has_value(); })) {
+    auto answered = [&] { return call->result.has_value(); };
+    // An owner that answered other asks within the hedge delay is alive and busy (its
+    // machine, or the store behind it, is loaded): racing it would only add store GETs and
+    // load, so wait for it (at most the request timeout). One that answered nothing in
+    // that time may be hung: race it.
+    auto delay = HedgeDelay();
+    if (call->cv.wait_for(l, delay, answered) ||
+        (AnsweredWithin(addr, delay) && (call->cv.wait(l, answered), true))) {
       *from_peer = call->result->ok();
       return std::move(*call->result);
     }
@@ -195,10 +202,22 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& 
   return from_store();
 }
 
+bool CacheGroup::AnsweredWithin(const std::string& addr, std::chrono::milliseconds window) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = last_answer_ms_.find(addr);
+  return it != last_answer_ms_.end() && MonoNanos() / 1000000 - it->second <= window.count();
+}
+
+std::chrono::milliseconds CacheGroup::HedgeDelay() const {
+  int64_t ms = std::max<int64_t>(opts_.hedge_ms, 4 * answer_us_.load() / 1000);
+  return std::chrono::milliseconds(std::min<int64_t>(ms, opts_.request_timeout_ms));
+}
+
 Result<std::shared_ptr<const std::string>> CacheGroup::Ask(const std::string& addr, const std::string& key,
                                                            uint32_t block_len) {
   asks_++;
   int64_t t = WallSeconds();
+  int64_t t0 = MonoNanos();
   HttpRequest req;
   req.method = "GET";
   req.url = "http://" + addr + kBlockPath + "?key=" + UriEncode(key, false) + "&len=" + std::to_string(block_len);
@@ -226,6 +245,15 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Ask(const std::string& ad
     return ok;
   }
   received_++;
+  // The hedge follows how long good answers take (an owner fetching from a busy store is
+  // slow, not dead): a moving average, kept in microseconds.
+  int64_t us = (MonoNanos() - t0) / 1000;
+  int64_t avg = answer_us_.load();
+  answer_us_.store(avg == 0 ? us : (avg * 7 + us) / 8);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    last_answer_ms_[addr] = MonoNanos() / 1000000;
+  }
   size_t table = res->body.size() - data.size();
   res->body.erase(0, table);
   return std::make_shared<const std::string>(std::move(res->body));

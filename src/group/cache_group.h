@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -46,9 +47,14 @@ struct CacheGroupOptions {
   int64_t refresh_ns = 0;         // 0: the metadata heartbeat period
   int64_t member_timeout_ns = 0;  // 0: 2.5 refresh periods
   long connect_timeout_ms = 500;
-  long request_timeout_ms = 5000;
-  // An owner that has not answered within this long is raced by a GET from the store (a
-  // hedged read); its answer, when it comes, is dropped. 0: no hedging.
+  // Long, because a busy owner is waited for (a hung one is raced by the store after the
+  // hedge delay instead); an ask that times out marks its owner down.
+  long request_timeout_ms = 30000;
+  // An owner that has not answered within this long, or 4 times the recent average
+  // answer if that is longer (at most request_timeout_ms), is raced by a GET from the
+  // store (a hedged read); its answer, when it comes, is dropped. An owner that answered
+  // other asks within that delay is busy, not hung, and is waited for (at most
+  // request_timeout_ms). 0: no hedging.
   long hedge_ms = 1000;
   int64_t down_ms = 10000;
   // Current bytes cached by this member, published with each refresh (status shows it).
@@ -104,6 +110,8 @@ class CacheGroup : public PeerSource {
   std::shared_ptr<const Ring> ring() const;
   // One request to the owner, verified.
   Result<std::shared_ptr<const std::string>> Ask(const std::string& addr, const std::string& key, uint32_t block_len);
+  std::chrono::milliseconds HedgeDelay() const;
+  bool AnsweredWithin(const std::string& addr, std::chrono::milliseconds window);
   bool IsDown(const std::string& addr);
   void MarkDown(const std::string& addr);
 
@@ -111,9 +119,10 @@ class CacheGroup : public PeerSource {
   const CacheGroupOptions opts_;
   std::unique_ptr<HttpClient> http_;
 
-  mutable std::mutex mu_;  // guards ring_, down_until_
+  mutable std::mutex mu_;  // guards ring_, down_until_ms_, last_answer_ms_
   std::shared_ptr<const Ring> ring_;
   std::map<std::string, int64_t> down_until_ms_;
+  std::map<std::string, int64_t> last_answer_ms_;  // last good answer per owner (monotonic)
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
@@ -125,6 +134,7 @@ class CacheGroup : public PeerSource {
   std::condition_variable calls_cv_;
   int calls_ = 0;
 
+  std::atomic<int64_t> answer_us_{0};  // moving average of good answers
   std::atomic<uint64_t> asks_{0}, received_{0}, unreachable_{0}, refused_{0}, damaged_{0}, skipped_down_{0}, hedged_{0};
 };
 

@@ -21,7 +21,8 @@ Status PeerServer::Start() {
   int threads = opts_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server_->set_keep_alive_max_count(1000);
-  server_->set_keep_alive_timeout(30);
+  // Idle kept-alive connections hold a worker until this passes, and stop() waits for them.
+  server_->set_keep_alive_timeout(2);
   server_->set_read_timeout(10, 0);
   server_->set_write_timeout(10, 0);
   server_->Get(kBlockPath, [this](const httplib::Request& req, httplib::Response& res) {

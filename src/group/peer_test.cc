@@ -209,6 +209,9 @@ TEST_F(PeerTest, ASlowOwnerIsRacedByTheStore) {
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(from_peer);
   EXPECT_EQ(store_gets, 0);
+  // A busy owner answers other asks meanwhile and is waited for; this one answers nothing
+  // for longer than the hedge delay, as a hung one would.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   delay_ms_ = 1500;
   auto t0 = std::chrono::steady_clock::now();
   got = reader.Fetch(key, 5000, store, &from_peer);
