@@ -97,8 +97,12 @@ Status FileWriter::FlushLocked() {
       st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, &attr);
       if (st.ok()) committed = true;
       if (!st.ok()) {
-        // Uploaded but not committed: the blocks leak until gc collects them; the data is
-        // reported lost to the application instead of silently dropped.
+        // Uploaded but not committed; the data is reported lost to the application instead
+        // of silently dropped. When the engine says the commit cannot have happened (the
+        // inode is gone: another client removed the file), the blocks are deleted now.
+        // After any other error (a lost connection) the commit may have landed, so they
+        // stay, and gc collects them if it did not.
+        if (st.code() == ENOENT || st.code() == ESTALE) s.writer->Abort();
         st = st.With("committing written data of inode " + std::to_string(ino_));
       }
     } else {

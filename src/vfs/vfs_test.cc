@@ -334,5 +334,25 @@ TEST_F(VfsTest, OpenDropsTheKernelCacheOnlyForAnotherClientsChanges) {
   ASSERT_TRUE(vfs_->Release(fh).ok());
 }
 
+// A close whose commit fails because another client removed the file deletes the blocks it
+// uploaded for it, instead of leaving them to gc.
+TEST_F(VfsTest, ACommitThatFailsDeletesTheBlocksItUploaded) {
+  uint64_t fh = Create("gone");
+  std::string data(300 << 10, 'x');  // 5 blocks of 64 KiB: the full ones upload at once
+  ASSERT_TRUE(vfs_->Write(fh, 0, data.data(), data.size()).ok());
+  auto engine = OpenKvEngine("mem://" + name_);
+  ASSERT_TRUE(engine.ok());
+  auto other = Meta::Open(std::move(*engine));
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->NewSession(SessionInfo{}).ok());
+  ASSERT_TRUE((*other)->Unlink(ctx_, kRootIno, "gone").ok());  // its inode is gone here too
+  Status st = vfs_->Flush(fh, 0);
+  EXPECT_EQ(st.code(), ENOENT) << st.ToString();
+  auto left = store_->store()->List(name_ + "/", "", 1000);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << left->size() << " objects left, first " << (*left)[0].key;
+  vfs_->Release(fh).ok();
+}
+
 }  // namespace
 }  // namespace tierfs
