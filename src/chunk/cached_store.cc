@@ -152,15 +152,23 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
       owner = true;
     }
   }
+  ASSIGN_OR_RETURN(auto block, CompleteFetch(key, block_len, fetch, owner, /*disk_missed=*/disk_ != nullptr,
+                                              /*ask_peers=*/true));
+  Deliver(std::move(block), off_in_block, len, dst, refs);
+  return Status::OK();
+}
+
+Result<std::shared_ptr<const std::string>> CachedStore::CompleteFetch(const std::string& key, uint32_t block_len,
+                                                                       const std::shared_ptr<Fetch>& fetch, bool owner,
+                                                                       bool disk_missed, bool ask_peers) {
   if (owner) {
-    RunFetch(key, block_len, fetch, /*disk_missed=*/disk_ != nullptr);
+    RunFetch(key, block_len, fetch, disk_missed, ask_peers);
   } else {
     std::unique_lock<std::mutex> l(mu_);
     fetch->cv.wait(l, [&] { return fetch->done; });
   }
   if (!fetch->status.ok()) return fetch->status;
-  Deliver(fetch->data, off_in_block, len, dst, refs);
-  return Status::OK();
+  return fetch->data;
 }
 
 void CachedStore::Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len) {
@@ -278,20 +286,12 @@ Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::st
     if (fetch) {
       // Never from another member: whoever asked chose this member as the owner, and
       // members whose views of the ring differ must not send a request around in a loop.
-      if (owner) {
-        RunFetch(key, block_len, fetch, /*disk_missed=*/false, /*ask_peers=*/false);
-      } else {
-        std::unique_lock<std::mutex> l(mu_);
-        fetch->cv.wait(l, [&] { return fetch->done; });
-      }
-      if (!fetch->status.ok()) return fetch->status;
-      block = fetch->data;
+      ASSIGN_OR_RETURN(block, CompleteFetch(key, block_len, fetch, owner, /*disk_missed=*/false,
+                                            /*ask_peers=*/false));
     }
   }
-  if (block->size() != block_len) {
-    return Status::Err(EINVAL, "block " + key + " has " + std::to_string(block->size()) + " bytes, not " +
-                                   std::to_string(block_len));
-  }
+  // The key names the block's length (the server checks len against it), and every block
+  // cached or fetched under a key has been checked to have that length.
   peer_served_++;
   peer_served_bytes_ += block->size();
   return block;

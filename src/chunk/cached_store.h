@@ -166,6 +166,11 @@ class CachedStore {
   // disk_missed: the caller just looked in the disk cache and did not find the block.
   void RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
                 bool disk_missed = false, bool ask_peers = true);
+  // Runs `fetch` when this caller registered it in inflight_ (owner), else waits for the
+  // caller that did; the block or the fetch's error.
+  Result<std::shared_ptr<const std::string>> CompleteFetch(const std::string& key, uint32_t block_len,
+                                                           const std::shared_ptr<Fetch>& fetch, bool owner,
+                                                           bool disk_missed, bool ask_peers);
   Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len);
   // The whole block from the disk cache (unless disk_missed), else from its owner in the
   // cache group (when ask_peers), else from the store; queued for the disk when it did not
