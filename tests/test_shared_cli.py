@@ -84,7 +84,50 @@ class SharedCliTest(harness.TierFSTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("unknown storage URL scheme", err)
 
-    # ---- bad input ---------------------------------------------------------------------
+    def s3_head(self, bucket_url, key):
+        """The object's HTTP headers (lowercase names), from a signed HEAD by curl."""
+        srv = harness.servers()
+        rc, out, err = run("curl", "-sS", "-I", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                           "--user", "%s:%s" % (srv["s3_access_key"], srv["s3_secret_key"]),
+                           "-H", "x-amz-content-sha256: " + hashlib.sha256(b"").hexdigest(), bucket_url + "/" + key)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertIn(" 200", out.splitlines()[0], out)
+        return {k.strip().lower(): v.strip() for k, v in
+                (line.split(":", 1) for line in out.splitlines()[1:] if ":" in line)}
+
+    def test_s3_block_objects_are_exactly_their_blocks(self):
+        """Format version 2 (the default) keeps each object's checksum table in its S3
+        metadata, so a 4 MiB block is a 4 MiB object (radosgw splits anything longer into
+        two RADOS objects); version 1 volumes keep the table in front and still work."""
+        data = os.urandom(9 * MiB + 12345)
+        for version, extra in ((2, 0), (1, 12 + 4 * 64)):
+            bucket = harness.unique("layout")
+            vol = self.volume(redis_url(), harness.s3_storage_args(bucket))
+            vol.format("--force", "--format-version", str(version))
+            self.assertEqual(vol.status_json()["format_version"], version)
+            vol.mount()
+            path = os.path.join(vol.mnt, "f")
+            with open(path, "wb") as f:
+                f.write(data)
+            vol.remount()
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), data)
+            keys = vol.object_keys(path)
+            self.assertEqual(len(keys), 3)
+            bucket_url = harness.servers()["s3_endpoint"] + "/" + bucket
+            for key in keys:
+                block = int(key.rsplit("_", 1)[1])
+                h = self.s3_head(bucket_url, key)
+                want = block + (extra if block == 4 * MiB else 12 + 4 * ((block + 65535) // 65536))
+                self.assertEqual(int(h["content-length"]), want if version == 1 else block, (version, key, h))
+                self.assertEqual("x-amz-meta-tierfs" in h, version == 2, h)
+            vol.umount()
+            rc, out, err = tierfs("fsck", vol.meta_url, "--deep")
+            self.assertEqual(rc, 0, msg(rc, out, err))
+        bad = self.volume(redis_url(), harness.s3_storage_args(harness.unique("layout")))
+        self.expect_fail("format", bad.meta_url, "v", *bad.storage, "--format-version", "3",
+                         contains=["--format-version must be between 1 and 2"])
+
 
     def expect_fail(self, *args, contains=(), env=None):
         rc, out, err = run(harness.tierfs_bin(), *args, env=env, timeout=120)

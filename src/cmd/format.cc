@@ -44,6 +44,7 @@ struct Args {
   std::string meta_url, name, storage = "file", bucket, block_size = "4M";
   std::string access_key, secret_key, session_token, ceph_conf;
   int session_timeout = 60;
+  int format_version = kFormatVersion;
   bool force = false;
 };
 
@@ -58,7 +59,12 @@ int Run(const Args& a) {
   }
   if (a.bucket.empty()) return Fail("format", Status::Err(EINVAL, "--bucket is required (for --storage file: a directory)"));
   std::string bucket = a.storage == "file" ? AbsPath(a.bucket) : a.bucket;
+  if (a.format_version < 1 || a.format_version > kFormatVersion) {
+    return Fail("format", Status::Err(EINVAL, "--format-version must be between 1 and " +
+                                                  std::to_string(kFormatVersion)));
+  }
   FormatRecord rec;
+  rec.version = a.format_version;
   rec.storage = a.storage;
   rec.bucket = bucket;
   st = ResolveStorageCredentials(a.access_key, a.secret_key, a.session_token, a.ceph_conf, &rec);
@@ -104,6 +110,10 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
   sub->add_option("--session-timeout", args->session_timeout,
                   "Seconds without heartbeat after which a client counts as dead and its locks and "
                   "open-unlinked files are reclaimed")
+      ->capture_default_str();
+  sub->add_option("--format-version", args->format_version,
+                  "1 lets clients older than tierfs 0.2 mount the volume; 2 keeps checksum tables in S3 object "
+                  "metadata, so that each block is one object of exactly its size (faster on Ceph's radosgw)")
       ->capture_default_str();
   sub->add_flag("--force", args->force, "Erase an existing volume in META-URL and format anew");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });

@@ -52,6 +52,7 @@ StorageSpec FormatRecord::Spec() const {
   s.secret_key = secret_key;
   s.session_token = session_token;
   s.ceph_conf = ceph_conf;
+  s.checksums_in_meta = version >= 2;
   return s;
 }
 
@@ -115,9 +116,10 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.session_token = j.value("session_token", "");
   r.ceph_conf = j.value("ceph_conf", "");
   r.group_secret = j.value("group_secret", "");
-  if (r.version > 1) {
+  if (r.version > kFormatVersion) {
     return Status::Err(EPROTO, "volume format version " + std::to_string(r.version) +
-                                   " is newer than this tierfs understands (1); upgrade tierfs");
+                                   " is newer than this tierfs understands (" + std::to_string(kFormatVersion) +
+                                   "); upgrade tierfs");
   }
   return r;
 }

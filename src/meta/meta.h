@@ -51,6 +51,12 @@ struct Ctx {
   mutable std::vector<uint32_t> groups_;
 };
 
+// Format versions this tierfs reads and writes. 1: every object holds its checksum table in
+// front of its data. 2: on stores with object metadata (S3), the table is the object's
+// metadata and the object is exactly its data (object/checksum_store.h); elsewhere as 1.
+// Clients refuse versions newer than they know.
+constexpr int kFormatVersion = 2;
+
 // The volume's settings, fixed at format time (stored under key "V" as JSON).
 struct FormatRecord {
   std::string name;
@@ -65,7 +71,7 @@ struct FormatRecord {
   std::string session_token;
   std::string ceph_conf;
   uint32_t block_size = 4 << 20;
-  int version = 1;
+  int version = kFormatVersion;
   int64_t created_ns = 0;
   // A client silent this long is dead; any live client then drops its locks and reclaims
   // its open-but-unlinked files. Clients send a heartbeat every fifth of it.

@@ -56,6 +56,27 @@ TEST(AttrEncoding, Version1DecodesAsFullyAllocated) {
   EXPECT_EQ(back.length, 10000u);
 }
 
+// Version 2 puts S3 checksum tables in object metadata; a client refuses versions it does
+// not know rather than misreading the volume's objects.
+TEST(FormatRecord, VersionsAndTheChecksumLayout) {
+  FormatRecord rec;
+  rec.name = "v";
+  rec.storage = "s3";
+  EXPECT_EQ(rec.version, kFormatVersion);
+  EXPECT_TRUE(FormatRecord::FromJson(rec.ToJson())->Spec().checksums_in_meta);
+  rec.version = 1;
+  auto v1 = FormatRecord::FromJson(rec.ToJson());
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_FALSE(v1->Spec().checksums_in_meta);
+  rec.version = kFormatVersion + 1;
+  auto newer = FormatRecord::FromJson(rec.ToJson());
+  EXPECT_EQ(newer.status().code(), EPROTO);
+  EXPECT_NE(newer.status().message().find("newer than this tierfs understands"), std::string::npos);
+  // Records written before the field existed are version 1.
+  EXPECT_EQ(FormatRecord::FromJson(R"({"name": "old", "storage": "s3"})")->version, 1);
+}
+
 TYPED_TEST(MetaTest, FormatRefusesToOverwriteUnlessForced) {
   auto engine = OpenKvEngine(this->url_);
   ASSERT_TRUE(engine.ok());

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/base64.h"
 #include "common/encoding.h"
 #include "common/hash.h"
 
@@ -21,8 +22,21 @@ constexpr size_t kFixedHeader = 12;  // magic, data length, segment size
 constexpr size_t kProbeSegments = 256;
 constexpr size_t kProbeBytes = kFixedHeader + 4 * kProbeSegments;
 
-uint64_t SegmentCount(uint64_t data_len) { return (data_len + kChecksumSegment - 1) / kChecksumSegment; }
-uint64_t HeaderSize(uint64_t data_len) { return kFixedHeader + 4 * SegmentCount(data_len); }
+uint64_t SegmentCount(uint64_t data_len, uint64_t segment = kChecksumSegment) {
+  return (data_len + segment - 1) / segment;
+}
+uint64_t HeaderSize(uint64_t data_len, uint64_t segment = kChecksumSegment) {
+  return kFixedHeader + 4 * SegmentCount(data_len, segment);
+}
+// The metadata layout's segment: 64 KiB for every object up to 16 MiB (all blocks), larger
+// powers of two beyond, so that the table never passes kProbeSegments entries and fits in
+// the store's metadata (base64 of 1036 bytes: 1384 characters).
+uint32_t MetaSegment(uint64_t data_len) {
+  uint64_t segment = kChecksumSegment;
+  while (SegmentCount(data_len, segment) > kProbeSegments) segment *= 2;
+  return static_cast<uint32_t>(segment);
+}
+uint64_t RoundUp(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
 // Inverts stored = HeaderSize(len) + len, which is strictly increasing in len; returns
 // nullopt for a stored size that no data length produces.
@@ -49,12 +63,15 @@ Status Truncated(const std::string& key, uint64_t expected) {
 
 struct Layout {
   uint64_t data_len = 0;
+  uint32_t segment = kChecksumSegment;
   uint64_t segments = 0;
   uint64_t header_size = 0;
 };
 
 // Parses the fixed header at the start of stored (which may be a prefix of the object).
-Result<Layout> ParseLayout(const std::string& key, std::string_view stored) {
+// The inline layout always uses 64 KiB segments; the metadata layout (any_segment) uses
+// MetaSegment's powers of two.
+Result<Layout> ParseLayout(const std::string& key, std::string_view stored, bool any_segment = false) {
   if (stored.size() < kFixedHeader) return Truncated(key, kFixedHeader);
   if (stored.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) {
     return Corrupt(key, "bad header magic: not a TierFS checksummed object");
@@ -62,19 +79,21 @@ Result<Layout> ParseLayout(const std::string& key, std::string_view stored) {
   ByteReader r(stored.substr(kMagicLen, 8));
   Layout l;
   l.data_len = r.U32();
-  uint32_t segment = r.U32();
-  if (segment != kChecksumSegment) return Corrupt(key, "unsupported segment size " + std::to_string(segment));
-  l.segments = SegmentCount(l.data_len);
-  l.header_size = HeaderSize(l.data_len);
+  l.segment = r.U32();
+  bool ok = any_segment ? l.segment == MetaSegment(l.data_len) : l.segment == kChecksumSegment;
+  if (!ok) return Corrupt(key, "unsupported segment size " + std::to_string(l.segment));
+  l.segments = SegmentCount(l.data_len, l.segment);
+  l.header_size = HeaderSize(l.data_len, l.segment);
   return l;
 }
 
 // Checks the segments [first, first + n) whose data is `data` (starting at segment first)
 // against the checksum table `sums` (4 bytes per segment, starting at segment 0).
-Status VerifySegments(const std::string& key, std::string_view sums, uint64_t first, std::string_view data) {
+Status VerifySegments(const std::string& key, std::string_view sums, uint64_t first, std::string_view data,
+                      uint64_t segment = kChecksumSegment) {
   uint64_t seg = first;
   while (!data.empty()) {
-    std::string_view piece = data.substr(0, kChecksumSegment);
+    std::string_view piece = data.substr(0, segment);
     ByteReader r(sums.substr(4 * seg, 4));
     uint32_t want = r.U32();
     if (!r.ok() || Checksum32(piece) != want) {
@@ -86,18 +105,18 @@ Status VerifySegments(const std::string& key, std::string_view sums, uint64_t fi
   return Status::OK();
 }
 
-void AppendChecksums(std::string_view data, std::string* out) {
+void AppendChecksums(std::string_view data, std::string* out, uint64_t segment = kChecksumSegment) {
   while (!data.empty()) {
-    std::string_view piece = data.substr(0, kChecksumSegment);
+    std::string_view piece = data.substr(0, segment);
     PutU32(out, Checksum32(piece));
     data.remove_prefix(piece.size());
   }
 }
 
-std::string EncodeFixedHeader(uint64_t data_len) {
+std::string EncodeFixedHeader(uint64_t data_len, uint32_t segment = kChecksumSegment) {
   std::string h(kMagic, kMagicLen);
   PutU32(&h, static_cast<uint32_t>(data_len));
-  PutU32(&h, kChecksumSegment);
+  PutU32(&h, segment);
   return h;
 }
 
@@ -111,9 +130,24 @@ Status UploadNotFound(const std::string& key, const std::string& upload_id) {
                                  " not found (already completed or aborted, or started before a restart)");
 }
 
+// The metadata layout's table, from the object's metadata: the inline header's bytes,
+// base64.
+Result<Layout> ParseMetaHeader(const std::string& key, const std::string& meta, std::string* header) {
+  if (meta.empty()) {
+    return Corrupt(key, "no checksum table in its metadata: not written by TierFS into this volume");
+  }
+  std::optional<std::string> h = Base64Decode(meta);
+  if (!h) return Corrupt(key, "its checksum table is not base64");
+  ASSIGN_OR_RETURN(Layout l, ParseLayout(key, *h, /*any_segment=*/true));
+  if (h->size() != l.header_size) return Corrupt(key, "its checksum table has the wrong length");
+  *header = std::move(*h);
+  return l;
+}
+
 }  // namespace
 
-ChecksumStore::ChecksumStore(std::unique_ptr<ObjectStore> inner) : inner_(std::move(inner)) {}
+ChecksumStore::ChecksumStore(std::unique_ptr<ObjectStore> inner, bool table_in_meta)
+    : inner_(std::move(inner)), table_in_meta_(table_in_meta) {}
 
 ChecksumStore::~ChecksumStore() = default;
 
@@ -123,13 +157,50 @@ Status ChecksumStore::Init() { return inner_->Init(); }
 
 Status ChecksumStore::Put(const std::string& key, std::string_view data) {
   if (data.size() > std::numeric_limits<uint32_t>::max()) return TooLarge(key, data.size());
-  std::string header = EncodeFixedHeader(data.size());
-  header.reserve(HeaderSize(data.size()));
-  AppendChecksums(data, &header);
+  uint32_t segment = table_in_meta_ ? MetaSegment(data.size()) : kChecksumSegment;
+  std::string header = EncodeFixedHeader(data.size(), segment);
+  header.reserve(HeaderSize(data.size(), segment));
+  AppendChecksums(data, &header, segment);
+  if (table_in_meta_) return inner_->PutWithMeta(key, data, Base64Encode(header));
   return inner_->PutParts(key, {header, data});
 }
 
+Result<std::string> ChecksumStore::GetWithTableInMeta(const std::string& key, uint64_t off, int64_t len) {
+  if (len == 0) return inner_->Get(key, off, 0);  // reports a missing object
+  // Whole 64 KiB segments around the range, the segment of every object up to 16 MiB:
+  // one request carries the data and, in its metadata, the table to check it against.
+  uint64_t begin = off / kChecksumSegment * kChecksumSegment;
+  int64_t n = len < 0 ? -1 : static_cast<int64_t>(RoundUp(off + static_cast<uint64_t>(len), kChecksumSegment) - begin);
+  std::string meta, header;
+  ASSIGN_OR_RETURN(std::string got, inner_->GetWithMeta(key, begin, n, &meta));
+  if (meta.empty() && got.empty()) {
+    // A range past the end (of an empty object, too) may come back without the object's
+    // metadata (HTTP 416).
+    ASSIGN_OR_RETURN(ObjectInfo info, inner_->Head(key));
+    if (begin >= info.size) return std::string();
+  }
+  ASSIGN_OR_RETURN(Layout l, ParseMetaHeader(key, meta, &header));
+  if (off >= l.data_len) return std::string();
+  if (begin % l.segment != 0 || (n >= 0 && (begin + n) % l.segment != 0 && begin + n < l.data_len)) {
+    // A larger object, whose segments are larger: read whole ones of those (rare; blocks
+    // never need it).
+    begin = off / l.segment * l.segment;
+    n = len < 0 ? -1 : static_cast<int64_t>(RoundUp(off + static_cast<uint64_t>(len), l.segment) - begin);
+    ASSIGN_OR_RETURN(got, inner_->GetWithMeta(key, begin, n, &meta));
+    ASSIGN_OR_RETURN(l, ParseMetaHeader(key, meta, &header));
+  }
+  uint64_t avail_end = n < 0 ? l.data_len : std::min<uint64_t>(l.data_len, begin + static_cast<uint64_t>(n));
+  uint64_t want = avail_end > begin ? avail_end - begin : 0;
+  if (got.size() < want) return Truncated(key, avail_end);
+  if (got.size() > want) return Corrupt(key, "holds bytes past the length its checksum table gives");
+  RETURN_IF_ERROR(VerifySegments(key, std::string_view(header).substr(kFixedHeader), begin / l.segment, got, l.segment));
+  uint64_t end = len < 0 ? l.data_len : std::min<uint64_t>(l.data_len, off + static_cast<uint64_t>(len));
+  if (begin == off && end == avail_end) return got;  // the whole object, or an aligned range: no copy
+  return got.substr(off - begin, end - off);
+}
+
 Result<std::string> ChecksumStore::Get(const std::string& key, uint64_t off, int64_t len) {
+  if (table_in_meta_) return GetWithTableInMeta(key, off, len);
   if (off == 0 && len < 0) {
     ASSIGN_OR_RETURN(std::string stored, inner_->Get(key));
     ASSIGN_OR_RETURN(Layout l, ParseLayout(key, stored));
@@ -186,6 +257,7 @@ Result<std::string> ChecksumStore::Get(const std::string& key, uint64_t off, int
 
 Result<ObjectInfo> ChecksumStore::Head(const std::string& key) {
   ASSIGN_OR_RETURN(ObjectInfo info, inner_->Head(key));
+  if (table_in_meta_) return info;  // the object is its data
   std::optional<uint64_t> size = DataSizeOf(info.size);
   if (!size) {
     return Corrupt(key, "stored size " + std::to_string(info.size) + " does not fit the checksummed layout");
@@ -199,6 +271,7 @@ Status ChecksumStore::Delete(const std::string& key) { return inner_->Delete(key
 Result<std::vector<ObjectInfo>> ChecksumStore::List(const std::string& prefix, const std::string& start_after,
                                                     size_t limit) {
   ASSIGN_OR_RETURN(std::vector<ObjectInfo> objects, inner_->List(prefix, start_after, limit));
+  if (table_in_meta_) return objects;
   for (ObjectInfo& info : objects) {
     if (std::optional<uint64_t> size = DataSizeOf(info.size)) info.size = *size;
   }
@@ -206,6 +279,12 @@ Result<std::vector<ObjectInfo>> ChecksumStore::List(const std::string& prefix, c
 }
 
 Result<std::string> ChecksumStore::CreateMultipart(const std::string& key) {
+  if (table_in_meta_) {
+    // S3 takes an object's metadata when the upload starts, before any checksum is known.
+    return Status::Err(EOPNOTSUPP, "cannot start a multipart upload of object " + key +
+                                       ": this volume keeps checksum tables in object metadata (format version 2), "
+                                       "which multipart uploads cannot carry");
+  }
   ASSIGN_OR_RETURN(std::string id, inner_->CreateMultipart(key));
   std::lock_guard<std::mutex> lock(mu_);
   uploads_[id].key = key;

@@ -76,7 +76,9 @@ uint64_t MemStore::TotalBytes() const {
   return total;
 }
 
-Status MemStore::Put(const std::string& key, std::string_view data) {
+Status MemStore::Put(const std::string& key, std::string_view data) { return PutWithMeta(key, data, ""); }
+
+Status MemStore::PutWithMeta(const std::string& key, std::string_view data, const std::string& meta) {
   ++puts_;
   std::function<void(const std::string&)> hook;
   {
@@ -85,7 +87,7 @@ Status MemStore::Put(const std::string& key, std::string_view data) {
   }
   if (hook) hook(key);
   // Copy outside the lock: objects can be megabytes.
-  Object obj{std::string(data), NowNanos()};
+  Object obj{std::string(data), NowNanos(), meta};
   std::lock_guard<std::mutex> lock(mu_);
   if (int err = TakeFault(&put_fault_)) return Injected("put", key, err);
   objects_[key] = std::move(obj);
@@ -93,6 +95,10 @@ Status MemStore::Put(const std::string& key, std::string_view data) {
 }
 
 Result<std::string> MemStore::Get(const std::string& key, uint64_t off, int64_t len) {
+  return GetWithMeta(key, off, len, nullptr);
+}
+
+Result<std::string> MemStore::GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta) {
   ++gets_;
   std::function<void(const std::string&)> hook;
   {
@@ -105,6 +111,7 @@ Result<std::string> MemStore::Get(const std::string& key, uint64_t off, int64_t 
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::Err(ENOENT, "object " + key + " not found in " + Describe());
   const std::string& data = it->second.data;
+  if (meta) *meta = it->second.meta;
   if (off >= data.size()) return std::string();
   size_t n = data.size() - off;
   if (len >= 0) n = std::min<uint64_t>(n, static_cast<uint64_t>(len));
@@ -186,7 +193,7 @@ Status MemStore::CompleteMultipart(const std::string& key, const std::string& up
     }
     data += part->second;
   }
-  objects_[key] = Object{std::move(data), NowNanos()};
+  objects_[key] = Object{std::move(data), NowNanos(), ""};
   uploads_.erase(it);
   return Status::OK();
 }

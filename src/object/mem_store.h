@@ -5,7 +5,7 @@
 // (SetGetHook, SetPutHook: block, count, sleep), and the counters to check how many calls
 // a layer made (for example that a cache fetched a block once).
 //
-// Multipart uploads are kept in memory until completed; parts are numbered 1..parts.
+// Objects keep metadata (PutWithMeta); multipart uploads are kept in memory until completed; parts are numbered 1..parts.
 // List treats limit 0 as "no limit".
 //
 // Threads: every method may be called from any thread concurrently. Hooks run on the
@@ -34,6 +34,9 @@ class MemStore : public ObjectStore {
   Status Init() override;
   Status Put(const std::string& key, std::string_view data) override;
   Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) override;
+  bool HasObjectMeta() const override { return true; }
+  Status PutWithMeta(const std::string& key, std::string_view data, const std::string& meta) override;
+  Result<std::string> GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta) override;
   Result<ObjectInfo> Head(const std::string& key) override;
   Status Delete(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
@@ -72,6 +75,7 @@ class MemStore : public ObjectStore {
   struct Object {
     std::string data;
     int64_t mtime_ns = 0;
+    std::string meta;
   };
   struct Upload {
     std::string key;

@@ -21,6 +21,14 @@ Status ObjectStore::PutParts(const std::string& key, const std::vector<std::stri
   for (auto p : parts) all.append(p);
   return Put(key, all);
 }
+Status ObjectStore::PutWithMeta(const std::string& key, std::string_view, const std::string&) {
+  return Status::Err(EOPNOTSUPP, "cannot write object " + key + " with metadata: " + Describe() + " keeps none");
+}
+
+Result<std::string> ObjectStore::GetWithMeta(const std::string& key, uint64_t, int64_t, std::string*) {
+  return Status::Err(EOPNOTSUPP, "cannot read the metadata of object " + key + ": " + Describe() + " keeps none");
+}
+
 namespace {
 
 // Forwards to a store shared by several owners: "mem" buckets are shared by name within
@@ -33,6 +41,13 @@ class SharedStore : public ObjectStore {
   Status Put(const std::string& key, std::string_view data) override { return s_->Put(key, data); }
   Result<std::string> Get(const std::string& key, uint64_t off, int64_t len) override {
     return s_->Get(key, off, len);
+  }
+  bool HasObjectMeta() const override { return s_->HasObjectMeta(); }
+  Status PutWithMeta(const std::string& key, std::string_view data, const std::string& meta) override {
+    return s_->PutWithMeta(key, data, meta);
+  }
+  Result<std::string> GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta) override {
+    return s_->GetWithMeta(key, off, len, meta);
   }
   Result<ObjectInfo> Head(const std::string& key) override { return s_->Head(key); }
   Status Delete(const std::string& key) override { return s_->Delete(key); }
@@ -93,7 +108,8 @@ Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spe
 
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const StorageSpec& spec) {
   ASSIGN_OR_RETURN(auto inner, CreateRawObjectStore(spec));
-  return std::unique_ptr<ObjectStore>(std::make_unique<ChecksumStore>(std::move(inner)));
+  bool in_meta = spec.checksums_in_meta && inner->HasObjectMeta();
+  return std::unique_ptr<ObjectStore>(std::make_unique<ChecksumStore>(std::move(inner), in_meta));
 }
 
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket) {

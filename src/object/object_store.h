@@ -16,6 +16,9 @@
 
 namespace tierfs {
 
+// S3 limits an object's user metadata to 2 KiB, names included.
+inline constexpr size_t kMaxObjectMeta = 1800;
+
 struct ObjectInfo {
   std::string key;
   uint64_t size = 0;
@@ -52,6 +55,16 @@ class ObjectStore {
   virtual Status CompleteMultipart(const std::string& key, const std::string& upload_id, int parts) = 0;
   virtual Status AbortMultipart(const std::string& key, const std::string& upload_id) = 0;
 
+  // Object metadata: a short string of base64 characters (at most kMaxObjectMeta) kept with
+  // the object and returned by every Get of it, ranged ones included, in the same request.
+  // Only stores whose HasObjectMeta() is true implement the two calls (S3: user metadata,
+  // x-amz-meta-tierfs); the others answer EOPNOTSUPP. ChecksumStore keeps its checksum
+  // table there, so that an object is exactly as long as its data (see checksum_store.h).
+  // An object put without metadata reads back with an empty one.
+  virtual bool HasObjectMeta() const { return false; }
+  virtual Status PutWithMeta(const std::string& key, std::string_view data, const std::string& meta);
+  virtual Result<std::string> GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta);
+
   // Makes every Put that has returned durable against a power loss of the machine holding
   // the objects. Stores whose puts are durable when they return (S3, RADOS) need nothing.
   virtual Status Sync() { return Status::OK(); }
@@ -70,6 +83,9 @@ struct StorageSpec {
   // metadata can reach the disk before the blocks it points to. Off trades that power-loss
   // guarantee for speed (see README, "Consistency and durability").
   bool sync_puts = true;
+  // Checksum tables in object metadata where the store has it (format version 2 on S3;
+  // see checksum_store.h); otherwise in front of each object's data.
+  bool checksums_in_meta = false;
 };
 
 // Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within

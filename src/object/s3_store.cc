@@ -37,6 +37,8 @@ constexpr std::chrono::milliseconds kBackoffCap(5000);
 // that a server that stalls every request (each try waiting out the I/O timeout) cannot
 // hold a caller for tries x timeout.
 constexpr std::chrono::seconds kRetryDeadline(120);
+// The user-metadata header that carries ChecksumStore's table (ObjectStore::PutWithMeta).
+constexpr char kMetaHeader[] = "x-amz-meta-tierfs";
 
 bool ValidBucketName(const std::string& b) {
   if (b.empty() || b.size() > 255) return false;
@@ -84,7 +86,12 @@ class S3Store : public ObjectStore {
   Status Init() override;
   Status Put(const std::string& key, std::string_view data) override { return PutParts(key, {data}); }
   Status PutParts(const std::string& key, const std::vector<std::string_view>& parts) override;
-  Result<std::string> Get(const std::string& key, uint64_t off, int64_t len) override;
+  Result<std::string> Get(const std::string& key, uint64_t off, int64_t len) override {
+    return GetWithMeta(key, off, len, nullptr);
+  }
+  bool HasObjectMeta() const override { return true; }
+  Status PutWithMeta(const std::string& key, std::string_view data, const std::string& meta) override;
+  Result<std::string> GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta) override;
   Result<ObjectInfo> Head(const std::string& key) override;
   Status Delete(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
@@ -316,8 +323,20 @@ Status S3Store::PutParts(const std::string& key, const std::vector<std::string_v
   return Status::OK();
 }
 
-Result<std::string> S3Store::Get(const std::string& key, uint64_t off, int64_t len) {
+Status S3Store::PutWithMeta(const std::string& key, std::string_view data, const std::string& meta) {
   RETURN_IF_ERROR(ObjectKeyCheck(key));
+  if (meta.size() > kMaxObjectMeta) {
+    return Status::Err(EINVAL, "metadata of object " + key + " is too long (" + std::to_string(meta.size()) + " bytes)");
+  }
+  std::string what = "write object " + key;
+  ASSIGN_OR_RETURN(Reply r, Send(Call{"PUT", key, {}, {{kMetaHeader, meta}}, {data}, false}, what));
+  if (r.response.status != 200) return Failure(r.response, what, key, r.tries);
+  return Status::OK();
+}
+
+Result<std::string> S3Store::GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta) {
+  RETURN_IF_ERROR(ObjectKeyCheck(key));
+  if (meta) meta->clear();
   if (len == 0) {
     // Nothing to read, but a missing object must still be reported.
     RETURN_IF_ERROR(Head(key).status());
@@ -333,6 +352,7 @@ Result<std::string> S3Store::Get(const std::string& key, uint64_t off, int64_t l
   }
   ASSIGN_OR_RETURN(Reply r, Send(call, what));
   HttpResponse& resp = r.response;
+  if (meta && (resp.status == 200 || resp.status == 206)) *meta = resp.Header(kMetaHeader);
   if (resp.status == 206) return std::move(resp.body);
   if (resp.status == 200) {
     // A server that ignores Range sends the whole object.

@@ -720,16 +720,64 @@ TEST_F(S3StoreTest, VirtualHostedBucket) {
   EXPECT_EQ(*store_->Get("vhost/mp"), "one part");
 }
 
+TEST_F(S3StoreTest, ObjectMetaTravelsWithEveryRead) {
+  ASSERT_TRUE(store_->HasObjectMeta());
+  std::string data = RandomData(200000, 8);
+  const std::string meta = "VEZCMQAB+/9=" + std::string(1300, 'A');
+  ASSERT_TRUE(store_->PutWithMeta("meta/obj", data, meta).ok());
+  std::string got_meta;
+  EXPECT_EQ(*store_->GetWithMeta("meta/obj", 0, -1, &got_meta), data);
+  EXPECT_EQ(got_meta, meta);
+  got_meta.clear();
+  EXPECT_EQ(*store_->GetWithMeta("meta/obj", 65536, 100, &got_meta), data.substr(65536, 100));
+  EXPECT_EQ(got_meta, meta);
+  EXPECT_EQ(store_->Head("meta/obj")->size, data.size());
+  ASSERT_TRUE(store_->Put("meta/plain", "x").ok());
+  EXPECT_EQ(*store_->GetWithMeta("meta/plain", 0, -1, &got_meta), "x");
+  EXPECT_EQ(got_meta, "");
+  EXPECT_EQ(store_->PutWithMeta("meta/long", "x", std::string(kMaxObjectMeta + 1, 'A')).code(), EINVAL);
+  EXPECT_EQ(store_->GetWithMeta("meta/missing", 0, -1, &got_meta).status().code(), ENOENT);
+}
+
 TEST_F(S3StoreTest, ThroughCreateObjectStoreWithChecksums) {
-  auto store = CreateObjectStore(Spec(url_));
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  ASSERT_TRUE((*store)->Init().ok());
   std::string data = RandomData(300000, 5);
-  ASSERT_TRUE((*store)->Put("cs/obj", data).ok());
-  EXPECT_EQ(*(*store)->Get("cs/obj"), data);
-  EXPECT_EQ(*(*store)->Get("cs/obj", 70000, 100), data.substr(70000, 100));
-  EXPECT_EQ((*store)->Head("cs/obj")->size, data.size());
-  EXPECT_GT(store_->Head("cs/obj")->size, data.size());  // stored with a checksum header
+  for (bool in_meta : {false, true}) {
+    StorageSpec spec = Spec(url_);
+    spec.checksums_in_meta = in_meta;
+    auto store = CreateObjectStore(spec);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Init().ok());
+    std::string key = in_meta ? "cs/meta" : "cs/inline";
+    ASSERT_TRUE((*store)->Put(key, data).ok());
+    EXPECT_EQ(*(*store)->Get(key), data);
+    EXPECT_EQ(*(*store)->Get(key, 70000, 100), data.substr(70000, 100));
+    EXPECT_EQ(*(*store)->Get(key, 299990, 100), data.substr(299990));
+    EXPECT_EQ(*(*store)->Get(key, 300000, 100), "");
+    EXPECT_EQ((*store)->Head(key)->size, data.size());
+    if (in_meta) {
+      EXPECT_EQ(store_->Head(key)->size, data.size());  // the object is exactly its data
+      std::string meta;
+      ASSERT_TRUE(store_->GetWithMeta(key, 0, 1, &meta).ok());
+      EXPECT_FALSE(meta.empty());
+    } else {
+      EXPECT_GT(store_->Head(key)->size, data.size());  // stored with a checksum header
+    }
+  }
+  StorageSpec spec = Spec(url_);
+  spec.checksums_in_meta = true;
+  auto store = CreateObjectStore(spec);
+  ASSERT_TRUE((*store)->Put("cs/empty", "").ok());
+  EXPECT_EQ(*(*store)->Get("cs/empty"), "");
+  EXPECT_EQ(*(*store)->Get("cs/empty", 0, 10), "");
+  // Damage the data behind the checksums' back: the read fails, it never returns it.
+  std::string meta;
+  ASSERT_TRUE(store_->GetWithMeta("cs/meta", 0, 1, &meta).ok());
+  std::string bad = data;
+  bad[123456] ^= 1;
+  ASSERT_TRUE(store_->PutWithMeta("cs/meta", bad, meta).ok());
+  EXPECT_EQ((*store)->Get("cs/meta").status().code(), EIO);
+  EXPECT_EQ((*store)->Get("cs/meta", 123450, 10).status().code(), EIO);
+  EXPECT_EQ(*(*store)->Get("cs/meta", 0, 10), data.substr(0, 10));
 }
 
 // Not a check: prints MiB/s for 4 MiB objects (run with --gtest_also_run_disabled_tests).
