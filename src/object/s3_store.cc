@@ -80,7 +80,10 @@ class S3Store : public ObjectStore {
   S3Store(S3Location loc, SigV4Credentials creds)
       : loc_(std::move(loc)),
         creds_(std::move(creds)),
-        http_(HttpClientOptions{loc_.connect_timeout_s * 1000, loc_.io_timeout_s, 64}) {}
+        http_(HttpClientOptions{.connect_timeout_ms = loc_.connect_timeout_s * 1000,
+                                .io_timeout_s = loc_.io_timeout_s,
+                                .total_timeout_ms = 0,  // large objects take what they take
+                                .max_idle_handles = 64}) {}
 
   std::string Describe() const override { return loc_.Describe(); }
   Status Init() override;

@@ -362,6 +362,21 @@ TEST(S3Retry, UnreachableEndpointFailsQuickly) {
   EXPECT_EQ(store->Init().code(), EIO);
 }
 
+// A slow answer is still an answer: only a stall of `timeout` seconds fails a request, never
+// its total time (a 64 ms limit once crept in through positional options and made every busy
+// request fail and retry).
+TEST(S3Retry, SlowAnswersAreNotRetried) {
+  TinyServer server([](int, const std::string&, size_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return TinyServer::Reply(200, "OK", "slow");
+  });
+  auto store = StoreAt("http://127.0.0.1:" + std::to_string(server.port()) + "/b");
+  auto got = store->Get("k");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "slow");
+  EXPECT_EQ(server.requests(), 1);
+}
+
 TEST(S3Retry, SilentServerTimesOut) {
   TinyServer server([](int, const std::string&, size_t) { return std::string(); });
   auto store = StoreAt("http://127.0.0.1:" + std::to_string(server.port()) + "/b?tries=2&timeout=1");
