@@ -13,7 +13,7 @@ section of docs/benchmarks.md from the results.
     cache.py torchload FILE                   prints the seconds torch.load(FILE) takes
                                               (import torch is not timed)
     cache.py fio-mibs FIO.json                read bandwidth of a fio JSON result in MiB/s
-    cache.py objbench-rate OUT big|small mibs|ops
+    cache.py objbench-rate OUT big|small mibs|ops|cpu
                                               a GET row of `tierfs objbench` output
     cache.py report --results DIR --doc DOC   write the section (see report())
 
@@ -139,12 +139,12 @@ def cmd_objbench_rate(a):
     with open(a.file) as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 7 and cells[0].startswith("get "):
+            if len(cells) in (7, 8) and cells[0].startswith("get "):
                 rows.append(cells)
     row = rows[0 if a.which == "big" else 1] if len(rows) >= 2 else None
-    if row is None or row[6] != "ok":
+    if row is None or row[6] != "ok" or (a.unit == "cpu" and len(row) < 8):
         sys.exit("objbench-rate: no successful '%s' GET row in %s" % (a.which, a.file))
-    print(row[2] if a.unit == "mibs" else row[3])
+    print({"mibs": row[2], "ops": row[3], "cpu": row[-1]}[a.unit])
 
 
 # ---- report ------------------------------------------------------------------------------
@@ -166,13 +166,15 @@ LABELS = {
 
 class Results:
     def __init__(self, path):
-        self.cells, self.rss = {}, {}
+        self.cells, self.rss, self.cpu = {}, {}, {}
         with open(path) as f:
             for line in f:
                 r = json.loads(line)
                 if r.get("kind") == "rss":
                     key = (r["target"], r["stage"])
                     self.rss[key] = max(self.rss.get(key, 0), r["kib"])
+                elif r.get("kind") == "cpu":
+                    self.cpu.setdefault((r["workload"], r["target"], r["phase"]), []).append((r["client"], r["store"]))
                 else:
                     self.cells.setdefault((r["workload"], r["target"], r["phase"]), []).append(r["value"])
 
@@ -203,6 +205,24 @@ def table(res, w, targets, phases, fmt, limit_phase=None):
 
 def ratio(num, den):
     return "%.2f" % (num / den) if num is not None and den else "n/a"
+
+
+def cpu_table(res, rows, seq_mib, raw_mib):
+    """CPU seconds per GiB of the cold sequential read: the reading process and the store."""
+    out = ["CPU seconds per GiB read cold (median over the rounds): the client (the FUSE process, "
+           "or objbench for the raw GET rows) and the store (radosgw + ceph-osd; for the raw rows "
+           "also objbench's deletes after its GETs). Every process shares the machine's %s cores, "
+           "so a read cannot run faster than cores / (client + store) GiB/s." % os.cpu_count(), "",
+           "| target | client | store | client + store |", "|---|---:|---:|---:|"]
+    for t in rows:
+        xs = res.cpu.get(("seq", t, "cold"))
+        if not xs or t == "tmpfs":
+            continue
+        gib = (raw_mib if t.startswith("get-") else seq_mib) / 1024
+        c = statistics.median(x[0] for x in xs) / gib
+        st = statistics.median(x[1] for x in xs) / gib
+        out.append("| %s | %.2f | %.2f | %.2f |" % (LABELS.get(t, t), c, st, c + st))
+    return out + [""] if len(out) > 4 else []
 
 
 def report(a):
@@ -244,6 +264,7 @@ def report(a):
               "threads)." % (k["OBJBENCH_BIG_COUNT"], k["OBJBENCH_THREADS"]), "",
               table(res, "seq", rows, [("cold", "cold"), ("warm", "warm, same mount"),
                                        ("remount", "warm after remount")], "%.0f", "cold"), ""]
+        s += cpu_table(res, rows, int(k["SEQ_SIZE"]), int(k["OBJBENCH_BIG_COUNT"]) * 4)
     if "small" in workloads:
         s += ["### (b) %s files of %s KiB, random order, %s threads, three epochs (files/s)" % (
                   k["SMALL_FILES"], k["SMALL_KIB"], k["SMALL_THREADS"]), "",
@@ -364,7 +385,7 @@ def main():
     q = sub.add_parser("objbench-rate")
     q.add_argument("file")
     q.add_argument("which", choices=["big", "small"])
-    q.add_argument("unit", choices=["mibs", "ops"])
+    q.add_argument("unit", choices=["mibs", "ops", "cpu"])
     q = sub.add_parser("report")
     q.add_argument("--results", required=True, help="folder with results.jsonl and meta.json")
     q.add_argument("--doc", required=True, help="markdown file whose cache section is replaced")

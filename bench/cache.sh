@@ -359,6 +359,18 @@ copy_in() {  # WORKLOAD
 }
 
 # ---- measurements
+TCK=$(getconf CLK_TCK)
+ticks_of() {  # PID...: user + system clock ticks of the processes so far
+  local p t=0
+  for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+store_pids() { [ -n "$NEED_STORE" ] && pgrep -f -- "(radosgw|ceph-osd) -c $CONF"; }
+secs() { awk -v t="$1" -v k="$TCK" 'BEGIN {printf "%.3f", t / k}'; }  # TICKS
+record_cpu() {  # WORKLOAD TARGET PHASE ROUND CLIENT_SECONDS STORE_TICKS
+  printf '{"kind":"cpu","workload":"%s","target":"%s","phase":"%s","round":%s,"client":%s,"store":%s}\n' \
+    "$1" "$2" "$3" "$4" "$5" "$(secs "$6")" >> "$RESULTS"
+}
 record() {  # WORKLOAD TARGET PHASE ROUND VALUE
   printf '{"workload":"%s","target":"%s","phase":"%s","round":%s,"value":%s}\n' "$@" >> "$RESULTS"
   log "$1 $2 $3 round $4: $5"
@@ -366,6 +378,8 @@ record() {  # WORKLOAD TARGET PHASE ROUND VALUE
 measure() {  # WORKLOAD TARGET PHASE ROUND
   local w=$1 t=$2 p=$3 r=$4 root f v
   root=$(root_of "$t"); f=$RAW/$w-$t-$p-$r
+  local c0 s0
+  c0=$(ticks_of ${MPID[$t]:-}); s0=$(ticks_of $(store_pids))
   case $w in
     seq)
       tlimit fio --name=seqread --filename="$root/seq/data.bin" --rw=read --bs=1M --ioengine=psync --readonly \
@@ -381,7 +395,10 @@ measure() {  # WORKLOAD TARGET PHASE ROUND
     torch)
       tlimit "$PYTHON" "$HELPER" torchload "$root/torch/ckpt.pt" > "$f.out" 2> "$f.err" && v=$(tail -1 "$f.out") ;;
   esac
-  if [ -n "${v:-}" ]; then record "$w" "$t" "$p" "$r" "$v"
+  if [ -n "${v:-}" ]; then
+    record "$w" "$t" "$p" "$r" "$v"
+    [ "$w" = seq ] && record_cpu "$w" "$t" "$p" "$r" \
+      "$(secs $(($(ticks_of ${MPID[$t]:-}) - c0)))" $(($(ticks_of $(store_pids)) - s0))
   else problem "$w $t $p round $r failed: $(tail -1 "$f.err" 2>/dev/null)"; fi
 }
 measure_get() {  # WORKLOAD TARGET ROUND: tierfs objbench on the store
@@ -394,11 +411,16 @@ measure_get() {  # WORKLOAD TARGET ROUND: tierfs objbench on the store
     *) return 0 ;;
   esac
   drop_all
-  # The GETs read objects the OSD has not cached, as every mount's cold read does.
-  local drop="sync; echo 3 > /proc/sys/vm/drop_caches; timeout 60 ceph -c '$CONF' tell osd.0 cache drop >/dev/null 2>&1; true"
+  # The GETs read objects the OSD has not cached, as every mount's cold read does. The
+  # store's CPU is sampled there too: the sample after objbench also covers its deletes.
+  local drop="sync; echo 3 > /proc/sys/vm/drop_caches; timeout 60 ceph -c '$CONF' tell osd.0 cache drop >/dev/null 2>&1; "
+  drop+="awk '{t += \$14 + \$15} END {print t}' $(for p in $(store_pids); do printf '/proc/%s/stat ' "$p"; done) > '$f.store0'"
   tlimit "$TIERFS" objbench "$url" --skip-functional "${args[@]}" --before-get "$drop" > "$f" 2>&1 &&
     v=$("$PYTHON" "$HELPER" objbench-rate "$f" "$which" "$unit" 2>"$f.err")
-  if [ -n "${v:-}" ]; then record "$w" "$t" "$phase" "$r" "$v"
+  if [ -n "${v:-}" ]; then
+    record "$w" "$t" "$phase" "$r" "$v"
+    [ "$w" = seq ] && record_cpu "$w" "$t" "$phase" "$r" "$("$PYTHON" "$HELPER" objbench-rate "$f" "$which" cpu)" \
+      $(($(ticks_of $(store_pids)) - $(cat "$f.store0")))
   else problem "$w $t round $r: objbench failed: $(cat "$f.err" 2>/dev/null; tail -1 "$f")"; fi
 }
 run_target() {  # WORKLOAD TARGET ROUND: one round of a workload on one target

@@ -3,6 +3,8 @@
 //
 // STORAGE-URL: file:///DIR, s3 as http(s)://HOST:PORT/BUCKET (or http(s)://BUCKET.HOST),
 // rados://POOL[?conf=/etc/ceph/ceph.conf], mem://NAME. Credentials as for format.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -166,9 +168,17 @@ struct Row {
   size_t count = 0;
   uint64_t bytes = 0;
   double secs = 0;
+  double cpu_secs = 0;  // user + system time of this process during the operation
   std::vector<double> lat_ms;
   Status st;
 };
+
+double ProcessCpuSecs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
 
 Row Parallel(const std::string& what, int threads, size_t count, uint64_t bytes_each,
              const std::function<Status(size_t)>& op) {
@@ -178,6 +188,7 @@ Row Parallel(const std::string& what, int threads, size_t count, uint64_t bytes_
   row.bytes = bytes_each * count;
   std::atomic<size_t> next{0};
   std::mutex mu;
+  double cpu0 = ProcessCpuSecs();
   auto t0 = Clock::now();
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t) {
@@ -197,20 +208,22 @@ Row Parallel(const std::string& what, int threads, size_t count, uint64_t bytes_
   }
   for (auto& t : ts) t.join();
   row.secs = Secs(t0);
+  row.cpu_secs = ProcessCpuSecs() - cpu0;
   std::sort(row.lat_ms.begin(), row.lat_ms.end());
   return row;
 }
 
 void PrintRows(const std::vector<Row>& rows) {
-  std::printf("\n| operation | count | MiB/s | ops/s | avg ms | p99 ms | result |\n|---|---:|---:|---:|---:|---:|---|\n");
+  std::printf("\n| operation | count | MiB/s | ops/s | avg ms | p99 ms | result | cpu s |\n"
+              "|---|---:|---:|---:|---:|---:|---|---:|\n");
   for (const auto& r : rows) {
     double avg = 0;
     for (double l : r.lat_ms) avg += l;
     avg = r.lat_ms.empty() ? 0 : avg / r.lat_ms.size();
     double p99 = r.lat_ms.empty() ? 0 : r.lat_ms[std::min(r.lat_ms.size() - 1, r.lat_ms.size() * 99 / 100)];
-    std::printf("| %s | %zu | %.1f | %.0f | %.2f | %.2f | %s |\n", r.what.c_str(), r.count,
+    std::printf("| %s | %zu | %.1f | %.0f | %.2f | %.2f | %s | %.2f |\n", r.what.c_str(), r.count,
                 r.bytes / 1048576.0 / r.secs, r.count / r.secs, avg, p99,
-                r.st.ok() ? "ok" : r.st.message().c_str());
+                r.st.ok() ? "ok" : r.st.message().c_str(), r.cpu_secs);
   }
 }
 
