@@ -16,6 +16,7 @@ file under DIR (TIERFS_CEPH_OSD_BYTES bytes, default 32 GiB, allocated as writte
 Tests can also import this module and start, stop and restart servers themselves.
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -212,10 +213,12 @@ class Ceph:
     of osd_bytes in the OSD's folder, with the OSD's memory target at 896 MiB."""
 
     def __init__(self, root, mon_v2=CEPH_MON_V2, mon_v1=CEPH_MON_V1, rgw_port=RGW_PORT,
-                 bluestore=None, osd_bytes=CEPH_OSD_BYTES):
+                 bluestore=None, osd_bytes=CEPH_OSD_BYTES, extra_addr=None):
         self.dir = os.path.join(root, "ceph")
         self.conf = os.path.join(self.dir, "ceph.conf")
         self.mon_v2, self.mon_v1, self.rgw_port = mon_v2, mon_v1, rgw_port
+        # radosgw also listens here (same port), for clients in network namespaces.
+        self.extra_addr = EXTRA_ADDR if extra_addr is None else extra_addr
         self.bluestore = CEPH_BLUESTORE if bluestore is None else bluestore
         self.osd_bytes = osd_bytes
 
@@ -247,7 +250,7 @@ osd memory target = 939524096"""
         else:
             store = """osd objectstore = memstore
 memstore device bytes = 6442450944"""
-        extra_endpoint = f" endpoint={EXTRA_ADDR}:{self.rgw_port}" if EXTRA_ADDR else ""
+        extra_endpoint = f" endpoint={self.extra_addr}:{self.rgw_port}" if self.extra_addr else ""
         conf = f"""[global]
 fsid = {fsid}
 mon initial members = a
@@ -362,6 +365,11 @@ rgw thread pool size = 64
             urllib.request.urlopen(self.endpoint(), timeout=2).read()
             return True
         _wait(f"radosgw on port {self.rgw_port}", answers, 120, os.path.join(self.dir, "log", "client.rgw.a.log"))
+
+    def rgw_counters(self):
+        """radosgw's own request counters (`perf dump`, section rgw): get, get_b, put, ..."""
+        out = _run(["ceph", "--admin-daemon", os.path.join(self.dir, "run", "ceph-client.rgw.a.asok"), "perf", "dump"])
+        return json.loads(out)["rgw"]
 
     def stop_rgw(self):
         _kill_pidfile(self._pid("client.rgw.a"))
