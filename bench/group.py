@@ -123,6 +123,12 @@ class Bench:
                 break
             time.sleep(0.1)
         shutil.rmtree(os.path.join(self.cache_tmpfs, os.path.basename(mnt)), ignore_errors=True)
+        # Keep the member's log with the results (the work folder goes at the end).
+        logs = os.path.join(OUT, "logs")
+        os.makedirs(logs, exist_ok=True)
+        self.unmounts = getattr(self, "unmounts", 0) + 1
+        if os.path.exists(mnt + ".log"):
+            shutil.move(mnt + ".log", os.path.join(logs, "%03d-%s.log" % (self.unmounts, os.path.basename(mnt))))
 
     def stats(self, mnt):
         return json.loads(os.getxattr(mnt, "tierfs.stats"))

@@ -132,11 +132,11 @@ bool CacheGroup::IsDown(const std::string& addr) {
   return true;
 }
 
-void CacheGroup::MarkDown(const std::string& addr) {
+void CacheGroup::MarkDown(const std::string& addr, const std::string& why) {
   std::lock_guard<std::mutex> l(mu_);
   auto& until = down_until_ms_[addr];
-  if (until == 0) spdlog::warn("cache group {}: member {} is unreachable; its blocks come from the store for {} ms",
-                               opts_.name, addr, opts_.down_ms);
+  if (until == 0) spdlog::warn("cache group {}: member {} is unreachable ({}); its blocks come from the store for {} ms",
+                               opts_.name, addr, why, opts_.down_ms);
   until = MonoNanos() / 1000000 + opts_.down_ms;
 }
 
@@ -227,7 +227,7 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Ask(const std::string& ad
   auto res = http_->Perform(req);
   if (!res.ok()) {
     unreachable_++;
-    MarkDown(addr);
+    MarkDown(addr, res.status().message());
     return res.status().With("asking " + addr + " for " + key);
   }
   if (res->status != 200) {

@@ -113,7 +113,7 @@ class CacheGroup : public PeerSource {
   std::chrono::milliseconds HedgeDelay() const;
   bool AnsweredWithin(const std::string& addr, std::chrono::milliseconds window);
   bool IsDown(const std::string& addr);
-  void MarkDown(const std::string& addr);
+  void MarkDown(const std::string& addr, const std::string& why);
 
   Meta* const meta_;
   const CacheGroupOptions opts_;

@@ -1,5 +1,11 @@
 #include "group/peer_server.h"
 
+// cpp-httplib listens with a backlog of 5: members that open their connections to an owner
+// all at once (every download thread of every member at the start of a read) overflowed
+// it, the dropped SYNs outlived the 500 ms connect timeout, and a busy owner was taken for
+// dead (skipped for 10 s, its blocks fetched from the store again: 66 to 150 extra GETs
+// with 4 members).
+#define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
