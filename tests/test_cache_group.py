@@ -294,6 +294,11 @@ class CacheGroupTest(unittest.TestCase):
 
     def test_4_a_request_without_the_group_mac_is_refused(self):
         addr = stats(self.mnts[0])["group"]["addr"]
+        # Every download thread of every member may connect at once: the listener's backlog
+        # must hold them (cpp-httplib's default of 5 made busy owners look dead).
+        rc, out, err = run(*(self.net.prefix(0) + ["ss", "-Hltn", "sport = :%s" % addr.rsplit(":", 1)[1]]))
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertGreaterEqual(int(out.split()[2]), 1024, out)
         before = stats(self.mnts[0])["group"]["refused_requests"]
         key = "groupvol/chunks/00/1_0_4194304"
         for headers in ({}, {"X-Tierfs-Volume": "x", "X-Tierfs-Time": str(int(time.time())), "X-Tierfs-Mac": "00" * 32}):

@@ -1,12 +1,9 @@
 #include "group/peer_server.h"
 
-// cpp-httplib listens with a backlog of 5: members that open their connections to an owner
-// all at once (every download thread of every member at the start of a read) overflowed
-// it, the dropped SYNs outlived the 500 ms connect timeout, and a busy owner was taken for
-// dead (skipped for 10 s, its blocks fetched from the store again: 66 to 150 extra GETs
-// with 4 members).
-#define CPPHTTPLIB_LISTEN_BACKLOG 1024
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -17,6 +14,38 @@
 #include "group/wire.h"
 
 namespace tierfs::group {
+namespace {
+
+// cpp-httplib listens with a backlog of 5, fixed in Debian's compiled library. Members open
+// their connections to an owner all at once (every download thread of every member at the
+// start of a read); a full backlog drops connection attempts, which then outlive the 500 ms
+// connect timeout, and a busy owner is taken for dead (skipped for 10 s, its blocks
+// fetched from the store again: 66 to 150 extra GETs with 4 members on 2 cores). listen()
+// on a listening socket changes its backlog; the library does not expose the socket, so it
+// is found among this process's descriptors by its port.
+void WidenBacklog(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    int fd = atoi(e->d_name);
+    if (fd <= 2) continue;
+    int listening = 0;
+    socklen_t n = sizeof listening;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || !listening ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) {
+      continue;
+    }
+    int p = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+            : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                         : -1;
+    if (p == port && ::listen(fd, SOMAXCONN) != 0) spdlog::warn("cache group listener: listen: {}", strerror(errno));
+  }
+  closedir(d);
+}
+
+}  // namespace
 
 PeerServer::PeerServer(PeerServerOptions options, Provider provider)
     : opts_(std::move(options)), provider_(std::move(provider)), server_(std::make_unique<httplib::Server>()) {}
@@ -104,6 +133,7 @@ Status PeerServer::Start() {
     }
     port_ = opts_.port;
   }
+  WidenBacklog(port_);
   thread_ = std::thread([this] {
     if (!server_->listen_after_bind()) spdlog::debug("cache group listener stopped");
   });
