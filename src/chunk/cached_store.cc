@@ -14,6 +14,8 @@
 
 #include "chunk/block_key.h"
 #include "chunk/slice_writer.h"
+#include "chunk/writeback.h"
+#include "common/backoff.h"
 #include "common/thread_pool.h"
 
 namespace tierfs {
@@ -23,6 +25,8 @@ namespace {
 // A failed put is retried this many times, with exponential backoff from kRetryBackoff.
 constexpr int kPutRetries = 3;
 constexpr std::chrono::milliseconds kRetryBackoff{50};
+// How long a read waits for a block another (live) client staged and is still uploading.
+constexpr std::chrono::seconds kStagedWait{600};
 
 // Errors that another attempt cannot fix.
 bool IsPermanent(int code) {
@@ -61,6 +65,7 @@ CachedStore::~CachedStore() {
   shutting_down_ = true;
   upload_pool_.reset();
   download_pool_.reset();
+  writeback_.reset();  // stops its uploads; what is staged stays for the next process
 }
 
 Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs) {
@@ -110,6 +115,12 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
   if (disk_ && disk_->Read(key, block_len, off_in_block, len, dst)) {
     if (refs) refs->AddScratch(dst, len);
     return Status::OK();
+  }
+  if (writeback_) {
+    if (auto block = writeback_->Read(key)) {
+      Deliver(std::move(block), off_in_block, len, dst, refs);
+      return Status::OK();
+    }
   }
   std::shared_ptr<Fetch> fetch;
   bool owner = false;
@@ -220,6 +231,12 @@ void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std
 Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len) {
   gets_++;
   auto got = store_->Get(key);
+  if (!got.ok() && got.status().code() == ENOENT) {
+    got = WaitForStaged(key, std::move(got), [&] {
+      gets_++;
+      return store_->Get(key);
+    });
+  }
   if (!got.ok()) {
     if (got.status().code() == ENOENT) {
       return Status::Err(EIO, "block " + key + " is missing from object storage (" + store_->Describe() + ")");
@@ -238,6 +255,9 @@ Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::st
                                                                     bool disk_missed, bool ask_peers) {
   if (disk_ && !disk_missed) {
     if (auto block = disk_->ReadBlock(key, block_len)) return block;
+  }
+  if (writeback_) {
+    if (auto block = writeback_->Read(key)) return block;
   }
   PeerSource* peers = ask_peers ? peers_.load() : nullptr;
   if (peers) {
@@ -301,6 +321,13 @@ Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint
   gets_++;
   ranged_gets_++;
   auto got = store_->Get(key, off_in_block, len);
+  if (!got.ok() && got.status().code() == ENOENT) {
+    got = WaitForStaged(key, std::move(got), [&] {
+      gets_++;
+      ranged_gets_++;
+      return store_->Get(key, off_in_block, len);
+    });
+  }
   if (!got.ok()) {
     if (got.status().code() == ENOENT) {
       return Status::Err(EIO, "block " + key + " is missing from object storage (" + store_->Describe() + ")");
@@ -373,6 +400,7 @@ Status CachedStore::DeleteSlice(uint64_t id, uint32_t size) {
 }
 
 Status CachedStore::DeleteBlock(const std::string& key) {
+  if (writeback_) writeback_->Discard(key);
   cache_.Erase(key);
   if (disk_) disk_->Erase(key);
   Status st = store_->Delete(key);
@@ -424,11 +452,15 @@ void CachedStore::UploadAsync(std::string key, std::shared_ptr<const std::string
 
 void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::string> data,
                             const std::function<void(const Status&)>& done) {
-  Status st = PutWithRetry(key, *data);
+  bool staged = false;
+  Status st = StageOrPut(key, data, &staged);
   uint64_t bytes = data->size();
   if (st.ok()) {
-    bytes_uploaded_ += bytes;
-    if (disk_ && (bytes < cfg_.block_size || cfg_.cache_writes_to_disk)) disk_->Put(key, data);
+    if (!staged) {
+      bytes_uploaded_ += bytes;
+      // A staged block enters the disk cache when its upload lands (Writeback's callback).
+      if (disk_ && (bytes < cfg_.block_size || cfg_.cache_writes_to_disk)) disk_->Put(key, data);
+    }
     if (cfg_.cache_writes) cache_.Put(key, std::move(data));
   } else {
     upload_failures_++;
@@ -445,6 +477,97 @@ void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::s
   }
   buf_cv_.notify_all();
   done(st);
+}
+
+Status CachedStore::StageOrPut(const std::string& key, const std::shared_ptr<const std::string>& data,
+                               bool* staged) {
+  *staged = false;
+  if (writeback_ && writeback_->Stage(key, data).ok()) {
+    *staged = true;
+    return Status::OK();
+  }
+  return PutWithRetry(key, *data);
+}
+
+Status CachedStore::StartWriteback(const std::string& dir, int threads) {
+  std::vector<Staging::Entry> staged;
+  std::vector<std::string> damaged;
+  ASSIGN_OR_RETURN(auto staging, Staging::Open(dir, &staged, &damaged));
+  Writeback::Options o;
+  o.threads = threads;
+  o.memory_bytes = cfg_.buffer_bytes / 4;
+  writeback_ = std::make_unique<Writeback>(
+      std::move(staging), staged,
+      [this](const std::string& key, std::string_view data) {
+        puts_++;
+        Status st = store_->Put(key, data);
+        if (st.ok()) bytes_uploaded_ += data.size();
+        return st;
+      },
+      [this](const std::string& key) {
+        Status st = store_->Delete(key);
+        if (!st.ok() && st.code() != ENOENT) spdlog::warn("leaving block {} for garbage collection: {}", key, st.ToString());
+      },
+      [this](const std::string& key, const std::shared_ptr<const std::string>& data) {
+        if (disk_ && data && (data->size() < cfg_.block_size || cfg_.cache_writes_to_disk)) disk_->Put(key, data);
+      },
+      o);
+  return Status::OK();
+}
+
+bool CachedStore::SliceStaged(uint64_t id) { return writeback_ && writeback_->HasSlice(id); }
+
+void CachedStore::MarkStaged(uint64_t id) {
+  if (writeback_) writeback_->Mark(id);
+}
+
+std::vector<uint64_t> CachedStore::TakeUploadedMarks() {
+  return writeback_ ? writeback_->TakeUploadedMarks() : std::vector<uint64_t>{};
+}
+
+WritebackStats CachedStore::DrainWriteback(std::chrono::milliseconds max,
+                                           const std::function<void(const WritebackStats&)>& progress) {
+  return writeback_ ? writeback_->Drain(max, progress) : WritebackStats{};
+}
+
+void CachedStore::SetStagedCheck(StagedCheck check) {
+  std::lock_guard<std::mutex> l(staged_check_mu_);
+  staged_check_ = std::move(check);
+}
+
+Result<std::string> CachedStore::WaitForStaged(const std::string& key, Result<std::string> missing,
+                                               const std::function<Result<std::string>()>& get) {
+  StagedCheck check;
+  {
+    std::lock_guard<std::mutex> l(staged_check_mu_);
+    check = staged_check_;
+  }
+  std::string volume;
+  uint64_t id = 0;
+  uint32_t index = 0, len = 0;
+  if (!check || !ParseBlockKey(key, &volume, &id, &index, &len)) return missing;
+  auto deadline = std::chrono::steady_clock::now() + kStagedWait;
+  bool counted = false;
+  for (int attempt = 0;; ++attempt) {
+    StagedInfo info = check(id);
+    if (!info.staged) return missing;
+    if (!info.writer_alive) {
+      return Status::Err(EIO, "block " + key + " is staged for write-back on " + info.where +
+                                  ", whose client is not running: it reaches the object store when that client "
+                                  "mounts the volume again, or when `tierfs upload-staged` runs there");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Err(EIO, "block " + key + " is still staged for write-back on " + info.where + " after " +
+                                  std::to_string(kStagedWait.count()) + " s (is its object store reachable?)");
+    }
+    if (!counted) {
+      staged_waits_++;
+      counted = true;
+    }
+    std::this_thread::sleep_for(JitteredBackoff(attempt, std::chrono::milliseconds(100), std::chrono::seconds(2)));
+    auto got = get();
+    if (got.ok() || got.status().code() != ENOENT) return got;
+  }
 }
 
 Status CachedStore::PutWithRetry(const std::string& key, std::string_view data) {
@@ -486,6 +609,18 @@ StoreStats CachedStore::stats() const {
   s.peer_hedged = hedged_;
   s.peer_served = peer_served_;
   s.peer_served_bytes = peer_served_bytes_;
+  s.staged_waits = staged_waits_;
+  if (writeback_) {
+    WritebackStats w = writeback_->stats();
+    s.writeback = true;
+    s.staged_blocks = w.staged_blocks;
+    s.staged_bytes = w.staged_bytes;
+    s.wb_uploaded_blocks = w.uploaded_blocks;
+    s.wb_uploaded_bytes = w.uploaded_bytes;
+    s.wb_retries = w.retries;
+    s.wb_stage_errors = w.stage_errors;
+    s.wb_lost = w.lost;
+  }
   std::lock_guard<std::mutex> l(buf_mu_);
   s.uploads_in_flight = uploads_in_flight_;
   s.buffered_bytes = buffered_;

@@ -2,8 +2,10 @@
 // local disk: chunk/block_cache.h, chunk/disk_cache.h), single-flight block fetches,
 // prefetch, and bounded asynchronous block uploads with backpressure.
 //
-// A block read looks in memory, then on disk, then in the object store; a block fetched from
-// the store is written to the disk cache in the background. Uploaded blocks of small files
+// A block read looks in memory, then on disk, then among the blocks staged for write-back,
+// then in the object store; a block fetched from the store is written to the disk cache in
+// the background. With write-back (StartWriteback) an "upload" stages the block locally
+// and the real upload follows in the background (chunk/writeback.h). Uploaded blocks of small files
 // (shorter than a block; all blocks with cache_writes_to_disk) enter the disk cache too.
 //
 // Threads: any thread may call any method concurrently. No lock is held while the object
@@ -12,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -19,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "chunk/block_cache.h"
 #include "chunk/disk_cache.h"
@@ -32,6 +36,17 @@ class PeerSource;
 class ReadPieces;
 class SliceWriter;
 class ThreadPool;
+class Writeback;
+struct WritebackStats;
+
+// Where a slice's blocks are when the object store does not have them yet: staged for
+// write-back by a client (see Writeback), as metadata records it.
+struct StagedInfo {
+  bool staged = false;        // the slice is marked staged
+  bool writer_alive = false;  // the client that staged it still runs (it is uploading)
+  std::string where;          // "host H (session S)", for messages
+};
+using StagedCheck = std::function<StagedInfo(uint64_t slice_id)>;
 
 struct StoreConfig {
   std::string volume;               // key prefix of every block (BlockKey)
@@ -75,6 +90,11 @@ struct StoreStats {
   uint64_t peer_hedged = 0;    // asks the store answered first (the owner was slow)
   uint64_t peer_served = 0;    // blocks this member served to others
   uint64_t peer_served_bytes = 0;
+  // Write-back (zero without it).
+  bool writeback = false;
+  uint64_t staged_blocks = 0, staged_bytes = 0, wb_uploaded_blocks = 0, wb_uploaded_bytes = 0, wb_retries = 0,
+           wb_stage_errors = 0, wb_lost = 0;
+  uint64_t staged_waits = 0;  // reads that waited for a block another client had staged
 };
 
 class CachedStore {
@@ -136,6 +156,26 @@ class CachedStore {
   // writers to release them.
   bool WaitForBufferRoom();
 
+  // `mount --writeback`: blocks are staged durably in dir (created; locked against other
+  // processes) and uploaded in the background by `threads` threads, starting with what an
+  // earlier process left there. Call before writes start. EBUSY when another process
+  // stages there.
+  Status StartWriteback(const std::string& dir, int threads);
+  bool writeback() const { return writeback_ != nullptr; }
+  // Whether any block of slice id is staged and not yet in the store.
+  bool SliceStaged(uint64_t id);
+  // The slice was committed with a staged mark in metadata (Meta::WriteSlice); marks
+  // whose blocks have all reached the store since come back from TakeUploadedMarks once.
+  void MarkStaged(uint64_t id);
+  std::vector<uint64_t> TakeUploadedMarks();
+  // Waits (at most max) until every staged block is uploaded; progress is called about
+  // every 10 s meanwhile. Returns what is still staged.
+  WritebackStats DrainWriteback(std::chrono::milliseconds max,
+                                const std::function<void(const WritebackStats&)>& progress);
+  // Consulted when the store lacks a block: a block another client staged and still
+  // uploads is waited for (up to kStagedWait), instead of reported missing.
+  void SetStagedCheck(StagedCheck check);
+
   // Joins the cache group: blocks missed on disk are asked from their owner before the
   // store. Set before reads start; `peers` outlives this store (its prefetches included).
   void SetPeers(PeerSource* peers) { peers_.store(peers); }
@@ -178,6 +218,13 @@ class CachedStore {
   Result<std::shared_ptr<const std::string>> FetchBlock(const std::string& key, uint32_t block_len,
                                                         bool disk_missed = false, bool ask_peers = true);
   Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
+  // After the store answered ENOENT for key: waits while the block's slice is staged by a
+  // live client, calling get again; returns get's result, or an error saying where the
+  // block is when it cannot come.
+  Result<std::string> WaitForStaged(const std::string& key, Result<std::string> missing,
+                                    const std::function<Result<std::string>()>& get);
+  // Stages the block (write-back), or puts it with retries.
+  Status StageOrPut(const std::string& key, const std::shared_ptr<const std::string>& data, bool* staged);
 
   // For SliceWriter. AddBuffered is called as write buffers grow; the upload task releases
   // the block's bytes when it ends (success or failure). `done` runs on an upload thread
@@ -200,6 +247,10 @@ class CachedStore {
   std::shared_ptr<BufferPool> pool_;  // recycles block memory of writes and fetches
   BlockCache cache_;
   std::unique_ptr<DiskCache> disk_;
+  std::unique_ptr<Writeback> writeback_;  // after disk_: its uploads fill the disk cache
+  std::mutex staged_check_mu_;
+  StagedCheck staged_check_;
+  std::atomic<uint64_t> staged_waits_{0};
   std::atomic<PeerSource*> peers_{nullptr};
 
   std::mutex mu_;  // guards inflight_

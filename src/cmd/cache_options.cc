@@ -94,6 +94,15 @@ Status ApplyCacheOptions(const CacheArgs& a, const FormatRecord& fmt, StoreConfi
   return Status::OK();
 }
 
+Result<std::string> StagingDirFor(const CacheArgs& a, const FormatRecord& fmt) {
+  if (a.cache_dir == "memory") {
+    return Status::Err(EINVAL, "--writeback stages written blocks on a local disk: give it a --cache-dir, not 'memory'");
+  }
+  std::vector<std::string> dirs = SplitDirs(a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir);
+  if (dirs.empty()) return Status::Err(EINVAL, "--cache-dir names no directory");
+  return dirs.front() + "/" + fmt.uuid + "/staging";
+}
+
 void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
   if (DiskCache* dc = store->disk()) {
     DiskCacheStats ds = dc->stats();

@@ -33,6 +33,9 @@ void AddCacheOptions(CLI::App* sub, CacheArgs* args);
 void MakeCacheDirsAbsolute(CacheArgs* args);
 // Sets cfg's memory cache, disk cache and cache_writes_to_disk; EINVAL names a bad option.
 Status ApplyCacheOptions(const CacheArgs& args, const FormatRecord& fmt, StoreConfig* cfg);
+// Where `--writeback` stages blocks: FIRST-CACHE-DIR/VOLUME-UUID/staging (EINVAL with
+// --cache-dir memory: write-back needs a disk).
+Result<std::string> StagingDirFor(const CacheArgs& args, const FormatRecord& fmt);
 // Logs what the disk cache holds at start, or warns that no directory is usable.
 void LogCacheState(CachedStore* store, const StoreConfig& cfg);
 

@@ -17,6 +17,7 @@
 #include "common/size.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "vfs/writeback_marks.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -52,6 +53,7 @@ int Run(const Args& a) {
   if (!st.ok()) return Fail("cache-server", st);
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
   LogCacheState(cached.get(), cfg);
+  cached->SetStagedCheck(StagedCheckFor(meta->get()));
 
   st = (*meta)->NewSession(ThisProcessSession(""));
   if (!st.ok()) return Fail("cache-server", st);

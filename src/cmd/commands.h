@@ -22,5 +22,6 @@ void RegisterLoad(CLI::App& app, int* exit_code);
 void RegisterObjbench(CLI::App& app, int* exit_code);
 void RegisterWarmup(CLI::App& app, int* exit_code);
 void RegisterCacheServer(CLI::App& app, int* exit_code);
+void RegisterUploadStaged(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

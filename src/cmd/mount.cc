@@ -24,7 +24,9 @@
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "chunk/writeback.h"
 #include "vfs/vfs.h"
+#include "vfs/writeback_marks.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -42,6 +44,7 @@ struct Args {
   bool read_only = false;
   bool no_default_permissions = false;
   bool no_sync_blocks = false;
+  bool writeback = false;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
 
@@ -133,6 +136,13 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   cfg.download_threads = a.download_threads;
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
   LogCacheState(cached.get(), cfg);
+  if (a.writeback && !ro) {
+    auto dir = StagingDirFor(a.cache, fmt);
+    if (!dir.ok()) return fail(dir.status());
+    Status wb = cached->StartWriteback(*dir, std::min(a.upload_threads, 8));
+    if (!wb.ok()) return fail(wb.With("--writeback"));
+    spdlog::info("write-back: written blocks are staged in {} and uploaded in the background", *dir);
+  }
 
   Status s = (*meta)->NewSession(ThisProcessSession(mp));
   if (!s.ok()) return fail(s);
@@ -147,6 +157,9 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   }
   CachedStore* cs = cached.get();
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
+
+  std::unique_ptr<WritebackMarks> marks;
+  if (cached->writeback()) marks = std::make_unique<WritebackMarks>(meta->get(), cached.get());
 
   VfsOptions vopts;
   vopts.read_only = ro;
@@ -173,6 +186,17 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
       rc = 1;
     }
     spdlog::info("unmounted {}; committing buffered writes", mp);
+  }
+  if (cached->writeback()) {
+    // Other clients read this client's staged blocks only once they are uploaded: finish
+    // that before leaving (`tierfs umount` waits for it; what a kill leaves behind is
+    // uploaded at the next mount).
+    WritebackStats left = cached->DrainWriteback(std::chrono::hours(24 * 365), [](const WritebackStats& w) {
+      spdlog::info("write-back: {} blocks ({} bytes) still staged; uploading them before exiting", w.staged_blocks,
+                   w.staged_bytes);
+    });
+    if (left.staged_blocks == 0) spdlog::info("write-back: every staged block is uploaded");
+    marks.reset();
   }
   if (group) group->StopServing();
   (*meta)->StopBackground();
@@ -288,6 +312,10 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                 "file storage: do not fsync each block before committing it. Faster small files on a "
                 "disk, but after a power loss a file written shortly before may point at a lost block "
                 "(EIO; fsck lists it). fsync(2) stays a full barrier either way");
+  sub->add_flag("--writeback", a->writeback,
+                "Stage written blocks durably on the cache disk and upload them in the background: writes "
+                "and close run at local-disk speed. Staged blocks survive a crash and are uploaded at the next "
+                "mount; unmounting waits for the uploads");
   sub->callback([a, exit_code] {
     // The background process works from "/", so relative paths are resolved here, in the
     // caller's directory.

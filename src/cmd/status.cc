@@ -52,7 +52,8 @@ int Run(const std::string& meta_url, bool json) {
                   {"mountpoint", s.mountpoint},
                   {"version", s.version},
                   {"started_ns", s.started_ns},
-                  {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0}});
+                  {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0},
+                  {"staged_bytes", s.staged_bytes}});
     if (auto st = MountStats(s); !st.is_null()) ss.back()["cache"] = st;
     if (!s.cache_group.empty()) {
       ss.back()["cache_group"] = s.cache_group;
@@ -88,6 +89,9 @@ int Run(const std::string& meta_url, bool json) {
   for (const auto& s : *sessions) {
     std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "
               << s.version << ")\n";
+    if (s.staged_bytes > 0) {
+      std::cout << "      write-back:   " << FormatSize(s.staged_bytes) << " staged, not yet in the object store\n";
+    }
     auto st = MountStats(s);
     if (st.is_null()) continue;
     const auto& m = st["memory"];

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -19,6 +20,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
+#include "common/size.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -75,9 +77,24 @@ int WatchClient(const std::string& mp, pid_t* pid) {
   return fd;
 }
 
-int WaitForClient(int pidfd, pid_t pid, int wait_s) {
+// Bytes the client has staged for write-back and not yet uploaded (0 without write-back).
+uint64_t StagedBytes(const std::string& mp) {
+  std::string buf(1 << 16, '\0');
+  ssize_t n = getxattr(mp.c_str(), "tierfs.stats", buf.data(), buf.size());
+  if (n <= 0) return 0;
+  auto j = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
+  if (!j.is_object() || !j.contains("writeback")) return 0;
+  return j["writeback"].value("staged_bytes", uint64_t{0});
+}
+
+int WaitForClient(int pidfd, pid_t pid, int wait_s, uint64_t staged) {
   auto start = std::chrono::steady_clock::now();
   bool told = false;
+  if (staged > 0) {
+    std::cerr << "tierfs: the client (pid " << pid << ") uploads " << FormatSize(staged)
+              << " staged for write-back before it exits\n";
+    told = true;
+  }
   for (;;) {
     pollfd p{pidfd, POLLIN, 0};
     if (poll(&p, 1, 1000) > 0) break;
@@ -88,9 +105,13 @@ int WaitForClient(int pidfd, pid_t pid, int wait_s) {
     }
     if (waited >= wait_s) {
       close(pidfd);
+      std::string what = staged > 0 ? "committing buffered writes and uploading blocks staged for write-back (" +
+                                          FormatSize(staged) +
+                                          " at the unmount; if it is stopped they are uploaded at the next mount)"
+                                    : "committing buffered writes";
       return Fail("umount", Status::Err(ETIMEDOUT, "unmounted, but the client (pid " + std::to_string(pid) +
-                                                       ") is still committing buffered writes after " +
-                                                       std::to_string(wait_s) + " s; see its log"));
+                                                       ") is still " + what + " after " + std::to_string(wait_s) +
+                                                       " s; see its log"));
     }
   }
   close(pidfd);
@@ -117,9 +138,10 @@ int Run(const std::string& mountpoint, bool force, int wait_s) {
   // A lazy unmount leaves the client serving the files still open: nothing to wait for.
   pid_t pid = 0;
   int pidfd = force ? -1 : WatchClient(mp, &pid);
+  uint64_t staged = pidfd < 0 ? 0 : StagedBytes(mp);
   int rc = Unmount(mp, force);
   if (pidfd < 0) return rc;
-  if (rc == 0) return WaitForClient(pidfd, pid, wait_s);
+  if (rc == 0) return WaitForClient(pidfd, pid, wait_s, staged);
   close(pidfd);
   return rc;
 }

@@ -70,6 +70,11 @@ std::string PendingSlice(uint64_t id, uint32_t size) {
   PutU32(&k, size);
   return k;
 }
+std::string Staged(uint64_t id) {
+  std::string k("W");
+  PutU64(&k, id);
+  return k;
+}
 std::string PendingFile(Ino ino) {
   std::string k("L");
   PutU64(&k, ino);

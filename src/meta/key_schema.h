@@ -46,6 +46,10 @@ std::string SliceRef(uint64_t id, uint32_t size);
 // "X" id(u64) size(u32) -> i64 time: a slice whose blocks await deletion.
 std::string PendingSlice(uint64_t id, uint32_t size);
 constexpr std::string_view kPendingSlicePrefix = "X";
+// "W" id(u64) -> u64 sid + host: a slice committed while its blocks were staged for
+// write-back by that session (`mount --writeback`), not yet all in the object store.
+std::string Staged(uint64_t id);
+constexpr std::string_view kStagedPrefix = "W";
 // "L" ino(u64) -> u64 length: an unlinked file whose chunks await deletion.
 std::string PendingFile(Ino ino);
 constexpr std::string_view kPendingFilePrefix = "L";

@@ -101,6 +101,7 @@ struct SessionInfo {
   std::string group_addr;       // HOST:PORT it serves blocks on; empty with --no-sharing
   uint64_t group_capacity = 0;  // bytes of cache it offers (the ring weight)
   uint64_t group_used = 0;      // bytes cached, as of its last heartbeat
+  uint64_t staged_bytes = 0;    // write-back: bytes staged and not yet uploaded (refreshed while mounted)
 };
 
 struct StatFs {
@@ -257,8 +258,19 @@ class Meta {
   // Commits a slice window to chunk `index` and grows the length to at least `min_length`.
   // Sets mtime/ctime to mtime_ns.
   // `out`, when given, receives the inode's attributes after the commit.
+  // `staged`: the slice's blocks are staged for write-back by this client and not all in the
+  // object store yet; a mark records that (and where) until ClearStaged.
   Status WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns,
-                    Attr* out = nullptr);
+                    Attr* out = nullptr, bool staged = false);
+  // Drops the staged marks of slices whose blocks are all in the object store now.
+  Status ClearStaged(const std::vector<uint64_t>& ids);
+  struct StagedMark {
+    uint64_t sid = 0;
+    std::string host;
+    bool alive = false;  // the session still sends heartbeats
+  };
+  // The staged mark of slice id, if any.
+  Result<std::optional<StagedMark>> StagedBy(uint64_t id);
   // mode: FALLOC_FL_* bits.
   Status Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t len);
   // Shares the slices of [off_in, off_in+len) into the output file; no data is copied.

@@ -147,7 +147,7 @@ Result<std::vector<uint32_t>> Meta::ListChunks(Ino ino) {
 }
 
 Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_t min_length, int64_t mtime_ns,
-                        Attr* out) {
+                        Attr* out, bool staged) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   if (rec.pos + static_cast<uint64_t>(rec.len) > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk");
   int64_t usage = 0;
@@ -165,11 +165,21 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
     AddAllocated(&a, rec.len);
     a.mtime_ns = a.ctime_ns = mtime_ns;
     if (out) *out = a;
+    if (staged) RETURN_IF_ERROR(t.Put(keys::Staged(rec.id), keys::EncodeU64(sid_)));
     return PutAttrTx(t, ino, a);
   }));
   if (usage) AddUsage(usage, 0);
   return Status::OK();
 }
+
+Status Meta::ClearStaged(const std::vector<uint64_t>& ids) {
+  if (ids.empty()) return Status::OK();
+  return engine_->Txn([&](KvTxn& t) {
+    for (uint64_t id : ids) RETURN_IF_ERROR(t.Delete(keys::Staged(id)));
+    return Status::OK();
+  });
+}
+
 
 Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t len) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
@@ -347,6 +357,8 @@ Status Meta::UnrefSlice(KvTxn& t, uint64_t id, uint32_t size) {
   uint64_t extra = ref->has_value() ? keys::DecodeU64(**ref) : 0;
   if (extra > 1) return t.Put(keys::SliceRef(id, size), keys::EncodeU64(extra - 1));
   if (extra == 1) return t.Delete(keys::SliceRef(id, size));
+  // A slice deleted before its staged blocks were uploaded: the writer discards them.
+  RETURN_IF_ERROR(t.Delete(keys::Staged(id)));
   return t.Put(keys::PendingSlice(id, size), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
 }
 

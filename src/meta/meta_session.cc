@@ -81,6 +81,7 @@ std::string SessionJson(const SessionInfo& info) {
     j["group_capacity"] = info.group_capacity;
     j["group_used"] = info.group_used;
   }
+  if (info.staged_bytes) j["staged_bytes"] = info.staged_bytes;
   return j.dump();
 }
 
@@ -98,10 +99,31 @@ SessionInfo ParseSession(uint64_t sid, std::string_view v) {
     s.group_addr = j.value("group_addr", "");
     s.group_capacity = j.value("group_capacity", uint64_t{0});
     s.group_used = j.value("group_used", uint64_t{0});
+    s.staged_bytes = j.value("staged_bytes", uint64_t{0});
   }
   return s;
 }
 }  // namespace
+
+Result<std::optional<Meta::StagedMark>> Meta::StagedBy(uint64_t id) {
+  std::optional<StagedMark> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.reset();
+        ASSIGN_OR_RETURN(auto v, t.Get(keys::Staged(id)));
+        if (!v || v->size() != 8) return Status::OK();
+        StagedMark m;
+        m.sid = keys::DecodeU64(*v);
+        ASSIGN_OR_RETURN(auto info, t.Get(keys::Session(m.sid)));
+        if (info) m.host = ParseSession(m.sid, *info).host;
+        ASSIGN_OR_RETURN(auto hb, t.Get(keys::Heartbeat(m.sid)));
+        m.alive = hb && NowNanos() - static_cast<int64_t>(keys::DecodeU64(*hb)) < opts_.session_timeout_ns;
+        out = std::move(m);
+        return Status::OK();
+      },
+      /*read_only=*/true));
+  return out;
+}
 
 Status Meta::UpdateSession(const std::function<void(SessionInfo&)>& edit) {
   if (sid_ == 0) return Status::Err(EINVAL, "no session to update");

@@ -31,8 +31,8 @@ std::string Join(const std::string& dir, const std::string& name) { return dir =
 // answers one request at a time per connection. Results are kept here until Finish.
 class ObjectChecker {
  public:
-  ObjectChecker(ObjectStore* store, const FsckOptions& opts)
-      : store_(store), deep_(opts.deep),
+  ObjectChecker(Meta* meta, ObjectStore* store, const FsckOptions& opts)
+      : meta_(meta), store_(store), deep_(opts.deep),
         pool_(std::make_unique<ThreadPool>("fsck", std::max(1, opts.threads), 4 * std::max(1, opts.threads))) {}
 
   void Check(std::string key, uint32_t len, std::string path) {
@@ -59,6 +59,7 @@ class ObjectChecker {
                   key + " holds " + std::to_string(head->size) + " bytes, expected " + std::to_string(len)};
         }
       }
+      if (prob.kind == "missing-object") Staged(key, &prob);
       std::lock_guard<std::mutex> l(mu_);
       checked_++;
       verified_ += verified;
@@ -80,6 +81,22 @@ class ObjectChecker {
   }
 
  private:
+  // A missing block of a slice staged for write-back (`mount --writeback`) is not lost: it
+  // waits on its writer's disk. Says so, and where.
+  void Staged(const std::string& key, FsckProblem* prob) {
+    std::string volume;
+    uint64_t id = 0;
+    uint32_t index = 0, len = 0;
+    if (!ParseBlockKey(key, &volume, &id, &index, &len)) return;
+    auto mark = meta_->StagedBy(id);
+    if (!mark.ok() || !*mark) return;
+    prob->kind = "staged-object";
+    prob->detail = key + " is staged for write-back on host " + (*mark)->host + " (session " +
+                   std::to_string((*mark)->sid) + ", " + ((*mark)->alive ? "uploading" : "not running") +
+                   ") and not yet in the object store";
+  }
+
+  Meta* meta_;
   ObjectStore* store_;
   const bool deep_;
   std::mutex mu_;
@@ -146,7 +163,7 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
   std::unordered_map<Ino, Attr> attrs;
   std::unordered_map<Ino, std::string> paths;
   std::unordered_set<std::string> queued_objects;
-  ObjectChecker checker(store, opts);
+  ObjectChecker checker(meta, store, opts);
   std::deque<Ino> queue{start};
   auto sa = meta->GetAttr(start);
   if (!sa.ok()) return sa.status();

@@ -33,7 +33,7 @@ struct FsckOptions {
 
 struct FsckProblem {
   // dangling-entry, type-mismatch, link-count, orphan, missing-object, bad-object-size,
-  // corrupt-object
+  // corrupt-object, staged-object (staged for write-back on a client, not yet uploaded)
   std::string kind;
   std::string path;
   std::string detail;

@@ -94,8 +94,12 @@ Status FileWriter::FlushLocked() {
       rec.off = 0;
       rec.len = rec.size;
       uint64_t end = static_cast<uint64_t>(s.chunk) * kChunkSize + s.pos + rec.len;
-      st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, &attr);
+      // With write-back the blocks may be only staged here yet: the commit marks that, so
+      // that other clients wait for the upload instead of reporting them missing.
+      bool staged = store_->SliceStaged(rec.id);
+      st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, &attr, staged);
       if (st.ok()) committed = true;
+      if (st.ok() && staged) store_->MarkStaged(rec.id);
       if (!st.ok()) {
         // Uploaded but not committed; the data is reported lost to the application instead
         // of silently dropped. When the engine says the commit cannot have happened (the

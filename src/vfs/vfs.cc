@@ -13,10 +13,13 @@
 #include "meta/slice_map.h"
 #include "vfs/file_writer.h"
 #include "vfs/vfs_internal.h"
+#include "vfs/writeback_marks.h"
 
 namespace tierfs {
 
 Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(store), opts_(opts) {
+  // A block another client staged for write-back is waited for, not reported missing.
+  store_->SetStagedCheck(StagedCheckFor(meta_));
   flusher_ = std::thread([this] { FlusherLoop(); });
 }
 

@@ -156,8 +156,15 @@ std::string Vfs::StatsJson() {
                 {"corrupt", d.corrupt}, {"errors", d.errors}, {"capacity", d.capacity}, {"dirs", d.dirs},
                 {"dirs_down", d.dirs_down}}},
       {"store", {{"gets", s.gets}, {"ranged_gets", s.ranged_gets}, {"bytes_downloaded", s.bytes_downloaded},
-                 {"puts", s.puts}, {"bytes_uploaded", s.bytes_uploaded}, {"upload_failures", s.upload_failures}}},
+                 {"puts", s.puts}, {"bytes_uploaded", s.bytes_uploaded}, {"upload_failures", s.upload_failures},
+                 {"staged_waits", s.staged_waits}}},
       {"meta", {{"cached_opens", cached_opens()}}}};
+  if (s.writeback) {
+    j["writeback"] = {{"staged_blocks", s.staged_blocks},       {"staged_bytes", s.staged_bytes},
+                      {"uploaded_blocks", s.wb_uploaded_blocks}, {"uploaded_bytes", s.wb_uploaded_bytes},
+                      {"retries", s.wb_retries},                 {"stage_errors", s.wb_stage_errors},
+                      {"lost", s.wb_lost}};
+  }
   if (DiskCache* dc = store_->disk()) j["disk"]["roots"] = dc->roots();
   if (opts_.group_stats) {
     auto g = nlohmann::json::parse(opts_.group_stats(), nullptr, false);

@@ -1,0 +1,129 @@
+// Writeback: `mount --writeback`. A written block is made durable in the local staging area
+// (chunk/staging.h) and counts as uploaded at once, so the writer's slice is committed to
+// metadata without waiting for the object store; the upload runs in the background, in
+// staging order, on `threads` threads, and is retried with backoff until it succeeds or
+// the block's slice is deleted.
+//
+// What survives what (README, "Consistency and durability"):
+// - a staged block survives a crash or kill of the client and a power loss: the next
+//   process that opens the staging area (the next mount, or `tierfs upload-staged`) uploads
+//   it first;
+// - a store outage only delays uploads; the client keeps staging and reading its blocks;
+// - a staging area that cannot be written (a full or failing disk) is not used for that
+//   block: Stage fails and the caller uploads it directly, as without write-back.
+//
+// Blocks not yet uploaded are readable through Read (from memory while they fit in
+// memory_bytes, else from the staging file, verified). Slices are tracked so the caller
+// can tell when a slice's last staged block reached the store (HasSlice, and the marks
+// below), which is when its "staged" record in metadata may go.
+//
+// Threads: any thread may call any method. put and uploaded run on upload threads without
+// the lock held.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "chunk/staging.h"
+#include "common/status.h"
+
+namespace tierfs {
+
+struct WritebackStats {
+  uint64_t staged_blocks = 0, staged_bytes = 0;  // waiting for, or in, their upload
+  uint64_t uploaded_blocks = 0, uploaded_bytes = 0;
+  uint64_t retries = 0;       // failed upload attempts (each is tried again)
+  uint64_t stage_errors = 0;  // blocks the staging area could not take (uploaded directly)
+  uint64_t lost = 0;          // staged blocks that could not be read back to upload
+};
+
+class Writeback {
+ public:
+  using PutFn = std::function<Status(const std::string& key, std::string_view data)>;
+  using DeleteFn = std::function<void(const std::string& key)>;
+  // After a block reached the store, with its bytes when they are in memory (else null).
+  using UploadedFn = std::function<void(const std::string& key, const std::shared_ptr<const std::string>& data)>;
+  struct Options {
+    int threads = 4;
+    uint64_t memory_bytes = 64ull << 20;  // staged blocks kept in memory for their upload
+    std::chrono::milliseconds backoff_base{100}, backoff_cap{30000};
+  };
+
+  // Takes over the staging area and queues what it already holds (recovered), first.
+  Writeback(std::unique_ptr<Staging> staging, const std::vector<Staging::Entry>& recovered, PutFn put,
+            DeleteFn del, UploadedFn uploaded, Options opts);
+  // Stops uploading (a running upload finishes or gives up); staged blocks stay on disk.
+  ~Writeback();
+  Writeback(const Writeback&) = delete;
+  Writeback& operator=(const Writeback&) = delete;
+
+  const std::string& dir() const { return staging_->dir(); }
+
+  // Stages the block durably and queues its upload. An error means it was not staged (the
+  // caller uploads it itself); it is counted in stage_errors.
+  Status Stage(const std::string& key, std::shared_ptr<const std::string> data);
+  // A staged block, or null when the key is not staged (or cannot be read back).
+  std::shared_ptr<const std::string> Read(const std::string& key);
+  // Whether any block of slice id is still staged.
+  bool HasSlice(uint64_t id);
+  // The block's slice was deleted: its upload is skipped, or, when it is running, the
+  // object is deleted once it lands.
+  void Discard(const std::string& key);
+
+  // Slices committed with a "staged" mark in metadata (Mark), and the marked ones whose
+  // blocks have all reached the store since (TakeUploadedMarks: each returned once).
+  void Mark(uint64_t id);
+  std::vector<uint64_t> TakeUploadedMarks();
+
+  // Waits until nothing is staged or max passed; calls progress about every 10 s while
+  // waiting. Returns what is still staged.
+  WritebackStats Drain(std::chrono::milliseconds max, const std::function<void(const WritebackStats&)>& progress);
+  WritebackStats stats() const;
+
+ private:
+  struct Item {
+    uint64_t seq = 0;
+    uint32_t len = 0;
+    std::shared_ptr<const std::string> data;  // null once dropped for memory
+    bool uploading = false;
+    bool discarded = false;
+  };
+  void UploadLoop();
+  // Uploads one block until it lands, the writeback stops, or it is discarded.
+  void UploadOne(const std::string& key);
+  void Forget(const std::string& key);  // with mu_ held: drops the item and its accounting
+
+  std::unique_ptr<Staging> staging_;
+  const PutFn put_;
+  const DeleteFn del_;
+  const UploadedFn uploaded_;
+  const Options opts_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // queue_ has work, or stopping_
+  std::condition_variable idle_cv_;  // items_ shrank
+  std::deque<std::string> queue_;    // keys in staging order, not yet taken by an uploader
+  std::unordered_map<std::string, Item> items_;
+  std::unordered_map<uint64_t, int> slice_blocks_;  // slice id -> staged blocks
+  std::set<uint64_t> marks_;
+  uint64_t next_seq_;
+  uint64_t memory_ = 0;
+  bool stopping_ = false;
+  WritebackStats st_;
+
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tierfs
