@@ -489,13 +489,14 @@ Status CachedStore::StageOrPut(const std::string& key, const std::shared_ptr<con
   return PutWithRetry(key, *data);
 }
 
-Status CachedStore::StartWriteback(const std::string& dir, int threads) {
+Status CachedStore::StartWriteback(const std::string& dir, int threads, std::chrono::milliseconds upload_delay) {
   std::vector<Staging::Entry> staged;
   std::vector<std::string> damaged;
   ASSIGN_OR_RETURN(auto staging, Staging::Open(dir, &staged, &damaged));
   Writeback::Options o;
   o.threads = threads;
   o.memory_bytes = cfg_.buffer_bytes / 4;
+  o.delay = upload_delay;
   writeback_ = std::make_unique<Writeback>(
       std::move(staging), staged,
       [this](const std::string& key, std::string_view data) {

@@ -157,10 +157,10 @@ class CachedStore {
   bool WaitForBufferRoom();
 
   // `mount --writeback`: blocks are staged durably in dir (created; locked against other
-  // processes) and uploaded in the background by `threads` threads, starting with what an
-  // earlier process left there. Call before writes start. EBUSY when another process
-  // stages there.
-  Status StartWriteback(const std::string& dir, int threads);
+  // processes) and uploaded in the background by `threads` threads, each upload_delay after
+  // it was staged, starting with what an earlier process left there. Call before writes
+  // start. EBUSY when another process stages there.
+  Status StartWriteback(const std::string& dir, int threads, std::chrono::milliseconds upload_delay = {});
   bool writeback() const { return writeback_ != nullptr; }
   // Whether any block of slice id is staged and not yet in the store.
   bool SliceStaged(uint64_t id);

@@ -6,6 +6,7 @@
 
 #include "chunk/block_key.h"
 #include "common/backoff.h"
+#include "common/clock.h"
 
 namespace tierfs {
 
@@ -79,6 +80,7 @@ Status Writeback::Stage(const std::string& key, std::shared_ptr<const std::strin
   Item& item = it->second;
   item.seq = seq;
   item.len = static_cast<uint32_t>(data->size());
+  item.ready_ns = MonoNanos() + std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.delay).count();
   if (memory_ + data->size() <= opts_.memory_bytes) {
     memory_ += data->size();
     item.data = std::move(data);
@@ -151,6 +153,8 @@ WritebackStats Writeback::Drain(std::chrono::milliseconds max,
                                 const std::function<void(const WritebackStats&)>& progress) {
   auto deadline = std::chrono::steady_clock::now() + max;
   std::unique_lock<std::mutex> l(mu_);
+  hurry_ = true;
+  cv_.notify_all();
   while (!items_.empty()) {
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
@@ -187,6 +191,13 @@ void Writeback::UploadLoop() {
   for (;;) {
     cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
+    // The queue is in staging order, so the front is the first to become ready.
+    auto front = items_.find(queue_.front());
+    int64_t wait_ns = front == items_.end() || hurry_ ? 0 : front->second.ready_ns - MonoNanos();
+    if (wait_ns > 0) {
+      cv_.wait_for(l, std::chrono::nanoseconds(wait_ns));
+      continue;
+    }
     std::string key = std::move(queue_.front());
     queue_.pop_front();
     auto it = items_.find(key);

@@ -59,6 +59,10 @@ class Writeback {
     int threads = 4;
     uint64_t memory_bytes = 64ull << 20;  // staged blocks kept in memory for their upload
     std::chrono::milliseconds backoff_base{100}, backoff_cap{30000};
+    // A staged block waits this long before its upload starts (`--upload-delay`), so that a
+    // burst of writes (a checkpoint) runs without uploads competing for the machine, and a
+    // file deleted meanwhile (scratch data) is never uploaded. Drain uploads at once.
+    std::chrono::milliseconds delay{0};
   };
 
   // Takes over the staging area and queues what it already holds (recovered), first.
@@ -87,8 +91,8 @@ class Writeback {
   void Mark(uint64_t id);
   std::vector<uint64_t> TakeUploadedMarks();
 
-  // Waits until nothing is staged or max passed; calls progress about every 10 s while
-  // waiting. Returns what is still staged.
+  // Waits until nothing is staged or max passed, uploading without delay from now on;
+  // calls progress about every 10 s while waiting. Returns what is still staged.
   WritebackStats Drain(std::chrono::milliseconds max, const std::function<void(const WritebackStats&)>& progress);
   WritebackStats stats() const;
 
@@ -99,6 +103,7 @@ class Writeback {
     std::shared_ptr<const std::string> data;  // null once dropped for memory
     bool uploading = false;
     bool discarded = false;
+    int64_t ready_ns = 0;  // monotonic time its upload may start
   };
   void UploadLoop();
   // Uploads one block until it lands, the writeback stops, or it is discarded.
@@ -121,6 +126,7 @@ class Writeback {
   uint64_t next_seq_;
   uint64_t memory_ = 0;
   bool stopping_ = false;
+  bool hurry_ = false;  // Drain runs: no upload delay
   WritebackStats st_;
 
   std::vector<std::thread> threads_;

@@ -52,7 +52,8 @@ class WritebackTest : public ::testing::Test {
   }
 
   // A writeback whose uploads go to store_ (each Put counted in order_).
-  std::unique_ptr<Writeback> Open(int threads = 1, uint64_t memory = 64 << 20) {
+  std::unique_ptr<Writeback> Open(int threads = 1, uint64_t memory = 64 << 20,
+                                  std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
     std::vector<Staging::Entry> staged;
     auto staging = OpenStaging(&staged);
     Writeback::Options o;
@@ -60,6 +61,7 @@ class WritebackTest : public ::testing::Test {
     o.memory_bytes = memory;
     o.backoff_base = std::chrono::milliseconds(1);
     o.backoff_cap = std::chrono::milliseconds(20);
+    o.delay = delay;
     return std::make_unique<Writeback>(
         std::move(staging), staged,
         [this](const std::string& key, std::string_view data) {
@@ -221,6 +223,21 @@ TEST_F(WritebackTest, MarksComeBackOnlyOnceTheirSliceIsUploaded) {
   store_.HoldPuts(false);
   wb->Drain(std::chrono::seconds(30), {});
   EXPECT_EQ(wb->TakeUploadedMarks(), std::vector<uint64_t>{7});
+}
+
+// --upload-delay: uploads wait (here: an hour) unless a drain hurries them; a block deleted
+// meanwhile never reaches the store.
+TEST_F(WritebackTest, TheUploadDelayHoldsUploadsUntilADrain) {
+  auto wb = Open(2, 64 << 20, std::chrono::hours(1));
+  ASSERT_TRUE(wb->Stage(Key(1, 0), Data(Key(1, 0))).ok());
+  ASSERT_TRUE(wb->Stage(Key(2, 0), Data(Key(2, 0))).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(store_.puts.load(), 0);
+  wb->Discard(Key(2, 0));
+  EXPECT_EQ(wb->Drain(std::chrono::seconds(30), {}).staged_blocks, 0u);
+  EXPECT_TRUE(store_.Has(Key(1, 0)));
+  EXPECT_FALSE(store_.Has(Key(2, 0)));
+  EXPECT_EQ(store_.puts.load(), 1);
 }
 
 TEST_F(WritebackTest, AStagingAreaThatFailsIsBypassed) {

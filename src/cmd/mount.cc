@@ -45,6 +45,7 @@ struct Args {
   bool no_default_permissions = false;
   bool no_sync_blocks = false;
   bool writeback = false;
+  double upload_delay = 0;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
 
@@ -139,7 +140,8 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (a.writeback && !ro) {
     auto dir = StagingDirFor(a.cache, fmt);
     if (!dir.ok()) return fail(dir.status());
-    Status wb = cached->StartWriteback(*dir, std::min(a.upload_threads, 8));
+    Status wb = cached->StartWriteback(*dir, std::min(a.upload_threads, 8),
+                                       std::chrono::milliseconds(static_cast<int64_t>(a.upload_delay * 1000)));
     if (!wb.ok()) return fail(wb.With("--writeback"));
     spdlog::info("write-back: written blocks are staged in {} and uploaded in the background", *dir);
   }
@@ -316,6 +318,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                 "Stage written blocks durably on the cache disk and upload them in the background: writes "
                 "and close run at local-disk speed. Staged blocks survive a crash and are uploaded at the next "
                 "mount; unmounting waits for the uploads");
+  sub->add_option("--upload-delay", a->upload_delay,
+                  "With --writeback: seconds a staged block waits before its upload starts (a burst of writes "
+                  "runs without uploads competing; files deleted meanwhile are never uploaded)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   sub->callback([a, exit_code] {
     // The background process works from "/", so relative paths are resolved here, in the
     // caller's directory.
