@@ -136,7 +136,6 @@ class Bench:
         with open(os.path.join(self.work, "rclone.conf"), "w") as f:
             f.write("[ceph]\ntype = s3\nprovider = Ceph\naccess_key_id = %s\nsecret_access_key = %s\nendpoint = %s\n"
                     % (servers.S3_ACCESS_KEY, servers.S3_SECRET_KEY, self.s3))
-        sh(TIERFS, "objbench", self.s3 + "/peers", "--skip-bench", env=self.env)  # s3fs does not create buckets
 
     def close(self):
         try:
@@ -170,19 +169,23 @@ class Bench:
         cache = os.path.join(self.fast, "cache-" + target)
         shutil.rmtree(cache, ignore_errors=True)
         os.makedirs(cache)
+        # Every run writes into a bucket of its own, emptied afterwards (purge), so the
+        # store holds one run's data at a time.
+        self.volume += 1
+        self.bucket = "wbench%d" % self.volume
         if target.startswith("tierfs"):
-            self.volume += 1
             meta = "%s/%d" % (self.redis.url(), self.volume % 15 + 1)
             sh(TIERFS, "format", meta, "wbench", "--force", "--storage", "s3", "--bucket",
-               "%s/wbench%d" % (self.s3, self.volume), env=self.env)
+               "%s/%s" % (self.s3, self.bucket), env=self.env)
             opts = ["--cache-dir", cache] + (["--writeback"] if "-wb" in target else []) + (
                 ["--upload-delay", UPLOAD_DELAY] if target.endswith("-wbd") else [])
             sh(TIERFS, "mount", "-d", meta, self.mnt, "--log", os.path.join(self.work, target + ".log"), *opts,
                env=self.env)
             self.pid = int(sh("pgrep", "-n", "-f", "tierfs mount -d %s %s" % (meta, self.mnt)).stdout.split()[0])
-        elif target == "s3fs":
-            self.prefix = "run%d" % time.time_ns()
-            sh("s3fs", "peers:/", self.mnt, "-o", "url=" + self.s3, "-o", "use_path_request_style", "-o",
+        else:  # s3fs and rclone do not create buckets
+            sh(TIERFS, "objbench", "%s/%s" % (self.s3, self.bucket), "--skip-bench", env=self.env)
+        if target == "s3fs":
+            sh("s3fs", self.bucket, self.mnt, "-o", "url=" + self.s3, "-o", "use_path_request_style", "-o",
                "passwd_file=" + os.path.join(self.work, "passwd"), "-o", "tmpdir=" + cache, "-o",
                "multipart_size=16", "-o", "parallel_count=8")
             self.pid = int(sh("pgrep", "-n", "-f", "s3fs .*" + self.mnt).stdout.split()[0])
@@ -190,11 +193,11 @@ class Bench:
             env = dict(os.environ)
             env.pop("AWS_CA_BUNDLE", None)
             # The daemon keeps the descriptors it inherits: no pipes, or the call never returns.
-            subprocess.run(["rclone", "mount", "ceph:peers", self.mnt, "--config", os.path.join(self.work, "rclone.conf"),
+            subprocess.run(["rclone", "mount", "ceph:" + self.bucket, self.mnt, "--config", os.path.join(self.work, "rclone.conf"),
                             "--vfs-cache-mode", "writes", "--cache-dir", cache, "--daemon", "--daemon-wait", "60s",
                             "--log-file", os.path.join(self.work, "rclone.log")], env=env, check=True,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.pid = int(sh("pgrep", "-n", "-f", "rclone mount ceph:peers " + self.mnt).stdout.split()[0])
+            self.pid = int(sh("pgrep", "-n", "-f", "rclone mount ceph:%s %s" % (self.bucket, self.mnt)).stdout.split()[0])
         for _ in range(600):
             if os.path.ismount(self.mnt):
                 break
@@ -207,18 +210,16 @@ class Bench:
         """Seconds until everything written is in the store (0 for targets that upload
         before close returns), measured from now."""
         t0 = time.perf_counter()
+        done = None
         if target.startswith("tierfs-s3-wb"):
-            for _ in range(36000):
-                st = json.loads(os.getxattr(self.mnt, "tierfs.stats"))
-                if st["writeback"]["staged_blocks"] == 0:
-                    break
-                time.sleep(0.05)
+            done = lambda: json.loads(os.getxattr(self.mnt, "tierfs.stats"))["writeback"]["staged_blocks"] == 0  # noqa
         elif target == "rclone":
             # rclone uploads in the background after close: until radosgw took every byte.
-            for _ in range(36000):
-                if self.rgw()["put_b"] - put_b0 >= mib * MiB:
-                    break
-                time.sleep(0.05)
+            done = lambda: self.rgw()["put_b"] - put_b0 >= mib * MiB  # noqa: E731
+        while done and not done():
+            if time.perf_counter() - t0 > 600:
+                raise RuntimeError("%s: the written data did not reach the store within 600 s" % target)
+            time.sleep(0.05)
         return time.perf_counter() - t0
 
     def ticks(self):
@@ -244,7 +245,7 @@ class Bench:
         else:
             sh("fusermount3", "-u", self.mnt, check=False)
         for _ in range(1200):
-            if not os.path.ismount(self.mnt) and not sh("pgrep", "-f", "rclone mount ceph:peers " + self.mnt,
+            if not os.path.ismount(self.mnt) and not sh("pgrep", "-f", "rclone mount ceph:.* " + self.mnt,
                                                          check=False).stdout:
                 break
             time.sleep(0.1)
@@ -285,6 +286,9 @@ class Bench:
         c1 = self.rgw()
         self.unmount()
         c2 = self.rgw()
+        if target not in ("tmpfs", "disk", "passthrough"):
+            sh("radosgw-admin", "-c", self.ceph.conf, "bucket", "rm", "--bucket=" + self.bucket, "--purge-objects",
+               "--bypass-gc", check=False)
         rec = {"workload": w, "target": target, "round": r, "value": value, "secs": secs, "landed_secs": landed,
                "mib": mib, "puts": c2["put"] - c0["put"], "put_mib": (c2["put_b"] - c0["put_b"]) / MiB,
                "puts_at_landed": c1["put"] - c0["put"],

@@ -23,5 +23,6 @@ void RegisterObjbench(CLI::App& app, int* exit_code);
 void RegisterWarmup(CLI::App& app, int* exit_code);
 void RegisterCacheServer(CLI::App& app, int* exit_code);
 void RegisterUploadStaged(CLI::App& app, int* exit_code);
+void RegisterCompact(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

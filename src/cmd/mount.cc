@@ -46,6 +46,7 @@ struct Args {
   bool no_sync_blocks = false;
   bool writeback = false;
   double upload_delay = 0;
+  double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
 
@@ -166,6 +167,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   VfsOptions vopts;
   vopts.read_only = ro;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
+  vopts.compactor.release_grace_ns = static_cast<int64_t>(a.compact_grace * 1e9);
   if (group) vopts.group_stats = [g = group.get()] { return g->StatsJson(); };
   int rc = 0;
   {
@@ -318,6 +320,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                 "Stage written blocks durably on the cache disk and upload them in the background: writes "
                 "and close run at local-disk speed. Staged blocks survive a crash and are uploaded at the next "
                 "mount; unmounting waits for the uploads");
+  sub->add_option("--compact-grace", a->compact_grace,
+                  "Seconds the blocks that compaction replaced stay in the object store, for readers (on any "
+                  "client) still using the old layout")
+      ->check(CLI::Range(0.0, 86400.0 * 7))
+      ->capture_default_str();
   sub->add_option("--upload-delay", a->upload_delay,
                   "With --writeback: seconds a staged block waits before its upload starts (a burst of writes "
                   "runs without uploads competing; files deleted meanwhile are never uploaded)")

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <climits>
@@ -179,6 +180,37 @@ SessionInfo ThisProcessSession(const std::string& mountpoint) {
   info.mountpoint = mountpoint;
   info.version = TIERFS_VERSION;
   return info;
+}
+
+Result<std::string> AskMount(const std::string& path, const char* xattr) {
+  std::string buf(1 << 16, '\0');
+  ssize_t n = getxattr(path.c_str(), xattr, buf.data(), buf.size());
+  if (n < 0) {
+    int err = errno;
+    if (err == ENOTSUP || err == ENODATA) {
+      return Status::Err(err, path + " is not in a TierFS mount (" + strerror(err) + ")");
+    }
+    return Status::Err(err, path + ": " + strerror(err));
+  }
+  return buf.substr(0, static_cast<size_t>(n));
+}
+
+Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files) {
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    auto st = std::filesystem::symlink_status(p, ec);
+    if (ec) return Status::Err(ENOENT, "cannot stat " + p + ": " + ec.message());
+    if (std::filesystem::is_directory(st)) {
+      for (auto it = std::filesystem::recursive_directory_iterator(p, ec); !ec && it != decltype(it)();
+           it.increment(ec)) {
+        if (it->is_regular_file(ec) && !it->is_symlink(ec)) files->push_back(it->path());
+      }
+      if (ec) return Status::Err(EIO, "cannot walk " + p + ": " + ec.message());
+    } else if (std::filesystem::is_regular_file(st)) {
+      files->push_back(p);
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace tierfs::cmd

@@ -51,4 +51,13 @@ std::string AbsPath(const std::string& path);
 // True when path is the mount point of a mounted file system (per /proc/self/mountinfo).
 bool IsMountPoint(const std::string& abs_path);
 
+// The value of a TierFS virtual xattr of path (the mount's controls: tierfs.cache,
+// tierfs.warmup, tierfs.compact...), as the mount answered it. Errors name the path; a
+// path outside TierFS says so.
+Result<std::string> AskMount(const std::string& path, const char* xattr);
+
+// The regular files among paths and in the trees of the directories among them (symlinks
+// not followed). ENOENT for a path that does not exist.
+Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files);
+
 }  // namespace tierfs::cmd

@@ -29,16 +29,8 @@ struct Totals {
 };
 
 Result<nlohmann::json> Ask(const std::string& path, const char* name) {
-  std::string buf(1 << 16, '\0');
-  ssize_t n = getxattr(path.c_str(), name, buf.data(), buf.size());
-  if (n < 0) {
-    int err = errno;
-    if (err == ENOTSUP || err == ENODATA) {
-      return Status::Err(err, path + " is not in a TierFS mount (" + strerror(err) + ")");
-    }
-    return Status::Err(err, path + ": " + strerror(err));
-  }
-  auto j = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
+  ASSIGN_OR_RETURN(std::string text, AskMount(path, name));
+  auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return Status::Err(EIO, path + ": the mount returned malformed data");
   return j;
 }
@@ -55,20 +47,8 @@ void Progress(const Totals& t, size_t total, bool final) {
 int Run(const std::vector<std::string>& paths, int threads, bool evict, bool check, bool json, bool group) {
   const char* name = evict ? "tierfs.evict" : check ? "tierfs.cache" : group ? "tierfs.warmup.group" : "tierfs.warmup";
   std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    auto st = std::filesystem::symlink_status(p, ec);
-    if (ec) return Fail("warmup", Status::Err(ENOENT, "cannot stat " + p + ": " + ec.message()));
-    if (std::filesystem::is_directory(st)) {
-      for (auto it = std::filesystem::recursive_directory_iterator(p, ec); !ec && it != decltype(it)();
-           it.increment(ec)) {
-        if (it->is_regular_file(ec) && !it->is_symlink(ec)) files.push_back(it->path());
-      }
-      if (ec) return Fail("warmup", Status::Err(EIO, "cannot walk " + p + ": " + ec.message()));
-    } else if (std::filesystem::is_regular_file(st)) {
-      files.push_back(p);
-    }
-  }
+  Status listed = RegularFilesUnder(paths, &files);
+  if (!listed.ok()) return Fail("warmup", listed);
   // Fail early and clearly when the first path is not in a mount.
   if (!files.empty()) {
     auto probe = Ask(files.front(), "tierfs.cache");

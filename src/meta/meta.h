@@ -271,6 +271,25 @@ class Meta {
   };
   // The staged mark of slice id, if any.
   Result<std::optional<StagedMark>> StagedBy(uint64_t id);
+  // ---- compaction (vfs/compactor.h) ----
+  struct ChunkRecords {
+    std::vector<SliceRecord> records;  // with their seqs, as stored (truncation masks not applied)
+    bool masked = false;               // the inode has truncation masks not yet applied
+    uint64_t length = 0;               // the file's length
+  };
+  Result<ChunkRecords> ReadChunkRecords(Ino ino, uint32_t index);
+  // Replaces `old` (records of chunk index exactly as ReadChunkRecords returned them) with
+  // `fresh` (at most as many; windows of new slices, or zero records) in one transaction,
+  // if none of `old` changed, no record was committed between them, and no truncation mask
+  // waits; records committed after them stay and keep shadowing the new ones. The slices of
+  // `old` lose a reference; those left with none are deleted no earlier than
+  // release_after_ns, so that readers holding the old map can finish. `staged`: new slices
+  // whose blocks are staged for write-back here (marked as WriteSlice does). EAGAIN when
+  // the chunk changed (the caller drops its new slices and may try again).
+  Status SwapChunkRecords(Ino ino, uint32_t index, const std::vector<SliceRecord>& old,
+                          std::vector<SliceRecord> fresh, int64_t release_after_ns,
+                          const std::vector<uint64_t>& staged = {});
+
   // mode: FALLOC_FL_* bits.
   Status Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t len);
   // Shares the slices of [off_in, off_in+len) into the output file; no data is copied.

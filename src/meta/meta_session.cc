@@ -274,11 +274,16 @@ Status Meta::CleanPendingSlices() {
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         pending.clear();
-        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 1000, [&](std::string_view k, std::string_view) {
+        int64_t now = NowNanos();
+        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 0, [&](std::string_view k, std::string_view v) {
           uint64_t id;
           uint32_t size;
-          if (keys::ParseSliceKey(k, &id, &size)) pending.emplace_back(id, size);
-          return true;
+          // The value is the time from which the blocks may go (compaction sets it ahead).
+          if (keys::ParseSliceKey(k, &id, &size) &&
+              (v.size() != 8 || static_cast<int64_t>(keys::DecodeU64(v)) <= now)) {
+            pending.emplace_back(id, size);
+          }
+          return pending.size() < 1000;
         });
       },
       true));

@@ -24,12 +24,27 @@ FileReader::FileReader(std::shared_ptr<InodeState> state, CachedStore* store)
     : st_(std::move(state)), store_(store) {}
 
 Status FileReader::Read(uint64_t off, size_t len, char* buf, ReadPieces* pieces) {
-  RETURN_IF_ERROR(ReadRange(off, len, buf, pieces));
+  FailedChunk failed;
+  Status st = ReadRange(off, len, buf, pieces, &failed);
+  if (!st.ok() && failed.valid) {
+    // The map may be out of date: its slices replaced (compaction, on any client) and their
+    // blocks gone after the release grace. Read again if the map changed.
+    {
+      std::lock_guard<std::mutex> l(st_->mu);
+      st_->RefreshLocked(nullptr, 0, InodeState::Cause::kChange);
+    }
+    auto now = st_->Segments(failed.chunk);
+    if (now.ok() && *now != failed.segs) {
+      if (pieces) pieces->Clear();
+      st = ReadRange(off, len, buf, pieces, nullptr);
+    }
+  }
+  RETURN_IF_ERROR(st);
   Readahead(off, len);
   return Status::OK();
 }
 
-Status FileReader::ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pieces) {
+Status FileReader::ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pieces, FailedChunk* failed) {
   uint64_t pos = off, end = off + len;
   while (pos < end) {
     uint32_t chunk = static_cast<uint32_t>(pos >> kChunkBits);
@@ -58,6 +73,7 @@ Status FileReader::ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pi
       zeroed_to = std::max(zeroed_to, s.pos + s.len);
       Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos), pieces);
       if (!rs.ok()) {
+        if (failed) *failed = FailedChunk{true, chunk, segs};
         spdlog::error("read of inode {} at offset {} failed: {}", st_->ino, chunk_start + s.pos, rs.ToString());
         return Status::Err(EIO, "reading inode " + std::to_string(st_->ino) + ": " + rs.message());
       }

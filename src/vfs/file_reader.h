@@ -16,8 +16,9 @@
 // file. Prefetching is best effort: a failed map lookup stops it silently, and the store
 // only logs failed fetches.
 //
-// Errors: a failed block read is EIO naming the inode (and logged); a failed map lookup
-// keeps the engine's code.
+// Errors: a failed block read is EIO naming the inode (and logged), after one more try
+// when the chunk's map changed meanwhile (its slices replaced by compaction: the old
+// blocks may be gone); a failed map lookup keeps the engine's code.
 //
 // Ownership: the Handle owns its reader. The reader shares the InodeState with the
 // inode's other handles and its writer. The Meta (through the InodeState) and the
@@ -34,6 +35,7 @@
 #include <mutex>
 
 #include "common/status.h"
+#include "meta/slice_map.h"
 
 namespace tierfs {
 
@@ -55,8 +57,15 @@ class FileReader {
   Status Read(uint64_t off, size_t len, char* buf, ReadPieces* pieces = nullptr);
 
  private:
-  // Reads [off, off+len) chunk by chunk, zeros where no slice is.
-  Status ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pieces);
+  // The chunk whose block read failed, with the map the read used.
+  struct FailedChunk {
+    bool valid = false;
+    uint32_t chunk = 0;
+    std::vector<ChunkSegment> segs;
+  };
+  // Reads [off, off+len) chunk by chunk, zeros where no slice is. A failed block read is
+  // EIO naming the inode; `failed` (when given) then says which chunk, with which map.
+  Status ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pieces, FailedChunk* failed);
   // Sequential detection after a read of [off, off+len), and the prefetch it calls for.
   void Readahead(uint64_t off, uint64_t len);
 

@@ -1,5 +1,6 @@
 // FileReader over the in-memory metadata engine and the fake object store: slice maps,
-// holes, shadowing, the readahead window and the generation contract of the map cache.
+// holes, shadowing, the readahead window and the generation contract of the map cache; and
+// compaction as readers see it (the same bytes, a reader holding the old map, a conflict).
 #include "vfs/file_reader.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <random>
 #include <thread>
 
 #include "chunk/cached_store.h"
@@ -18,6 +20,7 @@
 #include "meta/kv_engine.h"
 #include "meta/hook_engine_for_test.h"
 #include "meta/meta.h"
+#include "vfs/compactor.h"
 #include "vfs/inode_state.h"
 
 namespace tierfs {
@@ -336,6 +339,94 @@ TEST_F(FileReaderTest, AnOpenDropsTheMapsOnlyForUnseenChanges) {
   EXPECT_TRUE(SameData(Read(0, v2.size()), v2));
   EXPECT_GT(engine_->scans.load(), scans);
   EXPECT_FALSE(opened()) << "the change counts as seen after the open that saw it";
+}
+
+// ---- compaction, as readers see it (vfs/compactor.h) ----------------------------------
+
+class CompactionTest : public FileReaderTest {
+ protected:
+  // Commits a base slice and `n` overwrites at random places; returns the file's bytes.
+  std::string Fragment(int n, uint32_t seed) {
+    std::string model = RandomBytes(300 << 10, seed);
+    Commit(0, model);
+    std::mt19937 rng(seed);
+    for (int i = 0; i < n; ++i) {
+      uint32_t len = 8192 + rng() % 12000, off = rng() % (static_cast<uint32_t>(model.size()) - len);
+      std::string piece = RandomBytes(len, seed * 1000 + i);
+      Commit(off, piece);
+      model.replace(off, len, piece);
+    }
+    return model;
+  }
+  std::unique_ptr<Compactor> NewCompactor(int64_t grace_ns) {
+    CompactorOptions o;
+    o.release_grace_ns = grace_ns;
+    return std::make_unique<Compactor>(meta_.get(), store_.get(), nullptr, o);
+  }
+  std::vector<uint64_t> DeletedByCleanup() {
+    std::vector<uint64_t> deleted;
+    meta_->StartBackground([&](uint64_t id, uint32_t size) {
+      deleted.push_back(id);
+      return store_->DeleteSlice(id, size);
+    });
+    meta_->StopBackground();
+    EXPECT_TRUE(meta_->RunCleanupOnce().ok());
+    return deleted;
+  }
+};
+
+TEST_F(CompactionTest, AFragmentedChunkReadsTheSameAsOneSlice) {
+  std::string model = Fragment(30, 7);
+  Refresh();
+  ASSERT_TRUE(SameData(ReadBoth(0, model.size()), model));
+  auto c = NewCompactor(3'600'000'000'000);
+  auto stats = c->CompactFile(ino_, /*force=*/true);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->compacted, 1u);
+  EXPECT_EQ(stats->records_before, 31u);
+  EXPECT_EQ(stats->records_after, 1u);
+  EXPECT_EQ(stats->live_bytes, model.size());
+  EXPECT_GT(stats->dead_bytes, 200u << 10);
+  EXPECT_EQ(meta_->ReadChunk(ino_, 0)->size(), 1u);
+  Refresh();
+  ASSERT_TRUE(SameData(ReadBoth(0, model.size()), model));
+  // The replaced slices wait out the grace before their blocks go.
+  EXPECT_TRUE(DeletedByCleanup().empty());
+  // Compacting again finds nothing to do.
+  EXPECT_EQ(c->CompactFile(ino_, true)->compacted, 0u);
+}
+
+TEST_F(CompactionTest, AReaderHoldingTheOldMapReadsAgainWhenItsBlocksAreGone) {
+  std::string model = Fragment(10, 8);
+  Refresh();
+  ASSERT_TRUE(SameData(Read(0, model.size()), model));  // the reader caches the old map
+  auto c = NewCompactor(0);
+  ASSERT_EQ(c->CompactFile(ino_, true)->compacted, 1u);
+  EXPECT_EQ(DeletedByCleanup().size(), 11u);  // the old blocks leave the store and the cache
+  ASSERT_TRUE(SameData(Read(0, model.size()), model));
+}
+
+TEST_F(CompactionTest, ATruncationDuringTheCopyMakesTheSwapGiveUp) {
+  std::string model = Fragment(5, 9);
+  auto c = NewCompactor(0);
+  size_t objects = fake_->Count();
+  int puts = fake_->puts.load();
+  fake_->HoldPuts(true);
+  Result<CompactStats> got = Status::Err(EINVAL, "not run");
+  std::thread t([&] { got = c->CompactFile(ino_, true); });
+  // Until the copy's first block waits to be put: the records are read, the swap is ahead.
+  for (int i = 0; i < 1000 && fake_->puts.load() == puts; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Attr a;
+  a.length = 1000;
+  ASSERT_TRUE(meta_->SetAttr(Ctx::Root(), ino_, kSetSize, a).ok());
+  fake_->HoldPuts(false);
+  t.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->compacted, 0u);
+  EXPECT_EQ(got->conflicts, 1u);
+  EXPECT_EQ(fake_->Count(), objects);  // the copy's blocks were deleted
+  Refresh();
+  EXPECT_TRUE(SameData(Read(0, 1000), model.substr(0, 1000)));
 }
 
 }  // namespace

@@ -13,8 +13,9 @@ namespace {
 constexpr size_t kMaxOpenSlices = 64;
 }  // namespace
 
-FileWriter::FileWriter(Ino ino, Meta* meta, CachedStore* store, CommitHook hook)
-    : ino_(ino), meta_(meta), store_(store), hook_(std::move(hook)) {}
+FileWriter::FileWriter(Ino ino, Meta* meta, CachedStore* store, CommitHook hook,
+                       std::function<void(uint32_t chunk)> committed)
+    : ino_(ino), meta_(meta), store_(store), hook_(std::move(hook)), committed_(std::move(committed)) {}
 
 FileWriter::~FileWriter() {
   std::lock_guard<std::mutex> l(mu_);
@@ -100,6 +101,7 @@ Status FileWriter::FlushLocked() {
       st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, &attr, staged);
       if (st.ok()) committed = true;
       if (st.ok() && staged) store_->MarkStaged(rec.id);
+      if (st.ok() && committed_) committed_(s.chunk);
       if (!st.ok()) {
         // Uploaded but not committed; the data is reported lost to the application instead
         // of silently dropped. When the engine says the commit cannot have happened (the

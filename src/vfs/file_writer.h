@@ -35,7 +35,10 @@ class SliceWriter;
 class FileWriter {
  public:
   using CommitHook = std::function<void(const Attr* after)>;
-  FileWriter(Ino ino, Meta* meta, CachedStore* store, CommitHook hook = nullptr);
+  // `committed` runs after each slice committed, with its chunk (compaction counts them),
+  // on the committing thread with the writer's lock held.
+  FileWriter(Ino ino, Meta* meta, CachedStore* store, CommitHook hook = nullptr,
+             std::function<void(uint32_t chunk)> committed = nullptr);
   ~FileWriter();
 
   Status Write(uint64_t off, const char* data, size_t len);
@@ -63,6 +66,7 @@ class FileWriter {
   Meta* meta_;
   CachedStore* store_;
   CommitHook hook_;
+  std::function<void(uint32_t)> committed_;
   std::mutex mu_;
   std::vector<OpenSlice> slices_;  // guarded by mu_
   Status error_;                   // guarded by mu_

@@ -11,6 +11,7 @@
 #include "chunk/cached_store.h"
 #include "common/clock.h"
 #include "meta/slice_map.h"
+#include "vfs/compactor.h"
 #include "vfs/file_writer.h"
 #include "vfs/vfs_internal.h"
 #include "vfs/writeback_marks.h"
@@ -20,7 +21,22 @@ namespace tierfs {
 Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(store), opts_(opts) {
   // A block another client staged for write-back is waited for, not reported missing.
   store_->SetStagedCheck(StagedCheckFor(meta_));
+  if (!opts_.read_only) {
+    compactor_ = std::make_unique<Compactor>(meta_, store_, [this](Ino ino) { DropMaps(ino); }, opts_.compactor);
+  }
   flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+void Vfs::DropMaps(Ino ino) {
+  std::shared_ptr<InodeState> st;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = inodes_.find(ino);
+    if (it == inodes_.end()) return;
+    st = it->second;
+  }
+  std::lock_guard<std::mutex> l(st->mu);
+  st->RefreshLocked(nullptr, 0, InodeState::Cause::kChange);
 }
 
 Vfs::~Vfs() {
@@ -32,6 +48,7 @@ Vfs::~Vfs() {
   flusher_.join();
   Status st = FlushAll();
   if (!st.ok()) spdlog::error("flushing buffered writes at shutdown failed: {}", st.ToString());
+  compactor_.reset();
 }
 
 void Vfs::FlusherLoop() {
@@ -103,10 +120,17 @@ std::shared_ptr<FileWriter> Vfs::Writer(InodeState& st) {
   if (!st.writer) {
     // The state owns the writer, so the hook never outlives it.
     InodeState* sp = &st;
-    st.writer = std::make_shared<FileWriter>(st.ino, meta_, store_, [sp](const Attr* after) {
-      std::lock_guard<std::mutex> g(sp->mu);
-      sp->RefreshLocked(after, /*read_gen=*/0, InodeState::Cause::kCommit);
-    });
+    Compactor* compactor = compactor_.get();
+    Ino ino = st.ino;
+    st.writer = std::make_shared<FileWriter>(
+        st.ino, meta_, store_,
+        [sp](const Attr* after) {
+          std::lock_guard<std::mutex> g(sp->mu);
+          sp->RefreshLocked(after, /*read_gen=*/0, InodeState::Cause::kCommit);
+        },
+        [compactor, ino](uint32_t chunk) {
+          if (compactor) compactor->NoteCommit(ino, chunk);
+        });
   }
   return st.writer;
 }

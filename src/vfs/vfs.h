@@ -10,8 +10,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "meta/meta.h"
 #include "meta/types.h"
+#include "vfs/compactor.h"
 
 namespace tierfs {
 
@@ -40,6 +41,8 @@ struct VfsOptions {
   // The cache group's state as a JSON object, shown as "group" in tierfs.stats; unset
   // without a group.
   std::function<std::string()> group_stats;
+  // When to compact fragmented chunks (vfs/compactor.h).
+  CompactorOptions compactor;
 };
 
 struct Entry {
@@ -131,8 +134,11 @@ class Vfs {
   static constexpr const char* kWarmupGroupXattr = "tierfs.warmup.group";
   static constexpr const char* kEvictXattr = "tierfs.evict";
   static constexpr const char* kStatsXattr = "tierfs.stats";
+  // On a file: compacts every chunk that gains from it (`tierfs compact`); answers the stats.
+  static constexpr const char* kCompactXattr = "tierfs.compact";
   static bool IsCacheXattr(const std::string& name);
   Result<std::string> CacheXattr(const Ctx& ctx, Ino ino, const std::string& name);
+  Result<std::string> Compact(Ino ino);
   std::string StatsJson();
   // An answer of CacheXattr that did not reach the caller (its buffer was too small):
   // the next read of the same xattr returns it instead of acting again.
@@ -163,6 +169,8 @@ class Vfs {
   void ForgetXattrCache(Ino ino);
   // Drops the open cache's attributes of the inode (after a change of its mode, owner or ACL).
   void ForgetOpenCache(Ino ino);
+  // After a compaction swapped an inode's records: drops this client's cached maps of it.
+  void DropMaps(Ino ino);
   // The object key and length of every block the file's visible data is in.
   Result<std::vector<std::pair<std::string, uint32_t>>> FileBlocks(Ino ino);
 
@@ -179,6 +187,10 @@ class Vfs {
   std::atomic<uint64_t> cached_opens_{0};
   std::mutex cache_ops_mu_;  // recent answers of the acting cache xattrs (vfs_cache.cc)
   std::map<std::pair<Ino, std::string>, std::pair<int64_t, std::string>> cache_ops_;
+
+  // Rewrites fragmented chunks (null when read-only). Destroyed first: its thread calls
+  // back into the inode states.
+  std::unique_ptr<class Compactor> compactor_;
 
   std::thread flusher_;
   std::mutex flusher_mu_;

@@ -31,7 +31,7 @@ constexpr int64_t kRememberNs = 5'000'000'000;
 
 bool Vfs::IsCacheXattr(const std::string& name) {
   return name == kCacheXattr || name == kWarmupXattr || name == kWarmupGroupXattr || name == kEvictXattr ||
-         name == kStatsXattr;
+         name == kStatsXattr || name == kCompactXattr;
 }
 
 Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
@@ -62,7 +62,7 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
     return StatsJson();
   }
   const bool group = name == kWarmupGroupXattr;
-  bool acts = name == kWarmupXattr || group || name == kEvictXattr;
+  bool acts = name == kWarmupXattr || group || name == kEvictXattr || name == kCompactXattr;
   if (acts) {
     RETURN_IF_ERROR(Access(ctx, ino, R_OK));
     std::lock_guard<std::mutex> l(cache_ops_mu_);
@@ -73,6 +73,7 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
       if (MonoNanos() - kept.first < kRememberNs) return kept.second;
     }
   }
+  if (name == kCompactXattr) return Compact(ino);
   ASSIGN_OR_RETURN(auto blocks, FileBlocks(ino));
   nlohmann::json j;
   uint64_t bytes = 0;
@@ -134,8 +135,22 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
   return j.dump();
 }
 
+Result<std::string> Vfs::Compact(Ino ino) {
+  if (!compactor_) return Status::Err(EROFS, "the volume is mounted read-only");
+  auto st = State(ino);
+  RETURN_IF_ERROR(FlushInode(*st));
+  ASSIGN_OR_RETURN(Attr a, meta_->GetAttr(ino));
+  if (!a.IsRegular()) return Status::Err(EINVAL, "only regular files are compacted");
+  ASSIGN_OR_RETURN(CompactStats c, compactor_->CompactFile(ino, /*force=*/true));
+  nlohmann::json j = {{"chunks", c.chunks},           {"compacted", c.compacted},
+                      {"conflicts", c.conflicts},     {"records_before", c.records_before},
+                      {"records_after", c.records_after}, {"live_bytes", c.live_bytes},
+                      {"dead_bytes", c.dead_bytes}};
+  return j.dump();
+}
+
 void Vfs::KeepCacheAnswer(Ino ino, const std::string& name, std::string answer) {
-  if (name != kWarmupXattr && name != kWarmupGroupXattr && name != kEvictXattr) return;
+  if (name != kWarmupXattr && name != kWarmupGroupXattr && name != kEvictXattr && name != kCompactXattr) return;
   std::lock_guard<std::mutex> l(cache_ops_mu_);
   int64_t now = MonoNanos();
   for (auto it = cache_ops_.begin(); it != cache_ops_.end();) {
