@@ -18,18 +18,22 @@ side in interleaved rounds:
   rclone           rclone mount --vfs-cache-mode writes (cache on the same tmpfs; uploads
                    after close, in the background)
 
-Workloads (WORKLOADS, default "torch fio small4k small100k"):
+Workloads (WORKLOADS, default "torch fio small4k small100k rewrite"):
   torch      torch.save of a TORCH_MIB MiB state dict, timed to the end of the save (close)
   fio        one FIO_MIB MiB file written sequentially in 1 MiB writes, with fsync at the end
   small4k    SMALL4K_FILES files of 4 KiB created by 4 threads (files/s)
   small100k  SMALL100K_FILES files of 100 KiB created by 4 threads (files/s)
+  rewrite    TierFS only (tierfs-s3, with --compact-grace 0): a REWRITE_MIB MiB file rewritten
+             REWRITE_PASSES times over in 1 MiB pieces at random offsets; the bucket's size
+             (radosgw's count) when the writes end, with background compaction running, and
+             after `tierfs compact` and the deletion of what it replaced
 
 For each write: the rate to the end of the last close (or fsync), and for the targets that
 upload in the background, the time until the store holds everything ("landed"); PUTs and
 bytes radosgw received (its own counters). Writes the section between
 <!-- bench:write:begin --> and <!-- bench:write:end --> of docs/benchmarks.md and raw
 results to bench-results/write-<timestamp>/. Needs root (mounts, drop_caches).
-Environment: QUICK ROUNDS TARGETS WORKLOADS UPLOAD_DELAY TORCH_MIB FIO_MIB SMALL4K_FILES SMALL100K_FILES
+Environment: QUICK ROUNDS TARGETS WORKLOADS UPLOAD_DELAY REWRITE_MIB REWRITE_PASSES TORCH_MIB FIO_MIB SMALL4K_FILES SMALL100K_FILES
 TIERFS BENCH_DOC BENCH_OUT BENCH_WORK PYTHON.
 """
 
@@ -50,7 +54,9 @@ QUICK = os.environ.get("QUICK") == "1"
 ROUNDS = int(os.environ.get("ROUNDS") or (1 if QUICK else 3))
 TARGETS = (os.environ.get("TARGETS") or "tmpfs disk passthrough tierfs-s3 tierfs-s3-wb tierfs-s3-wbd s3fs rclone").split()
 UPLOAD_DELAY = os.environ.get("UPLOAD_DELAY") or "10"
-WORKLOADS = (os.environ.get("WORKLOADS") or "torch fio small4k small100k").split()
+WORKLOADS = (os.environ.get("WORKLOADS") or "torch fio small4k small100k rewrite").split()
+REWRITE_MIB = int(os.environ.get("REWRITE_MIB") or (128 if QUICK else 1024))
+REWRITE_PASSES = int(os.environ.get("REWRITE_PASSES") or (5 if QUICK else 20))
 TORCH_MIB = int(os.environ.get("TORCH_MIB") or (256 if QUICK else 1024))
 FIO_MIB = int(os.environ.get("FIO_MIB") or (512 if QUICK else 2048))
 SMALL4K_FILES = int(os.environ.get("SMALL4K_FILES") or (2000 if QUICK else 10000))
@@ -74,6 +80,23 @@ n = max(1, int(sys.argv[2]) // 32)
 state = {"layer%03d.weight" % i: torch.randn(32 * 1024 * 1024 // 4).reshape(-1, 4096) for i in range(n)}
 t0 = time.perf_counter()
 torch.save(state, sys.argv[1])
+print("%.4f" % (time.perf_counter() - t0))
+"""
+
+REWRITE = r"""
+import os, random, sys, time
+path, mib, passes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+MiB = 1 << 20
+bufs = [os.urandom(MiB) for _ in range(16)]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for i in range(mib):
+    os.write(fd, bufs[i % 16])
+rng = random.Random(1)
+t0 = time.perf_counter()
+for i in range(mib * passes):
+    os.pwrite(fd, bufs[i % 16], rng.randrange(mib) * MiB)
+os.fsync(fd)
+os.close(fd)
 print("%.4f" % (time.perf_counter() - t0))
 """
 
@@ -178,7 +201,7 @@ class Bench:
             sh(TIERFS, "format", meta, "wbench", "--force", "--storage", "s3", "--bucket",
                "%s/%s" % (self.s3, self.bucket), env=self.env)
             opts = ["--cache-dir", cache] + (["--writeback"] if "-wb" in target else []) + (
-                ["--upload-delay", UPLOAD_DELAY] if target.endswith("-wbd") else [])
+                ["--upload-delay", UPLOAD_DELAY] if target.endswith("-wbd") else []) + ["--compact-grace", "0"]
             sh(TIERFS, "mount", "-d", meta, self.mnt, "--log", os.path.join(self.work, target + ".log"), *opts,
                env=self.env)
             self.pid = int(sh("pgrep", "-n", "-f", "tierfs mount -d %s %s" % (meta, self.mnt)).stdout.split()[0])
@@ -260,7 +283,13 @@ class Bench:
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3\n")
 
+    def bucket_mib(self):
+        out = sh("radosgw-admin", "-c", self.ceph.conf, "bucket", "stats", "--bucket=" + self.bucket).stdout
+        return json.loads(out).get("usage", {}).get("rgw.main", {}).get("size_actual", 0) / MiB
+
     def run_one(self, w, target, r):
+        if w == "rewrite" and target != "tierfs-s3":
+            return
         d = self.mount(target)
         self.drop()
         c0 = self.rgw()
@@ -276,6 +305,24 @@ class Bench:
             secs = job["job_runtime"] / 1000.0
             mib = FIO_MIB
             value = mib / secs
+        elif w == "rewrite":
+            path = os.path.join(d, "ckpt")
+            secs = float(sh(PYTHON, "-c", REWRITE, path, str(REWRITE_MIB), str(REWRITE_PASSES)).stdout.strip())
+            mib = REWRITE_MIB * REWRITE_PASSES
+            value = mib / secs
+            extra = {"store_mib_after_writes": self.bucket_mib()}
+            t1 = time.perf_counter()
+            compact = json.loads(sh(TIERFS, "compact", path, "--json").stdout)
+            # The replaced slices go with the client's cleaner (grace 0): until the bucket
+            # stops shrinking.
+            last, same = None, 0
+            while same < 5 and time.perf_counter() - t1 < 600:
+                now = self.bucket_mib()
+                same = same + 1 if now == last else 0
+                last = now
+                time.sleep(1)
+            extra.update(store_mib_after_compact=last, compact_secs=time.perf_counter() - t1, live_mib=REWRITE_MIB,
+                         compact=compact)
         else:
             count, size = (SMALL4K_FILES, 4096) if w == "small4k" else (SMALL100K_FILES, 100 << 10)
             secs = float(sh(PYTHON, "-c", SMALL, os.path.join(d, "files"), str(count), str(size)).stdout.strip())
@@ -290,6 +337,7 @@ class Bench:
             sh("radosgw-admin", "-c", self.ceph.conf, "bucket", "rm", "--bucket=" + self.bucket, "--purge-objects",
                "--bypass-gc", check=False)
         rec = {"workload": w, "target": target, "round": r, "value": value, "secs": secs, "landed_secs": landed,
+               **(extra if w == "rewrite" else {}),
                "mib": mib, "puts": c2["put"] - c0["put"], "put_mib": (c2["put_b"] - c0["put_b"]) / MiB,
                "puts_at_landed": c1["put"] - c0["put"],
                "client_cpu_per_gib": (k1[0] - k0[0]) / os.sysconf("SC_CLK_TCK") / (mib / 1024),
@@ -326,7 +374,7 @@ def report(b, started):
              "fio": ("fio: one %d MiB file, 1 MiB sequential writes, fsync at the end" % FIO_MIB, "MiB/s", "%.0f"),
              "small4k": ("%d files of 4 KiB created by 4 threads" % SMALL4K_FILES, "files/s", "%.0f"),
              "small100k": ("%d files of 100 KiB created by 4 threads" % SMALL100K_FILES, "files/s", "%.0f")}
-    for w in WORKLOADS:
+    for w in [w for w in WORKLOADS if w != "rewrite"]:
         title, unit, fmt = specs[w]
         s += ["### %s" % title, "",
               "| target | %s to the last close | seconds to the last close | seconds until landed | PUTs | MiB put "
@@ -342,6 +390,20 @@ def report(b, started):
                 cell(get(w, t, "client_cpu_per_gib"), "%.2f") if t not in ("tmpfs", "disk") else "",
                 cell(get(w, t, "store_cpu_per_gib"), "%.2f") if t not in local else ""))
         s.append("")
+    if "rewrite" in WORKLOADS and get("rewrite", "tierfs-s3", "value"):
+        g = lambda k: get("rewrite", "tierfs-s3", k)  # noqa: E731
+        s += ["### In-place rewrites: a %d MiB file rewritten %d times over in 1 MiB pieces at random offsets "
+              "(tierfs-s3)" % (REWRITE_MIB, REWRITE_PASSES), "",
+              "Background compaction runs during the writes; then `tierfs compact` on the file, and the "
+              "client's cleaner deletes what it replaced (`--compact-grace 0`). Store sizes are radosgw's "
+              "bucket statistics.", "",
+              "| written MiB | MiB/s | store MiB when the writes end | store MiB after compaction | live MiB "
+              "| after / live | `tierfs compact` s |", "|---:|---:|---:|---:|---:|---:|---:|",
+              "| %d | %s | %s | %s | %d | %s | %s |" % (
+                  REWRITE_MIB * REWRITE_PASSES, cell(g("value"), "%.0f"), cell(g("store_mib_after_writes"), "%.0f"),
+                  cell(g("store_mib_after_compact"), "%.0f"), REWRITE_MIB,
+                  cell([a / REWRITE_MIB for a in g("store_mib_after_compact")], "%.2f"),
+                  cell(g("compact_secs"), "%.1f")), ""]
     m = lambda w, t: statistics.median(get(w, t, "value")) if get(w, t, "value") else None  # noqa: E731
     ratio = lambda a, b: "%.2f" % (a / b) if a and b else "n/a"  # noqa: E731
     s += ["### Ratios (of medians)", "", "| ratio | value |", "|---|---:|"]
