@@ -1,13 +1,15 @@
 """`tierfs fsck` on a real volume damaged on purpose: a deleted block object is reported by
 the file's path with a non-zero exit; a clean volume passes; --path limits the check; a
 block corrupted in place keeps its size, so only --deep (which reads and verifies every
-byte) finds it."""
+byte) finds it; usage counters stay exact when a client is killed, and fsck finds and
+repairs counters that disagree with the inodes."""
 
 import json
 import os
+import signal
 
 import harness
-from harness import msg, tierfs
+from harness import msg, run, tierfs
 
 MiB = 1 << 20
 
@@ -54,6 +56,33 @@ class FsckTest(harness.TierFSTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("--path", err)
 
+
+    def test_usage_counters_are_exact_after_a_kill_and_repairable(self):
+        sizes = [5000, 3 * MiB + 1, 0, 64 << 10]
+        for i, n in enumerate(sizes):
+            with open(os.path.join(self.mnt, "f%d" % i), "wb") as f:
+                f.write(os.urandom(n))
+        os.mkdir(os.path.join(self.mnt, "dir"))
+        expect_bytes = sum((n + 4095) // 4096 * 4096 for n in sizes)
+        os.kill(self.vol.pid, signal.SIGKILL)  # nothing gets a chance to be flushed
+        harness.wait_for(lambda: not harness.pid_alive(self.vol.pid), timeout=10)
+        run("fusermount3", "-uz", self.mnt)
+        st = self.vol.status_json()
+        self.assertEqual(st["used_bytes"], expect_bytes, st)
+        base = st["inodes"]
+        self.assertEqual(self.fsck()["problems"], [])
+        # Counters that disagree with the inodes are found, and --repair sets them right.
+        import sqlite3
+        db = sqlite3.connect(self.vol.meta_db)
+        db.execute("UPDATE kv SET v = ? WHERE k = ?", ((123456).to_bytes(8, "big"), b"CusedSpace"))
+        db.commit()
+        db.close()
+        report = self.fsck(rc_expected=1)
+        self.assertEqual([p["kind"] for p in report["problems"]], ["usage-counter"], report)
+        report = self.fsck("--repair")
+        st = self.vol.status_json()
+        self.assertEqual((st["used_bytes"], st["inodes"]), (expect_bytes, base), st)
+        self.assertEqual(self.fsck()["problems"], [])
 
     def test_deep_finds_corruption_that_keeps_the_size(self):
         good = os.path.join(self.mnt, "good")

@@ -70,6 +70,16 @@ std::string PendingSlice(uint64_t id, uint32_t size) {
   PutU32(&k, size);
   return k;
 }
+std::string UsageShard(uint64_t sid, uint32_t slot) {
+  std::string k = UsageShardPrefix(sid);
+  PutU32(&k, slot);
+  return k;
+}
+std::string UsageShardPrefix(uint64_t sid) {
+  std::string k(kUsageShardPrefix);
+  PutU64(&k, sid);
+  return k;
+}
 std::string Staged(uint64_t id) {
   std::string k("W");
   PutU64(&k, id);

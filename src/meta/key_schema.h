@@ -46,6 +46,12 @@ std::string SliceRef(uint64_t id, uint32_t size);
 // "X" id(u64) size(u32) -> i64 time: a slice whose blocks await deletion.
 std::string PendingSlice(uint64_t id, uint32_t size);
 constexpr std::string_view kPendingSlicePrefix = "X";
+// "CU" sid(u64) slot(u32) -> i64 bytes, i64 inodes: a session's share of the usage counters,
+// one slot per thread, written by the transactions that change usage (summed with "C"
+// usedSpace/totalInodes).
+std::string UsageShard(uint64_t sid, uint32_t slot);
+std::string UsageShardPrefix(uint64_t sid);
+constexpr std::string_view kUsageShardPrefix = "CU";
 // "W" id(u64) -> u64 sid + host: a slice committed while its blocks were staged for
 // write-back by that session (`mount --writeback`), not yet all in the object store.
 std::string Staged(uint64_t id);

@@ -276,7 +276,7 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
   ForgetDir(ino);
   Attr out;
   int64_t usage = 0;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  RETURN_IF_ERROR(ChargedTxn(&usage, nullptr, [&](KvTxn& t) {
     usage = 0;
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
@@ -351,7 +351,6 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
     out = a;
     return PutAttrTx(t, ino, a);
   }));
-  if (usage) AddUsage(usage, 0);
   return out;
 }
 
@@ -364,7 +363,8 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   ASSIGN_OR_RETURN(Ino ino, NextInode());
   Attr parent_after;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  int64_t one_inode = 1;
+  RETURN_IF_ERROR(ChargedTxn(nullptr, &one_inode, [&](KvTxn& t) {
     Attr pa;
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
     if (!pa.IsDir()) return NotDir(parent);
@@ -413,7 +413,6 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     fresh_without_xattrs_[out->first] = MonoNanos() + opts_.dir_attr_cache_ns;
   }
   NoteAclFlags(out->first, out->second);
-  AddUsage(0, 1);
   return Status::OK();
 }
 
@@ -527,7 +526,7 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   int64_t usage = 0, inodes = 0;
   Attr parent_after;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) {
     usage = inodes = 0;
     Attr pa, a;
     Ino ino;
@@ -547,7 +546,6 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
     return Status::OK();
   }));
   RememberDir(parent, parent_after);
-  AddUsage(usage, inodes);
   return Status::OK();
 }
 
@@ -557,7 +555,8 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   ForgetDir(parent);
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  int64_t minus_one = -1;
+  RETURN_IF_ERROR(ChargedTxn(nullptr, &minus_one, [&](KvTxn& t) {
     Attr pa, a;
     Ino ino;
     uint32_t type;
@@ -578,7 +577,6 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
     a.nlink = 0;
     return DropLink(t, ino, &a, now);
   }));
-  AddUsage(0, -1);
   return Status::OK();
 }
 

@@ -192,6 +192,10 @@ class Meta {
   Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn);
   // fsck repairs, each one transaction: set a link count; drop a directory entry.
   Status RepairLinkCount(Ino ino, uint32_t nlink);
+  // Inodes unlinked while some session holds them open (still charged to the volume).
+  Result<std::set<Ino>> SustainedInodes();
+  // Sets the usage counters so that GetStatFs reports `bytes` and `inodes` (fsck --repair).
+  Status RepairUsage(uint64_t bytes, uint64_t inodes);
   Status RepairRemoveEntry(Ino parent, const std::string& name);
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
@@ -314,7 +318,13 @@ class Meta {
   Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format);
   Result<Ino> NextInode();
   Result<uint64_t> NextId(const char* counter, uint64_t batch, uint64_t* next, uint64_t* end);
-  void AddUsage(int64_t bytes, int64_t inodes);
+  // Usage accounting, in the transaction that changes usage: ChargedTxn runs fn and then
+  // adds *bytes and *inodes (as fn left them; null: 0) to this thread's slot of the
+  // session's counters (the volume's own counters without a session), in the same
+  // transaction and without reading the slot: only this thread writes it.
+  Status ChargedTxn(const int64_t* bytes, const int64_t* inodes, const std::function<Status(KvTxn&)>& fn);
+  // Moves a session's shards into the volume's counters (its end, or its death).
+  Status FoldUsage(uint64_t sid);
   bool IsOpen(Ino ino);
   Status CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
                      std::pair<Ino, Attr>* out);
@@ -331,7 +341,6 @@ class Meta {
   Status DeleteFilesData(const std::vector<Ino>& inos, size_t* finished);
   Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
-  Status FlushCounters();
   Status PurgeSession(uint64_t sid);
   Status ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags);
   Status CleanDeadSessions();
@@ -342,12 +351,15 @@ class Meta {
   MetaOptions opts_;
   FormatRecord format_;
   uint64_t sid_ = 0;
+  struct UsageSlot {
+    int64_t bytes = 0, inodes = 0;
+  };
+  std::mutex usage_mu_;
+  std::map<uint32_t, UsageSlot> usage_slots_;  // this session's slots as committed; guarded by usage_mu_
 
   std::mutex id_mu_;
   uint64_t next_ino_ = 0, end_ino_ = 0, next_slice_ = 0, end_slice_ = 0;
 
-  std::mutex usage_mu_;
-  int64_t used_delta_ = 0, inodes_delta_ = 0;
 
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;

@@ -151,7 +151,7 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   if (rec.pos + static_cast<uint64_t>(rec.len) > kChunkSize) return Status::Err(EINVAL, "slice crosses a chunk");
   int64_t usage = 0;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  RETURN_IF_ERROR(ChargedTxn(&usage, nullptr, [&](KvTxn& t) {
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
     if (!a.IsRegular()) return Status::Err(EINVAL, "not a regular file");
@@ -168,7 +168,6 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
     if (staged) RETURN_IF_ERROR(t.Put(keys::Staged(rec.id), keys::EncodeU64(sid_)));
     return PutAttrTx(t, ino, a);
   }));
-  if (usage) AddUsage(usage, 0);
   return Status::OK();
 }
 
@@ -200,7 +199,7 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
   if (off + len > kMaxFileSize) return Status::Err(EFBIG, "beyond the file size limit");
   (void)ctx;
   int64_t usage = 0;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  RETURN_IF_ERROR(ChargedTxn(&usage, nullptr, [&](KvTxn& t) {
     usage = 0;
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
@@ -252,7 +251,6 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
     a.ctime_ns = now;
     return PutAttrTx(t, ino, a);
   }));
-  if (usage) AddUsage(usage, 0);
   return Status::OK();
 }
 
@@ -262,7 +260,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
   (void)ctx;
   uint64_t copied = 0;
   int64_t usage = 0;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  RETURN_IF_ERROR(ChargedTxn(&usage, nullptr, [&](KvTxn& t) {
     copied = 0;
     usage = 0;
     Attr ia, oa;
@@ -346,7 +344,6 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
     copied = n;
     return PutAttrTx(t, out, oa);
   }));
-  if (usage) AddUsage(usage, 0);
   return copied;
 }
 

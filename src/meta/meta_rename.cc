@@ -46,7 +46,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
   int64_t usage = 0, inodes = 0;
   ForgetDir(parent);
   ForgetDir(new_parent);
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+  RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) {
     usage = inodes = 0;
     int64_t now = NowNanos();
     Attr spa, dpa;
@@ -160,7 +160,6 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
     RETURN_IF_ERROR(PutAttrTx(t, parent, spa));
     return PutAttrTx(t, new_parent, dpa);
   }));
-  AddUsage(usage, inodes);
   return Status::OK();
 }
 

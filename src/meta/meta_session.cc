@@ -27,27 +27,121 @@ Status AddCounter(KvTxn& t, const char* name, int64_t delta) {
 }
 }  // namespace
 
-void Meta::AddUsage(int64_t bytes, int64_t inodes) {
-  std::lock_guard<std::mutex> l(usage_mu_);
-  used_delta_ += bytes;
-  inodes_delta_ += inodes;
+namespace {
+// This thread's slot among the usage counters of a session: each thread that changes usage
+// writes only its own key, so it knows the key's value without reading it (no round trip)
+// and no two transactions of a client conflict on it.
+uint32_t ThreadSlot() {
+  static std::atomic<uint32_t> next{0};
+  static thread_local uint32_t slot = next++;
+  return slot;
 }
 
-Status Meta::FlushCounters() {
-  int64_t bytes, inodes;
+struct Usage {
+  int64_t bytes = 0, inodes = 0;
+};
+
+Usage DecodeUsage(std::string_view v) {
+  ByteReader r(v);
+  Usage u;
+  u.bytes = static_cast<int64_t>(r.U64());
+  u.inodes = static_cast<int64_t>(r.U64());
+  return r.ok() ? u : Usage{};
+}
+std::string EncodeUsage(Usage u) {
+  std::string v;
+  PutU64(&v, static_cast<uint64_t>(u.bytes));
+  PutU64(&v, static_cast<uint64_t>(u.inodes));
+  return v;
+}
+// Sums the usage slots of every session (sid 0) or of one, calling fn on each key.
+Status ScanShards(KvTxn& t, uint64_t sid, Usage* sum, const std::function<void(std::string_view)>& fn = {}) {
+  std::string prefix = sid ? keys::UsageShardPrefix(sid) : std::string(keys::kUsageShardPrefix);
+  return ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view v) {
+    Usage u = DecodeUsage(v);
+    sum->bytes += u.bytes;
+    sum->inodes += u.inodes;
+    if (fn) fn(k);
+    return true;
+  });
+}
+}  // namespace
+
+Status Meta::ChargedTxn(const int64_t* bytes, const int64_t* inodes, const std::function<Status(KvTxn&)>& fn) {
+  auto delta = [&] { return Usage{bytes ? *bytes : 0, inodes ? *inodes : 0}; };
+  const uint64_t sid = sid_;
+  if (sid == 0) {  // no session (offline tools): the volume's own counters
+    return engine_->Txn([&](KvTxn& t) {
+      RETURN_IF_ERROR(fn(t));
+      Usage d = delta();
+      if (d.bytes == 0 && d.inodes == 0) return Status::OK();
+      RETURN_IF_ERROR(AddCounter(t, "usedSpace", d.bytes));
+      return AddCounter(t, "totalInodes", d.inodes);
+    });
+  }
+  const uint32_t slot = ThreadSlot();
+  Usage base;
   {
     std::lock_guard<std::mutex> l(usage_mu_);
-    bytes = used_delta_;
-    inodes = inodes_delta_;
-    used_delta_ = inodes_delta_ = 0;
+    base = Usage{usage_slots_[slot].bytes, usage_slots_[slot].inodes};
   }
-  if (bytes == 0 && inodes == 0) return Status::OK();
+  Usage applied;
   Status st = engine_->Txn([&](KvTxn& t) {
-    RETURN_IF_ERROR(AddCounter(t, "usedSpace", bytes));
-    return AddCounter(t, "totalInodes", inodes);
+    applied = Usage{};
+    RETURN_IF_ERROR(fn(t));
+    Usage d = delta();
+    if (d.bytes == 0 && d.inodes == 0) return Status::OK();
+    applied = d;
+    return t.Put(keys::UsageShard(sid, slot), EncodeUsage(Usage{base.bytes + d.bytes, base.inodes + d.inodes}));
   });
-  if (!st.ok()) AddUsage(bytes, inodes);  // keep the delta for the next try
+  if (st.ok() && (applied.bytes || applied.inodes)) {
+    std::lock_guard<std::mutex> l(usage_mu_);
+    usage_slots_[slot].bytes += applied.bytes;
+    usage_slots_[slot].inodes += applied.inodes;
+  }
   return st;
+}
+
+Status Meta::FoldUsage(uint64_t sid) {
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    Usage sum;
+    std::vector<std::string> shards;
+    RETURN_IF_ERROR(ScanShards(t, sid, &sum, [&](std::string_view k) { shards.emplace_back(k); }));
+    if (shards.empty()) return Status::OK();
+    for (const auto& k : shards) RETURN_IF_ERROR(t.Delete(k));
+    RETURN_IF_ERROR(AddCounter(t, "usedSpace", sum.bytes));
+    return AddCounter(t, "totalInodes", sum.inodes);
+  }));
+  if (sid == sid_) {
+    std::lock_guard<std::mutex> l(usage_mu_);
+    usage_slots_.clear();
+  }
+  return Status::OK();
+}
+
+Result<std::set<Ino>> Meta::SustainedInodes() {
+  std::set<Ino> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        return ScanPrefix(t, "SO", 0, [&](std::string_view k, std::string_view) {
+          if (k.size() >= 18) out.insert(keys::DecodeU64(k.substr(10)));
+          return true;
+        });
+      },
+      true));
+  return out;
+}
+
+Status Meta::RepairUsage(uint64_t bytes, uint64_t inodes) {
+  return engine_->Txn([&](KvTxn& t) {
+    Usage shards;
+    RETURN_IF_ERROR(ScanShards(t, 0, &shards));
+    RETURN_IF_ERROR(t.Put(keys::Counter("usedSpace"),
+                          keys::EncodeU64(static_cast<uint64_t>(static_cast<int64_t>(bytes) - shards.bytes))));
+    return t.Put(keys::Counter("totalInodes"),
+                 keys::EncodeU64(static_cast<uint64_t>(static_cast<int64_t>(inodes) - shards.inodes)));
+  });
 }
 
 Result<StatFs> Meta::GetStatFs() {
@@ -59,14 +153,18 @@ Result<StatFs> Meta::GetStatFs() {
         if (!used.ok()) return used.status();
         auto inodes = t.Get(keys::Counter("totalInodes"));
         if (!inodes.ok()) return inodes.status();
-        s.used_bytes = used->has_value() ? keys::DecodeU64(**used) : 0;
-        s.inodes = inodes->has_value() ? keys::DecodeU64(**inodes) : 0;
+        // The volume's counters plus every session's shards: the shards are written by the
+        // same transactions as the changes they count, so the sum is exact, also after a
+        // client was killed (its shards stay until a live client folds them in).
+        Usage sum;
+        sum.bytes = used->has_value() ? static_cast<int64_t>(keys::DecodeU64(**used)) : 0;
+        sum.inodes = inodes->has_value() ? static_cast<int64_t>(keys::DecodeU64(**inodes)) : 0;
+        RETURN_IF_ERROR(ScanShards(t, 0, &sum));
+        s.used_bytes = static_cast<uint64_t>(std::max<int64_t>(0, sum.bytes));
+        s.inodes = static_cast<uint64_t>(std::max<int64_t>(0, sum.inodes));
         return Status::OK();
       },
       true));
-  std::lock_guard<std::mutex> l(usage_mu_);
-  s.used_bytes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.used_bytes) + used_delta_));
-  s.inodes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(s.inodes) + inodes_delta_));
   return s;
 }
 
@@ -148,6 +246,8 @@ Status Meta::NewSession(SessionInfo info) {
     RETURN_IF_ERROR(t.Put(keys::Session(sid), SessionJson(info)));
     RETURN_IF_ERROR(t.Put(keys::Heartbeat(sid), keys::EncodeU64(static_cast<uint64_t>(info.started_ns))));
     sid_ = sid;
+    std::lock_guard<std::mutex> l(usage_mu_);
+    usage_slots_.clear();  // a new session's slots start at zero
     return Status::OK();
   });
 }
@@ -215,8 +315,7 @@ Status Meta::PurgeSession(uint64_t sid) {
       true));
   for (Ino ino : sustained) {
     int64_t usage = 0, inodes = 0;
-    RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) { return DropSustainedTx(t, sid, ino, &usage, &inodes); }));
-    AddUsage(usage, inodes);
+    RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) { return DropSustainedTx(t, sid, ino, &usage, &inodes); }));
   }
   for (Ino ino : locked) {
     RETURN_IF_ERROR(engine->Txn([&](KvTxn& t) {
@@ -231,6 +330,9 @@ Status Meta::PurgeSession(uint64_t sid) {
       return t.Delete(keys::SessionLock(sid, ino));
     }));
   }
+  // The session's usage shards go into the volume's counters (after the sustained inodes
+  // above were charged to them).
+  RETURN_IF_ERROR(FoldUsage(sid));
   return engine->Txn([&](KvTxn& t) {
     RETURN_IF_ERROR(t.Delete(keys::Session(sid)));
     return t.Delete(keys::Heartbeat(sid));
@@ -239,7 +341,6 @@ Status Meta::PurgeSession(uint64_t sid) {
 
 Status Meta::CloseSession() {
   if (sid_ == 0) return Status::OK();
-  RETURN_IF_ERROR(FlushCounters());
   RETURN_IF_ERROR(PurgeSession(sid_));
   sid_ = 0;
   return Status::OK();
@@ -310,7 +411,6 @@ Status Meta::CleanPendingSlices() {
 
 Status Meta::RunCleanupOnce() {
   if (opts_.read_only) return Status::OK();
-  RETURN_IF_ERROR(FlushCounters());
   RETURN_IF_ERROR(CleanDeadSessions());
   // Truncation masks.
   std::vector<std::pair<Ino, uint64_t>> truncs;
@@ -371,8 +471,7 @@ void Meta::BackgroundLoop() {
     if (bg_stop_) break;
     l.unlock();
     int64_t now = MonoNanos();
-    Status st = FlushCounters();
-    if (!st.ok()) spdlog::warn("flushing usage counters failed: {}", st.ToString());
+    Status st;
     if (sid_ && now - last_hb >= opts_.heartbeat_ns) {
       last_hb = now;
       uint64_t sid = sid_;
@@ -456,8 +555,7 @@ Status Meta::Release(Ino ino) {
     if (sustained_.erase(ino) == 0) return Status::OK();
   }
   int64_t usage = 0, inodes = 0;
-  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); }));
-  AddUsage(usage, inodes);
+  RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); }));
   return Status::OK();
 }
 

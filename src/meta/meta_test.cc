@@ -519,6 +519,34 @@ TYPED_TEST(MetaTest, DeadSessionIsCleaned) {
   EXPECT_TRUE((*cleaner)->Flock(f, 1, F_WRLCK).ok());
 }
 
+// Usage is counted by the transactions that change it: a client killed right after its
+// writes loses none of it, and folding a dead session's counts keeps the total.
+TYPED_TEST(MetaTest, UsageSurvivesAKilledClient) {
+  Ino f = this->File("f");
+  this->WriteSlice(f, 0, 0, 10000);
+  this->Dir("d");
+  this->m_.reset();  // killed: no CloseSession, nothing flushed
+  auto engine = OpenKvEngine(this->url_);
+  ASSERT_TRUE(engine.ok());
+  MetaOptions o;
+  o.session_timeout_ns = 1;  // every other session counts as dead at once
+  auto m = Meta::Open(std::move(*engine), o);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE((*m)->NewSession(SessionInfo{}).ok());
+  auto s = (*m)->GetStatFs();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->used_bytes, 12288u);
+  EXPECT_EQ(s->inodes, 3u);
+  ASSERT_TRUE((*m)->RunCleanupOnce().ok());  // the dead session's counts are folded in
+  s = (*m)->GetStatFs();
+  EXPECT_EQ(s->used_bytes, 12288u);
+  EXPECT_EQ(s->inodes, 3u);
+  // fsck's repair sets the counters to what it found.
+  ASSERT_TRUE((*m)->RepairUsage(4096, 7).ok());
+  EXPECT_EQ((*m)->GetStatFs()->used_bytes, 4096u);
+  EXPECT_EQ((*m)->GetStatFs()->inodes, 7u);
+}
+
 TYPED_TEST(MetaTest, UsageCounters) {
   Ino f = this->File("f");
   this->WriteSlice(f, 0, 0, 10000);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <set>
 #include <unordered_set>
 
 #include "chunk/block_key.h"
@@ -236,13 +237,30 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
     }
   }
 
-  // Inodes nothing points at (open-but-unlinked files have no links and are fine).
+  // Inodes nothing points at (open-but-unlinked files have no links and are fine), and the
+  // usage counters (`df`, `status`) against what the inodes hold: every linked inode and
+  // every unlinked one a session still holds open counts, with its length (4 KiB units).
   if (whole) {
+    ASSIGN_OR_RETURN(std::set<Ino> held, meta->SustainedInodes());
+    uint64_t used = 0, inodes = 0;
     RETURN_IF_ERROR(meta->ForEachInode([&](Ino ino, const Attr& a) {
+      if (a.nlink > 0 || held.count(ino)) {
+        inodes++;
+        if (a.IsRegular()) used += (a.length + 4095) / 4096 * 4096;
+      }
       if (a.nlink == 0 || attrs.count(ino)) return;
       r.problems.push_back({"orphan", "<inode " + std::to_string(ino) + ">",
                             "inode with " + std::to_string(a.nlink) + " links is in no directory"});
     }));
+    ASSIGN_OR_RETURN(StatFs fs, meta->GetStatFs());
+    if (fs.used_bytes != used || fs.inodes != inodes) {
+      FsckProblem prob{"usage-counter", "/",
+                       "usage counters say " + std::to_string(fs.used_bytes) + " bytes in " +
+                           std::to_string(fs.inodes) + " inodes; the inodes hold " + std::to_string(used) +
+                           " bytes in " + std::to_string(inodes)};
+      if (opts.repair) prob.repaired = meta->RepairUsage(used, inodes).ok();
+      r.problems.push_back(prob);
+    }
   }
   return r;
 }

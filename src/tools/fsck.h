@@ -33,7 +33,8 @@ struct FsckOptions {
 
 struct FsckProblem {
   // dangling-entry, type-mismatch, link-count, orphan, missing-object, bad-object-size,
-  // corrupt-object, staged-object (staged for write-back on a client, not yet uploaded)
+  // corrupt-object, staged-object (staged for write-back on a client, not yet uploaded),
+  // usage-counter (df's bytes or inodes differ from what the inodes hold; repairable)
   std::string kind;
   std::string path;
   std::string detail;
