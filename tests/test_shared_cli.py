@@ -96,7 +96,7 @@ class SharedCliTest(harness.TierFSTestCase):
                 (line.split(":", 1) for line in out.splitlines()[1:] if ":" in line)}
 
     def test_s3_block_objects_are_exactly_their_blocks(self):
-        """Format version 2 (the default) keeps each object's checksum table in its S3
+        """Format version 2 (and 3, the default) keeps each object's checksum table in its S3
         metadata, so a 4 MiB block is a 4 MiB object (radosgw splits anything longer into
         two RADOS objects); version 1 volumes keep the table in front and still work."""
         data = os.urandom(9 * MiB + 12345)
@@ -120,13 +120,13 @@ class SharedCliTest(harness.TierFSTestCase):
                 h = self.s3_head(bucket_url, key)
                 want = block + (extra if block == 4 * MiB else 12 + 4 * ((block + 65535) // 65536))
                 self.assertEqual(int(h["content-length"]), want if version == 1 else block, (version, key, h))
-                self.assertEqual("x-amz-meta-tierfs" in h, version == 2, h)
+                self.assertEqual("x-amz-meta-tierfs" in h, version >= 2, h)
             vol.umount()
             rc, out, err = tierfs("fsck", vol.meta_url, "--deep")
             self.assertEqual(rc, 0, msg(rc, out, err))
         bad = self.volume(redis_url(), harness.s3_storage_args(harness.unique("layout")))
-        self.expect_fail("format", bad.meta_url, "v", *bad.storage, "--format-version", "3",
-                         contains=["--format-version must be between 1 and 2"])
+        self.expect_fail("format", bad.meta_url, "v", *bad.storage, "--format-version", "4",
+                         contains=["--format-version must be between 1 and 3"])
 
 
     def expect_fail(self, *args, contains=(), env=None):

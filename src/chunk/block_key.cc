@@ -10,6 +10,7 @@ namespace tierfs {
 namespace {
 
 constexpr std::string_view kChunksDir = "/chunks/";
+constexpr std::string_view kPacksDir = "/packs/";
 
 std::string FanOut(uint64_t slice_id) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -94,6 +95,39 @@ std::vector<BlockSpan> BlockSpans(uint32_t size, uint32_t block_size, uint32_t o
     pos = piece_end;
   }
   return spans;
+}
+
+std::string PackKey(const std::string& volume, uint64_t pack_id, uint32_t len) {
+  return volume + std::string(kPacksDir) + FanOut(pack_id) + "/" + std::to_string(pack_id) + "_" +
+         std::to_string(len);
+}
+
+bool ParsePackKey(std::string_view key, std::string* volume, uint64_t* pack_id, uint32_t* len) {
+  size_t dir = key.rfind(kPacksDir);
+  if (dir == std::string_view::npos || dir == 0) return false;
+  std::string_view rest = key.substr(dir + kPacksDir.size());
+  if (rest.size() < 3 || rest[2] != '/') return false;
+  std::string_view name = rest.substr(3);
+  size_t us = name.find('_');
+  if (us == std::string_view::npos) return false;
+  if (!ParseDecimal(name.substr(0, us), pack_id) || !ParseDecimal(name.substr(us + 1), len)) return false;
+  *volume = std::string(key.substr(0, dir));
+  return *len > 0 && key == PackKey(*volume, *pack_id, *len);
+}
+
+std::string PackedBlockKey(const std::string& volume, uint64_t pack_id, uint32_t pack_len, uint32_t off) {
+  return PackKey(volume, pack_id, pack_len) + "@" + std::to_string(off);
+}
+
+bool ParsePackedBlockKey(std::string_view key, std::string* pack_key, uint32_t* off) {
+  size_t at = key.rfind('@');
+  if (at == std::string_view::npos) return false;
+  std::string volume;
+  uint64_t id = 0;
+  uint32_t len = 0;
+  if (!ParsePackKey(key.substr(0, at), &volume, &id, &len) || !ParseDecimal(key.substr(at + 1), off)) return false;
+  *pack_key = std::string(key.substr(0, at));
+  return *off < len;
 }
 
 }  // namespace tierfs

@@ -28,6 +28,24 @@ std::string BlockKey(const std::string& volume, uint64_t slice_id, uint32_t inde
 // leaves the outputs unspecified.
 bool ParseBlockKey(std::string_view key, std::string* volume, uint64_t* id, uint32_t* index, uint32_t* len);
 
+// Pack objects (small-file packing, chunk/writeback.h): many small slices in one object,
+// under
+//
+//   VOLUME/packs/HH/ID_LEN
+//
+// with ID a pack id (drawn from the slice id counter, so it never equals a slice id), LEN
+// the object's length and HH the fan-out of ID as for blocks. Where each member sits is in
+// metadata ("PL" keys), never in the object.
+std::string PackKey(const std::string& volume, uint64_t pack_id, uint32_t len);
+bool ParsePackKey(std::string_view key, std::string* volume, uint64_t* pack_id, uint32_t* len);
+
+// The cache key of a packed slice (its only block): PackKey + "@" + OFFSET, the slice's
+// first byte in the pack. Cached, fetched (a ranged get of the pack) and asked from cache
+// group members like a block key. A member moved to another pack gets another key.
+std::string PackedBlockKey(const std::string& volume, uint64_t pack_id, uint32_t pack_len, uint32_t off);
+// Splits a PackedBlockKey into the pack's object key and the offset; false for any other key.
+bool ParsePackedBlockKey(std::string_view key, std::string* pack_key, uint32_t* off);
+
 // A piece of a byte range that falls inside one block.
 struct BlockSpan {
   uint32_t index = 0;            // block index within the slice

@@ -135,3 +135,35 @@ TEST(BlockSpans, RandomAgainstBytewiseModel) {
 
 }  // namespace
 }  // namespace tierfs
+
+namespace tierfs {
+namespace {
+
+TEST(PackKey, RoundTripsAndRejectsOtherKeys) {
+  std::string key = PackKey("vol", 77, 1234);
+  EXPECT_NE(key.find("vol/packs/"), std::string::npos);
+  std::string volume;
+  uint64_t id = 0;
+  uint32_t len = 0;
+  ASSERT_TRUE(ParsePackKey(key, &volume, &id, &len));
+  EXPECT_EQ(volume, "vol");
+  EXPECT_EQ(id, 77u);
+  EXPECT_EQ(len, 1234u);
+  EXPECT_FALSE(ParsePackKey(BlockKey("vol", 77, 0, 1234), &volume, &id, &len));
+  EXPECT_FALSE(ParsePackKey("vol/packs/00/77_1234", &volume, &id, &len));  // wrong fan-out
+  std::string packed = PackedBlockKey("vol", 77, 1234, 1000);
+  std::string pack_key;
+  uint32_t off = 0;
+  ASSERT_TRUE(ParsePackedBlockKey(packed, &pack_key, &off));
+  EXPECT_EQ(pack_key, key);
+  EXPECT_EQ(off, 1000u);
+  EXPECT_FALSE(ParsePackedBlockKey(PackedBlockKey("vol", 77, 1234, 1234), &pack_key, &off));  // past the end
+  EXPECT_FALSE(ParsePackedBlockKey(key, &pack_key, &off));
+  EXPECT_FALSE(ParsePackedBlockKey(BlockKey("vol", 1, 0, 5), &pack_key, &off));
+  uint64_t sid = 0;
+  uint32_t index = 0;
+  EXPECT_FALSE(ParseBlockKey(packed, &volume, &sid, &index, &len));
+}
+
+}  // namespace
+}  // namespace tierfs

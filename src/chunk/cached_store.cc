@@ -68,7 +68,26 @@ CachedStore::~CachedStore() {
   writeback_.reset();  // stops its uploads; what is staged stays for the next process
 }
 
-Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs) {
+std::string CachedStore::KeyOf(uint64_t id, uint32_t index, uint32_t block_len, const PackRef& pack) const {
+  if (pack.pack != 0) return PackedBlockKey(cfg_.volume, pack.pack, pack.pack_len, pack.off);
+  if (index == 0 && pack_meta_.record) {
+    std::lock_guard<std::mutex> l(packed_mu_);
+    auto it = recently_packed_.find(id);
+    if (it != recently_packed_.end()) return PackedBlockKey(cfg_.volume, it->second.pack, it->second.pack_len, it->second.off);
+  }
+  return BlockKey(cfg_.volume, id, index, block_len);
+}
+
+Result<std::string> CachedStore::StoreGet(const std::string& key, uint32_t off, uint32_t len, bool whole) {
+  std::string pack_key;
+  uint32_t pack_off = 0;
+  if (ParsePackedBlockKey(key, &pack_key, &pack_off)) return store_->Get(pack_key, pack_off + off, len);
+  if (whole) return store_->Get(key);
+  return store_->Get(key, off, len);
+}
+
+Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs,
+                              const PackRef& pack) {
   if (len == 0) return Status::OK();
   if (static_cast<uint64_t>(off) + len > size) {
     return Status::Err(EINVAL, "read of bytes [" + std::to_string(off) + ", " +
@@ -76,19 +95,22 @@ Status CachedStore::ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t
                                    std::to_string(id) + " passes its end (" + std::to_string(size) +
                                    " bytes)");
   }
+  if (pack.pack != 0 && size > cfg_.block_size) {
+    return Status::Err(EIO, "slice " + std::to_string(id) + " is recorded in a pack but is larger than a block");
+  }
   std::vector<BlockSpan> spans = BlockSpans(size, cfg_.block_size, off, len);
   // A read that spans several blocks fetches the later ones in the background while this
   // thread fetches the first, instead of one after another.
   for (size_t i = 1; i < spans.size(); ++i) {
     uint32_t block_len = BlockLength(size, cfg_.block_size, spans[i].index);
     if (static_cast<uint64_t>(spans[i].len) * 4 >= block_len) {
-      PrefetchBlock(BlockKey(cfg_.volume, id, spans[i].index, block_len), block_len);
+      PrefetchBlock(KeyOf(id, spans[i].index, block_len, pack), block_len);
     }
   }
   for (const BlockSpan& span : spans) {
     uint32_t block_len = BlockLength(size, cfg_.block_size, span.index);
     RETURN_IF_ERROR(
-        ReadSpan(BlockKey(cfg_.volume, id, span.index, block_len), block_len, span.offset_in_block, span.len, dst, refs));
+        ReadSpan(KeyOf(id, span.index, block_len, pack), block_len, span.offset_in_block, span.len, dst, refs));
     dst += span.len;
   }
   return Status::OK();
@@ -182,10 +204,11 @@ Result<std::shared_ptr<const std::string>> CachedStore::CompleteFetch(const std:
   return fetch->data;
 }
 
-void CachedStore::Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len) {
+void CachedStore::Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len, const PackRef& pack) {
+  if (pack.pack != 0 && size > cfg_.block_size) return;
   for (const BlockSpan& span : BlockSpans(size, cfg_.block_size, off, len)) {
     uint32_t block_len = BlockLength(size, cfg_.block_size, span.index);
-    PrefetchBlock(BlockKey(cfg_.volume, id, span.index, block_len), block_len);
+    PrefetchBlock(KeyOf(id, span.index, block_len, pack), block_len);
   }
 }
 
@@ -230,11 +253,11 @@ void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std
 
 Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len) {
   gets_++;
-  auto got = store_->Get(key);
+  auto got = StoreGet(key, 0, block_len, true);
   if (!got.ok() && got.status().code() == ENOENT) {
     got = WaitForStaged(key, std::move(got), [&] {
       gets_++;
-      return store_->Get(key);
+      return StoreGet(key, 0, block_len, true);
     });
   }
   if (!got.ok()) {
@@ -320,12 +343,12 @@ Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::st
 Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst) {
   gets_++;
   ranged_gets_++;
-  auto got = store_->Get(key, off_in_block, len);
+  auto got = StoreGet(key, off_in_block, len, false);
   if (!got.ok() && got.status().code() == ENOENT) {
     got = WaitForStaged(key, std::move(got), [&] {
       gets_++;
       ranged_gets_++;
-      return store_->Get(key, off_in_block, len);
+      return StoreGet(key, off_in_block, len, false);
     });
   }
   if (!got.ok()) {
@@ -497,6 +520,44 @@ Status CachedStore::StartWriteback(const std::string& dir, int threads, std::chr
   o.threads = threads;
   o.memory_bytes = cfg_.buffer_bytes / 4;
   o.delay = upload_delay;
+  Writeback::PackFn pack;
+  if (cfg_.pack_below > 0 && pack_meta_.new_id && pack_meta_.record) {
+    o.pack_below = std::min(cfg_.pack_below, cfg_.block_size);
+    o.pack_bytes = std::max(cfg_.pack_bytes, o.pack_below);
+    pack = [this](const std::vector<Writeback::PackMember>& members, std::string_view data) -> Status {
+      ASSIGN_OR_RETURN(uint64_t id, pack_meta_.new_id());
+      uint32_t len = static_cast<uint32_t>(data.size());
+      std::string key = PackKey(cfg_.volume, id, len);
+      RETURN_IF_ERROR(PutWithRetry(key, data));
+      bytes_uploaded_ += len;
+      std::vector<PackEntry> entries;
+      for (const auto& m : members) entries.push_back(PackEntry{m.slice, m.off, m.len});
+      Status st = pack_meta_.record(id, len, entries);
+      if (!st.ok()) {
+        // Possibly recorded after all (an ambiguous commit): the object stays, and gc
+        // deletes it if no member points at it.
+        return st.With("recording pack " + key);
+      }
+      {
+        constexpr size_t kRecentlyPacked = 1 << 17;
+        std::lock_guard<std::mutex> l(packed_mu_);
+        for (const auto& m : members) {
+          if (recently_packed_.emplace(m.slice, PackRef{id, len, m.off}).second) recently_packed_order_.push_back(m.slice);
+        }
+        while (recently_packed_order_.size() > kRecentlyPacked) {
+          recently_packed_.erase(recently_packed_order_.front());
+          recently_packed_order_.pop_front();
+        }
+      }
+      if (disk_) {
+        for (const auto& m : members) {
+          disk_->Put(PackedBlockKey(cfg_.volume, id, len, m.off),
+                     std::make_shared<const std::string>(data.substr(m.off, m.len)));
+        }
+      }
+      return Status::OK();
+    };
+  }
   writeback_ = std::make_unique<Writeback>(
       std::move(staging), staged,
       [this](const std::string& key, std::string_view data) {
@@ -512,14 +573,21 @@ Status CachedStore::StartWriteback(const std::string& dir, int threads, std::chr
       [this](const std::string& key, const std::shared_ptr<const std::string>& data) {
         if (disk_ && data && (data->size() < cfg_.block_size || cfg_.cache_writes_to_disk)) disk_->Put(key, data);
       },
-      o);
+      o, std::move(pack));
   return Status::OK();
 }
 
 bool CachedStore::SliceStaged(uint64_t id) { return writeback_ && writeback_->HasSlice(id); }
 
-void CachedStore::MarkStaged(uint64_t id) {
-  if (writeback_) writeback_->Mark(id);
+void CachedStore::MarkStaged(uint64_t id, bool packable) {
+  if (writeback_) writeback_->Mark(id, packable);
+}
+
+Status CachedStore::DeletePack(uint64_t pack, uint32_t len) {
+  std::string key = PackKey(cfg_.volume, pack, len);
+  Status st = store_->Delete(key);
+  if (!st.ok() && st.code() != ENOENT) return st.With("deleting pack " + key);
+  return Status::OK();
 }
 
 std::vector<uint64_t> CachedStore::TakeUploadedMarks() {
@@ -621,6 +689,8 @@ StoreStats CachedStore::stats() const {
     s.wb_retries = w.retries;
     s.wb_stage_errors = w.stage_errors;
     s.wb_lost = w.lost;
+    s.packs = w.packs;
+    s.packed_blocks = w.packed_blocks;
   }
   std::lock_guard<std::mutex> l(buf_mu_);
   s.uploads_in_flight = uploads_in_flight_;

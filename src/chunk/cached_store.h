@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,25 @@ struct StagedInfo {
 };
 using StagedCheck = std::function<StagedInfo(uint64_t slice_id)>;
 
+// Where a packed slice is (meta's "PL" record): bytes [off, off+size) of pack object `pack`,
+// pack_len bytes long. pack 0: the slice is stored as blocks of its own.
+struct PackRef {
+  uint64_t pack = 0;
+  uint32_t pack_len = 0;
+  uint32_t off = 0;
+};
+// Small-file packing (with write-back): a new pack id, and the record of a stored pack's
+// members (Meta::RecordPack).
+struct PackEntry {
+  uint64_t slice = 0;
+  uint32_t off = 0;  // in the pack
+  uint32_t len = 0;
+};
+struct PackMeta {
+  std::function<Result<uint64_t>()> new_id;
+  std::function<Status(uint64_t pack, uint32_t len, const std::vector<PackEntry>& members)> record;
+};
+
 struct StoreConfig {
   std::string volume;               // key prefix of every block (BlockKey)
   uint32_t block_size = 4 << 20;    // fixed at format time; > 0
@@ -65,6 +85,9 @@ struct StoreConfig {
   DiskCacheOptions disk;
   // Every uploaded block enters the disk cache, not only those of small files.
   bool cache_writes_to_disk = false;
+  // Small-file packing with write-back (Writeback::Options::pack_below); 0: none.
+  uint32_t pack_below = 0;
+  uint32_t pack_bytes = 16u << 20;
 };
 
 struct StoreStats {
@@ -95,6 +118,7 @@ struct StoreStats {
   uint64_t staged_blocks = 0, staged_bytes = 0, wb_uploaded_blocks = 0, wb_uploaded_bytes = 0, wb_retries = 0,
            wb_stage_errors = 0, wb_lost = 0;
   uint64_t staged_waits = 0;  // reads that waited for a block another client had staged
+  uint64_t packs = 0, packed_blocks = 0;  // pack objects written, and the small blocks in them
 };
 
 class CachedStore {
@@ -121,12 +145,20 @@ class CachedStore {
   // With `refs`, bytes of a block held in memory are not copied: a window of the block is
   // appended to refs instead, and bytes read any other way land in dst and are appended as
   // a scratch piece. dst must still have room for len bytes.
-  Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs = nullptr);
+  // A packed slice (pack.pack != 0) is one block, cached under its PackedBlockKey and
+  // fetched with a ranged get of its pack.
+  Status ReadSlice(uint64_t id, uint32_t size, uint32_t off, uint32_t len, char* dst, ReadPieces* refs = nullptr,
+                   const PackRef& pack = {});
 
   // Starts background fetches into the cache of the whole blocks covering [off, off+len),
   // skipping blocks that are cached or being fetched, and giving up silently when the
   // download queue is full. Failures are only logged.
-  void Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len);
+  void Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t len, const PackRef& pack = {});
+  // Whether a slice of this size, committed while staged, is to be packed (its record then
+  // carries kRecordMayBePacked and MarkStaged is told so).
+  bool PackableSize(uint32_t size) const {
+    return writeback() && pack_meta_.record && size > 0 && size <= cfg_.pack_below;
+  }
 
   // Warm-up and eviction of whole blocks (`tierfs warmup`), by object key. Where: 2 when the
   // block is on disk, 1 when only in memory, 0 when not cached.
@@ -140,11 +172,16 @@ class CachedStore {
   Status WarmBlockForGroup(const std::string& key, uint32_t block_len, bool* fetched, bool* remote);
   void EvictBlock(const std::string& key);
 
+  // The cache key of block `index` of a slice (its PackedBlockKey when packed).
+  std::string KeyOf(uint64_t id, uint32_t index, uint32_t block_len, const PackRef& pack) const;
+
   std::unique_ptr<SliceWriter> NewSliceWriter(uint64_t slice_id);
 
   // Deletes every block object of the slice (missing ones are fine) and drops them from the
   // cache. Tries every block; returns the first error, naming its key.
   Status DeleteSlice(uint64_t id, uint32_t size);
+  // Deletes a dead pack object (missing is fine).
+  Status DeletePack(uint64_t pack, uint32_t len);
 
   // Bytes held in the unuploaded buffers of all live SliceWriters; a block counts until its
   // upload finishes.
@@ -160,13 +197,15 @@ class CachedStore {
   // processes) and uploaded in the background by `threads` threads, each upload_delay after
   // it was staged, starting with what an earlier process left there. Call before writes
   // start. EBUSY when another process stages there.
+  // Packing (cfg.pack_below) needs pack_meta set first (SetPackMeta).
   Status StartWriteback(const std::string& dir, int threads, std::chrono::milliseconds upload_delay = {});
+  void SetPackMeta(PackMeta m) { pack_meta_ = std::move(m); }
   bool writeback() const { return writeback_ != nullptr; }
   // Whether any block of slice id is staged and not yet in the store.
   bool SliceStaged(uint64_t id);
   // The slice was committed with a staged mark in metadata (Meta::WriteSlice); marks
   // whose blocks have all reached the store since come back from TakeUploadedMarks once.
-  void MarkStaged(uint64_t id);
+  void MarkStaged(uint64_t id, bool packable = false);
   std::vector<uint64_t> TakeUploadedMarks();
   // Waits (at most max) until every staged block is uploaded; progress is called about
   // every 10 s meanwhile. Returns what is still staged.
@@ -218,6 +257,10 @@ class CachedStore {
   Result<std::shared_ptr<const std::string>> FetchBlock(const std::string& key, uint32_t block_len,
                                                         bool disk_missed = false, bool ask_peers = true);
   Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
+  // The object-store read behind a cache key: [off, off+len) of a block, or of a packed
+  // slice's range of its pack (whole: the entire block, len its length).
+  Result<std::string> StoreGet(const std::string& key, uint32_t off, uint32_t len, bool whole);
+
   // After the store answered ENOENT for key: waits while the block's slice is staged by a
   // live client, calling get again; returns get's result, or an error saying where the
   // block is when it cannot come.
@@ -248,6 +291,13 @@ class CachedStore {
   BlockCache cache_;
   std::unique_ptr<DiskCache> disk_;
   std::unique_ptr<Writeback> writeback_;  // after disk_: its uploads fill the disk cache
+  PackMeta pack_meta_;
+  // Slices this client packed lately, with where: a reader holding a map from before the
+  // pack was recorded (pack 0) finds them in the pack (and the disk cache) without a miss.
+  // Bounded: the oldest go first (a stale map is then re-read after a miss).
+  mutable std::mutex packed_mu_;
+  std::unordered_map<uint64_t, PackRef> recently_packed_;
+  std::deque<uint64_t> recently_packed_order_;
   std::mutex staged_check_mu_;
   StagedCheck staged_check_;
   std::atomic<uint64_t> staged_waits_{0};

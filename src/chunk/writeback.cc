@@ -22,12 +22,13 @@ uint64_t SliceOf(const std::string& key) {
 }  // namespace
 
 Writeback::Writeback(std::unique_ptr<Staging> staging, const std::vector<Staging::Entry>& recovered, PutFn put,
-                     DeleteFn del, UploadedFn uploaded, Options opts)
+                     DeleteFn del, UploadedFn uploaded, Options opts, PackFn pack)
     : staging_(std::move(staging)),
       put_(std::move(put)),
       del_(std::move(del)),
       uploaded_(std::move(uploaded)),
       opts_(opts),
+      pack_(std::move(pack)),
       next_seq_(staging_->first_free_seq()) {
   for (const Staging::Entry& e : recovered) {
     Item item;
@@ -80,7 +81,9 @@ Status Writeback::Stage(const std::string& key, std::shared_ptr<const std::strin
   Item& item = it->second;
   item.seq = seq;
   item.len = static_cast<uint32_t>(data->size());
-  item.ready_ns = MonoNanos() + std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.delay).count();
+  auto delay = opts_.delay;
+  if (pack_ && item.len <= opts_.pack_below) delay = std::max<std::chrono::milliseconds>(delay, kPackWindow);
+  item.ready_ns = MonoNanos() + std::chrono::duration_cast<std::chrono::nanoseconds>(delay).count();
   if (memory_ + data->size() <= opts_.memory_bytes) {
     memory_ += data->size();
     item.data = std::move(data);
@@ -129,9 +132,14 @@ void Writeback::Discard(const std::string& key) {
   Forget(key);
 }
 
-void Writeback::Mark(uint64_t id) {
+void Writeback::Mark(uint64_t id, bool packable) {
   std::lock_guard<std::mutex> l(mu_);
   marks_.insert(id);
+  if (packable && pack_ && opts_.pack_below > 0) packable_.insert(id);
+}
+
+bool Writeback::Packable(const std::string& key, const Item& item) const {
+  return pack_ && item.len <= opts_.pack_below && !item.discarded && packable_.count(SliceOf(key)) != 0;
 }
 
 std::vector<uint64_t> Writeback::TakeUploadedMarks() {
@@ -141,6 +149,7 @@ std::vector<uint64_t> Writeback::TakeUploadedMarks() {
     auto s = slice_blocks_.find(*it);
     if (s == slice_blocks_.end() || s->second <= 0) {
       out.push_back(*it);
+      packable_.erase(*it);
       it = marks_.erase(it);
     } else {
       ++it;
@@ -203,6 +212,34 @@ void Writeback::UploadLoop() {
     auto it = items_.find(key);
     if (it == items_.end() || it->second.discarded) continue;
     it->second.uploading = true;
+    if (Packable(key, it->second)) {
+      // Every other ready packable block joins the pack, in staging order; the rest keep
+      // their places in the queue.
+      std::vector<std::string> keys{key};
+      uint64_t bytes = it->second.len;
+      // Blocks due within the packing window join too: small files staged one after the
+      // other become ready one after the other, and would each make a pack of one.
+      int64_t now = MonoNanos();
+      const int64_t window_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kPackWindow).count();
+      std::deque<std::string> rest;
+      size_t scanned = 0;
+      for (auto& k : queue_) {
+        auto o = items_.find(k);
+        if (o != items_.end() && scanned++ < 100000 && bytes + o->second.len <= opts_.pack_bytes &&
+            (hurry_ || o->second.ready_ns <= now + window_ns) && Packable(k, o->second)) {
+          o->second.uploading = true;
+          bytes += o->second.len;
+          keys.push_back(std::move(k));
+        } else {
+          rest.push_back(std::move(k));
+        }
+      }
+      queue_.swap(rest);
+      l.unlock();
+      UploadPack(keys);
+      l.lock();
+      continue;
+    }
     l.unlock();
     UploadOne(key);
     l.lock();
@@ -269,6 +306,68 @@ void Writeback::UploadOne(const std::string& key) {
     st_.uploaded_bytes += e.len;
   }
   Forget(key);
+}
+
+void Writeback::UploadPack(const std::vector<std::string>& keys) {
+  std::vector<PackMember> members;
+  std::vector<uint64_t> seqs;
+  std::string data;
+  for (const std::string& key : keys) {
+    std::shared_ptr<const std::string> block;
+    Staging::Entry e;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      Item& item = items_.at(key);
+      block = item.data;
+      e = Staging::Entry{item.seq, key, item.len};
+    }
+    if (!block) {
+      auto got = staging_->Read(e);
+      if (!got.ok()) {
+        spdlog::error("write-back: staged block {} is lost: {}", key, got.status().message());
+        staging_->Remove(e.seq);
+        std::lock_guard<std::mutex> l(mu_);
+        st_.lost++;
+        Forget(key);
+        continue;
+      }
+      block = std::make_shared<const std::string>(std::move(got).value());
+    }
+    members.push_back(PackMember{key, SliceOf(key), static_cast<uint32_t>(data.size()), e.len});
+    seqs.push_back(e.seq);
+    data.append(*block);
+  }
+  if (members.empty()) return;
+  for (int attempt = 0;; ++attempt) {
+    // Members discarded meanwhile still go in: the pack's record leaves them out.
+    Status st = pack_(members, data);
+    if (st.ok()) break;
+    std::unique_lock<std::mutex> l(mu_);
+    st_.retries++;
+    if (attempt % 10 == 0) {
+      spdlog::warn("write-back: upload of a pack of {} staged blocks failed (try {}), retrying: {}", members.size(),
+                   attempt + 1, st.ToString());
+    }
+    auto pause = JitteredBackoff(attempt, opts_.backoff_base, opts_.backoff_cap);
+    if (cv_.wait_for(l, pause, [&] { return stopping_; })) {
+      for (auto m = members.rbegin(); m != members.rend(); ++m) {
+        items_.at(m->key).uploading = false;
+        queue_.push_front(m->key);  // still staged: the next process uploads it
+      }
+      return;
+    }
+  }
+  for (uint64_t seq : seqs) staging_->Remove(seq);
+  std::lock_guard<std::mutex> l(mu_);
+  st_.packs++;
+  for (const PackMember& m : members) {
+    if (!items_.at(m.key).discarded) {
+      st_.uploaded_blocks++;
+      st_.uploaded_bytes += m.len;
+      st_.packed_blocks++;
+    }
+    Forget(m.key);
+  }
 }
 
 }  // namespace tierfs

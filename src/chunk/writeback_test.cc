@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "chunk/block_key.h"
 #include "chunk/cached_store.h"
@@ -290,6 +291,76 @@ TEST_F(WritebackTest, CachedStoreStagesWritesAndReadsThemBack) {
   store->HoldPuts(false);
   cs.DrainWriteback(std::chrono::seconds(30), {});
   EXPECT_FALSE(store->Has(BlockKey("vol", 43, 0, 1000)));
+}
+
+// Small-file packing: small slices marked packable go up as one pack, the recorder hears
+// where each one is, and reads through the pack location fetch ranges of it; slices not
+// marked packable (and a failed record) are handled on their own.
+TEST_F(WritebackTest, SmallSlicesMarkedPackableGoUpAsOnePack) {
+  auto fake = std::make_unique<FakeStore>();
+  FakeStore* store = fake.get();
+  StoreConfig cfg;
+  cfg.volume = "vol";
+  cfg.block_size = 64 << 10;
+  cfg.cache_bytes = 0;
+  cfg.pack_below = 16 << 10;
+  CachedStore cs(std::move(fake), cfg);
+  std::mutex mu;
+  std::map<uint64_t, PackRef> where;
+  std::atomic<int> record_failures{1};  // the first record fails: the pack is tried again
+  cs.SetPackMeta(PackMeta{[] {
+                            static std::atomic<uint64_t> next{1000};
+                            return Result<uint64_t>(next++);
+                          },
+                          [&](uint64_t pack, uint32_t len, const std::vector<PackEntry>& members) -> Status {
+                            if (record_failures-- > 0) return Status::Err(EIO, "metadata down");
+                            std::lock_guard<std::mutex> l(mu);
+                            for (const auto& m : members) where[m.slice] = PackRef{pack, len, m.off};
+                            return Status::OK();
+                          }});
+  ASSERT_TRUE(cs.StartWriteback(dir_, 2).ok());
+  store->HoldPuts(true);
+  std::map<uint64_t, std::string> files;
+  for (uint64_t id = 1; id <= 30; ++id) {
+    files[id] = RandomBytes(100 + id * 300, static_cast<uint32_t>(id));
+    auto w = cs.NewSliceWriter(id);
+    ASSERT_TRUE(w->Write(0, files[id]));
+    ASSERT_TRUE(w->Finish().ok());
+    ASSERT_TRUE(cs.PackableSize(static_cast<uint32_t>(files[id].size())));
+    cs.MarkStaged(id, /*packable=*/id != 30);  // 30: its record does not allow packing
+  }
+  EXPECT_FALSE(cs.PackableSize(20 << 10));
+  store->HoldPuts(false);
+  EXPECT_EQ(cs.DrainWriteback(std::chrono::seconds(30), {}).staged_blocks, 0u);
+  auto st = cs.stats();
+  EXPECT_GE(st.packs, 1u);
+  EXPECT_LE(st.packs, 3u);  // they were all ready together; a few at most
+  EXPECT_EQ(st.packed_blocks, 29u);
+  EXPECT_TRUE(store->Has(BlockKey("vol", 30, 0, static_cast<uint32_t>(files[30].size()))));
+  for (uint64_t id = 1; id < 30; ++id) {
+    EXPECT_FALSE(store->Has(BlockKey("vol", id, 0, static_cast<uint32_t>(files[id].size()))));
+    ASSERT_EQ(where.count(id), 1u) << id;
+  }
+  // Every packed slice reads back from its pack, whole and in pieces.
+  int gets_before = store->gets;
+  for (uint64_t id = 1; id < 30; ++id) {
+    uint32_t size = static_cast<uint32_t>(files[id].size());
+    std::string back(size, '\0');
+    ASSERT_TRUE(cs.ReadSlice(id, size, 0, size, back.data(), nullptr, where[id]).ok());
+    EXPECT_EQ(back, files[id]);
+    std::string piece(50, '\0');
+    ASSERT_TRUE(cs.ReadSlice(id, size, 40, 50, piece.data(), nullptr, where[id]).ok());
+    EXPECT_EQ(piece, files[id].substr(40, 50));
+  }
+  EXPECT_GT(store->gets, gets_before);
+  // A location past the pack's end is an error, never other bytes.
+  PackRef bad = where[1];
+  bad.pack_len = 10;
+  std::string junk(100, '\0');
+  EXPECT_FALSE(cs.ReadSlice(1, static_cast<uint32_t>(files[1].size()), 0, 100, junk.data(), nullptr, bad).ok());
+  // Dead packs are deleted by key.
+  ASSERT_TRUE(cs.DeletePack(where[1].pack, where[1].pack_len).ok());
+  EXPECT_FALSE(store->Has(PackKey("vol", where[1].pack, where[1].pack_len)));
 }
 
 // A block another client staged and still uploads is waited for; one staged by a client

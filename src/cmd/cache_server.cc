@@ -64,6 +64,7 @@ int Run(const Args& a) {
   }
   std::unique_ptr<GroupRuntime> group = std::move(*joined);
   CachedStore* cs = cached.get();
+  (*meta)->SetPackDeleter([cs](uint64_t pack, uint32_t len) { return cs->DeletePack(pack, len); });
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
   // The line scripts wait for: the member is on the ring from now on.
   std::cout << "serving cache group " << a.group.name << " at " << group->StatsJson() << std::endl;

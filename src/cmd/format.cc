@@ -113,7 +113,8 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--format-version", args->format_version,
                   "1 lets clients older than tierfs 0.2 mount the volume; 2 keeps checksum tables in S3 object "
-                  "metadata, so that each block is one object of exactly its size (faster on Ceph's radosgw)")
+                  "metadata, so that each block is one object of exactly its size (faster on Ceph's radosgw); 3 also "
+                  "lets clients pack small files (mount --writeback --pack-below) and needs tierfs 0.3")
       ->capture_default_str();
   sub->add_flag("--force", args->force, "Erase an existing volume in META-URL and format anew");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });

@@ -1,5 +1,6 @@
 // tierfs gc META-URL [--delete] [--min-age 1h] [--json]: report, and with --delete remove,
-// block objects no file refers to, and carry out pending deletions.
+// block and pack objects no file refers to, carry out pending deletions, and rewrite packs
+// that are mostly dead.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,8 @@ namespace tierfs::cmd {
 namespace {
 
 struct Args {
-  std::string meta_url, min_age = "1h";
+  std::string meta_url, min_age = "1h", repack_grace = "10m";
+  double repack_below = 0.5;
   bool delete_garbage = false, json = false;
 };
 
@@ -37,6 +39,8 @@ Result<int64_t> ParseAge(const std::string& text) {
 int Run(const Args& a) {
   auto age = ParseAge(a.min_age);
   if (!age.ok()) return Fail("gc", age.status());
+  auto grace = ParseAge(a.repack_grace);
+  if (!grace.ok()) return Fail("gc", grace.status().With("--repack-grace"));
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("gc", meta.status());
   const FormatRecord& f = (*meta)->format();
@@ -45,6 +49,8 @@ int Run(const Args& a) {
   GcOptions opts;
   opts.delete_garbage = a.delete_garbage;
   opts.min_age_ns = *age;
+  opts.repack_below = a.repack_below;
+  opts.repack_grace_ns = *grace;
   opts.progress = [](const std::string& m) { std::cerr << "gc: " << m << std::endl; };
   auto r = CollectGarbage(meta->get(), store->get(), opts);
   if (!r.ok()) return Fail("gc", r.status());
@@ -54,7 +60,11 @@ int Run(const Args& a) {
                         {"leaked_bytes", r->leaked_bytes}, {"young", r->young},
                         {"pending", r->pending},       {"pending_slices", r->pending_slices},
                         {"foreign", r->foreign},       {"deleted", r->deleted},
-                        {"leaked_keys", r->leaked_keys}};
+                        {"leaked_keys", r->leaked_keys},
+                        {"pack_objects", r->pack_objects}, {"pack_object_bytes", r->pack_object_bytes},
+                        {"packs_live", r->packs_live}, {"packs_pending", r->packs_pending},
+                        {"packs_sparse", r->repack.sparse}, {"packs_repacked", r->repack.repacked},
+                        {"pack_live_bytes", r->repack.live_bytes}, {"repack_freed_bytes", r->repack.freed_bytes}};
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
@@ -66,6 +76,14 @@ int Run(const Args& a) {
             << "too young:   " << r->young << " (newer than --min-age " << a.min_age << ", left alone)\n"
             << "pending:     " << r->pending_slices << " slices awaiting deletion ("
             << (a.delete_garbage ? "processed" : "use --delete to process now") << ")\n"
+            << "packs:       " << r->pack_objects << " (" << FormatSize(r->pack_object_bytes) << "), "
+            << r->packs_live << " in use holding " << FormatSize(r->repack.live_bytes) << ", " << r->packs_pending
+            << " awaiting deletion\n"
+            << "sparse packs: " << r->repack.sparse << " under " << a.repack_below * 100 << "% live"
+            << (a.delete_garbage ? ", rewritten " + std::to_string(r->repack.repacked) + " (" +
+                                       FormatSize(r->repack.freed_bytes) + " freed after --repack-grace)"
+                                 : std::string(", use --delete to rewrite them"))
+            << "\n"
             << "not blocks:  " << r->foreign << "\n";
   for (const auto& k : r->leaked_keys) std::cout << "  leaked " << k << "\n";
   return 0;
@@ -81,6 +99,13 @@ void RegisterGc(CLI::App& app, int* exit_code) {
   sub->add_option("--min-age", a->min_age, "Never touch objects younger than this (s, m, h, d)")
       ->capture_default_str();
   sub->add_flag("--json", a->json, "Print the report as JSON");
+  sub->add_option("--repack-below", a->repack_below,
+                  "With --delete: rewrite packs of small files whose live share is below this (0: never)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--repack-grace", a->repack_grace,
+                  "How long a rewritten pack's old object stays for readers still using it (s, m, h, d)")
+      ->capture_default_str();
   sub->callback([a, exit_code] { *exit_code = Run(*a); });
 }
 

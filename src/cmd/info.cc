@@ -41,6 +41,13 @@ int Run(const std::string& path, bool json) {
       uint64_t id = s["id"];
       uint32_t size = s["size"], off = s["off"], len = s["len"];
       nlohmann::json objects = nlohmann::json::array();
+      if (s.contains("pack")) {  // a packed small file: a range of a shared object
+        uint32_t poff = s["pack"]["off"];
+        objects.push_back(PackKey(volume, s["pack"]["id"], s["pack"]["len"]) + " bytes " + std::to_string(poff + off) +
+                          "-" + std::to_string(poff + off + len - 1));
+        s["objects"] = objects;
+        continue;
+      }
       for (const auto& span : BlockSpans(size, bs, off, len)) {
         objects.push_back(BlockKey(volume, id, span.index, BlockLength(size, bs, span.index)));
       }

@@ -46,6 +46,7 @@ struct Args {
   bool no_sync_blocks = false;
   bool writeback = false;
   double upload_delay = 0;
+  std::string pack_below = "1M";
   double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
@@ -136,11 +137,25 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (!caches.ok()) return fail(caches);
   cfg.upload_threads = a.upload_threads;
   cfg.download_threads = a.download_threads;
+  auto pack_below = ParseSize(a.pack_below);
+  if (!pack_below.ok() || *pack_below > fmt.block_size) {
+    return fail(Status::Err(EINVAL, "--pack-below " + a.pack_below + ": give a size of at most the block size (" +
+                                        std::to_string(fmt.block_size) + " bytes), or 0 for no packing"));
+  }
+  // Packed records need format version 3: older clients would not look for the packs.
+  if (fmt.version >= 3) cfg.pack_below = static_cast<uint32_t>(*pack_below);
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
   LogCacheState(cached.get(), cfg);
   if (a.writeback && !ro) {
     auto dir = StagingDirFor(a.cache, fmt);
     if (!dir.ok()) return fail(dir.status());
+    Meta* m = meta->get();
+    cached->SetPackMeta(PackMeta{[m] { return m->NewSliceId(); },
+                                 [m](uint64_t pack, uint32_t len, const std::vector<PackEntry>& members) {
+                                   std::vector<PackedSlice> ps;
+                                   for (const auto& e : members) ps.push_back(PackedSlice{e.slice, e.off, e.len});
+                                   return m->RecordPack(pack, len, ps).status();
+                                 }});
     Status wb = cached->StartWriteback(*dir, std::min(a.upload_threads, 8),
                                        std::chrono::milliseconds(static_cast<int64_t>(a.upload_delay * 1000)));
     if (!wb.ok()) return fail(wb.With("--writeback"));
@@ -159,6 +174,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     group = std::move(*joined);
   }
   CachedStore* cs = cached.get();
+  (*meta)->SetPackDeleter([cs](uint64_t pack, uint32_t len) { return cs->DeletePack(pack, len); });
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
 
   std::unique_ptr<WritebackMarks> marks;
@@ -329,6 +345,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "With --writeback: seconds a staged block waits before its upload starts (a burst of writes "
                   "runs without uploads competing; files deleted meanwhile are never uploaded)")
       ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--pack-below", a->pack_below,
+                  "With --writeback: files written in one piece of at most this size are packed together into "
+                  "shared objects as they upload (a pack per 16 MiB, not a PUT per file); 0: no packing. Needs a "
+                  "volume of format version 3")
       ->capture_default_str();
   sub->callback([a, exit_code] {
     // The background process works from "/", so relative paths are resolved here, in the

@@ -88,10 +88,22 @@ Status PeerServer::Start() {
     std::string kv;
     uint64_t id;
     uint32_t index, klen;
-    if (!ParseBlockKey(key, &kv, &id, &index, &klen) || kv != opts_.volume_name) {
-      return refuse(404, "not a block of this volume");
+    std::string pack_key;
+    uint32_t pack_off = 0;
+    if (ParsePackedBlockKey(key, &pack_key, &pack_off)) {
+      // A packed small file: its range of the pack must lie inside the pack.
+      if (!ParsePackKey(pack_key, &kv, &id, &klen) || kv != opts_.volume_name) {
+        return refuse(404, "not a pack of this volume");
+      }
+      if (static_cast<uint64_t>(pack_off) + static_cast<uint64_t>(len) > klen) {
+        return refuse(400, "range passes the end of the pack");
+      }
+    } else {
+      if (!ParseBlockKey(key, &kv, &id, &index, &klen) || kv != opts_.volume_name) {
+        return refuse(404, "not a block of this volume");
+      }
+      if (klen != len) return refuse(400, "len does not match the key");
     }
-    if (klen != len) return refuse(400, "len does not match the key");
     auto block = provider_(key, static_cast<uint32_t>(len));
     if (!block.ok()) {
       failed_++;

@@ -63,6 +63,7 @@ std::string EncodeSliceRecord(const SliceRecord& rec) {
   PutU32(&s, rec.size);
   PutU32(&s, rec.off);
   PutU32(&s, rec.len);
+  if (rec.flags) s.push_back(static_cast<char>(rec.flags));
   return s;
 }
 
@@ -73,7 +74,25 @@ bool DecodeSliceRecord(std::string_view v, SliceRecord* rec) {
   rec->size = r.U32();
   rec->off = r.U32();
   rec->len = r.U32();
-  return r.ok();
+  if (!r.ok()) return false;
+  rec->flags = v.size() > 24 ? static_cast<uint8_t>(v[24]) : 0;
+  return v.size() <= 25;
+}
+
+std::string EncodePackLocation(uint64_t pack, uint32_t pack_len, uint32_t off) {
+  std::string v;
+  PutU64(&v, pack);
+  PutU32(&v, pack_len);
+  PutU32(&v, off);
+  return v;
+}
+
+std::string EncodePackMember(uint32_t pack_len, uint32_t off, uint32_t size) {
+  std::string v;
+  PutU32(&v, pack_len);
+  PutU32(&v, off);
+  PutU32(&v, size);
+  return v;
 }
 
 }  // namespace tierfs

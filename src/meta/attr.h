@@ -13,5 +13,8 @@ std::string EncodeAttr(const Attr& a);
 bool DecodeAttr(std::string_view v, Attr* a);
 std::string EncodeSliceRecord(const SliceRecord& r);  // seq is in the key, not the value
 bool DecodeSliceRecord(std::string_view v, SliceRecord* r);
+// Values of "PL" (where a packed slice is) and "PM" (a pack's member) keys (key_schema.h).
+std::string EncodePackLocation(uint64_t pack, uint32_t pack_len, uint32_t off);
+std::string EncodePackMember(uint32_t pack_len, uint32_t off, uint32_t size);
 
 }  // namespace tierfs

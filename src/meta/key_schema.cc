@@ -85,6 +85,27 @@ std::string Staged(uint64_t id) {
   PutU64(&k, id);
   return k;
 }
+std::string PackLocation(uint64_t id) {
+  std::string k("PL");
+  PutU64(&k, id);
+  return k;
+}
+std::string PackMembersPrefix(uint64_t pack) {
+  std::string k(kPackMemberPrefix);
+  PutU64(&k, pack);
+  return k;
+}
+std::string PackMember(uint64_t pack, uint64_t id) {
+  std::string k = PackMembersPrefix(pack);
+  PutU64(&k, id);
+  return k;
+}
+std::string PendingPack(uint64_t pack, uint32_t len) {
+  std::string k(kPendingPackPrefix);
+  PutU64(&k, pack);
+  PutU32(&k, len);
+  return k;
+}
 std::string PendingFile(Ino ino) {
   std::string k("L");
   PutU64(&k, ino);
@@ -165,6 +186,20 @@ bool ParseSliceKey(std::string_view key, uint64_t* id, uint32_t* size) {
   ByteReader r(key.substr(1));
   *id = r.U64();
   *size = r.U32();
+  return r.ok();
+}
+bool ParsePackMemberKey(std::string_view key, uint64_t* pack, uint64_t* id) {
+  if (key.size() != 18 || !key.starts_with(kPackMemberPrefix)) return false;
+  ByteReader r(key.substr(2));
+  *pack = r.U64();
+  *id = r.U64();
+  return r.ok();
+}
+bool ParsePendingPackKey(std::string_view key, uint64_t* pack, uint32_t* len) {
+  if (key.size() != 14 || !key.starts_with(kPendingPackPrefix)) return false;
+  ByteReader r(key.substr(2));
+  *pack = r.U64();
+  *len = r.U32();
   return r.ok();
 }
 bool ParseInoKey(std::string_view key, Ino* ino) {

@@ -56,6 +56,19 @@ constexpr std::string_view kUsageShardPrefix = "CU";
 // write-back by that session (`mount --writeback`), not yet all in the object store.
 std::string Staged(uint64_t id);
 constexpr std::string_view kStagedPrefix = "W";
+// Small-file packing. "PL" id(u64) -> u64 pack, u32 pack_len, u32 off: slice id lives at
+// [off, off+size) of pack object `pack` (chunk/block_key.h PackKey). "PM" pack(u64) id(u64)
+// -> u32 pack_len, u32 off, u32 size: the pack's live members (a pack with none is dead).
+// "PX" pack(u64) len(u32) -> i64 time: a dead pack object, deleted from that time on.
+std::string PackLocation(uint64_t id);
+std::string PackMember(uint64_t pack, uint64_t id);
+std::string PackMembersPrefix(uint64_t pack);
+constexpr std::string_view kPackMemberPrefix = "PM";
+std::string PendingPack(uint64_t pack, uint32_t len);
+constexpr std::string_view kPendingPackPrefix = "PX";
+// PM keys -> pack and member; PX keys -> pack and length.
+bool ParsePackMemberKey(std::string_view key, uint64_t* pack, uint64_t* id);
+bool ParsePendingPackKey(std::string_view key, uint64_t* pack, uint32_t* len);
 // "L" ino(u64) -> u64 length: an unlinked file whose chunks await deletion.
 std::string PendingFile(Ino ino);
 constexpr std::string_view kPendingFilePrefix = "L";

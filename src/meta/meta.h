@@ -54,8 +54,9 @@ struct Ctx {
 // Format versions this tierfs reads and writes. 1: every object holds its checksum table in
 // front of its data. 2: on stores with object metadata (S3), the table is the object's
 // metadata and the object is exactly its data (object/checksum_store.h); elsewhere as 1.
-// Clients refuse versions newer than they know.
-constexpr int kFormatVersion = 2;
+// 3: as 2, and small files may be packed (slice records flagged kRecordMayBePacked, pack
+// objects under packs/, "P" keys). Clients refuse versions newer than they know.
+constexpr int kFormatVersion = 3;
 
 // The volume's settings, fixed at format time (stored under key "V" as JSON).
 struct FormatRecord {
@@ -150,6 +151,15 @@ struct MetaOptions {
 
 // Called by background work to delete a slice's blocks from object storage.
 using DeleteSliceFn = std::function<Status(uint64_t id, uint32_t size)>;
+// Called by background work to delete a dead pack object (chunk/block_key.h PackKey).
+using DeletePackFn = std::function<Status(uint64_t pack, uint32_t len)>;
+
+// A slice inside a pack object: bytes [off, off+size) of the pack.
+struct PackedSlice {
+  uint64_t id = 0;
+  uint32_t off = 0;
+  uint32_t size = 0;
+};
 
 class Meta {
  public:
@@ -185,6 +195,8 @@ class Meta {
   Status RunCleanupOnce();
   // Sets how unreferenced slices are deleted without starting the background thread (gc).
   void SetSliceDeleter(DeleteSliceFn delete_slice) { delete_slice_ = std::move(delete_slice); }
+  // How dead pack objects are deleted (background work and gc); set before StartBackground.
+  void SetPackDeleter(DeletePackFn delete_pack) { delete_pack_ = std::move(delete_pack); }
   // Calls fn for every slice a chunk record refers to (once per record), scanning the whole
   // namespace in batches of read transactions; for gc and fsck.
   Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn);
@@ -275,6 +287,29 @@ class Meta {
   };
   // The staged mark of slice id, if any.
   Result<std::optional<StagedMark>> StagedBy(uint64_t id);
+  // ---- small-file packing (meta_pack.cc) ----
+  // Pack object `pack` (pack_len bytes) now holds `members`, slices committed while staged
+  // (WriteSlice with staged and a kRecordMayBePacked record). In one transaction, every
+  // member still committed (its staged mark is there) gets its location and loses its
+  // staged mark; the others (deleted meanwhile, or never committed) are dead bytes of the
+  // pack, and a pack with no member at all is dead at once. Returns the members recorded.
+  Result<std::vector<uint64_t>> RecordPack(uint64_t pack, uint32_t pack_len, const std::vector<PackedSlice>& members);
+  // Repacking: the members of old_pack that are still in it move to pack (at their new
+  // offsets in `members`), in one transaction; returns how many. old_pack, once empty, is
+  // deleted no earlier than release_after_ns (readers holding the old locations finish).
+  Result<size_t> MovePackMembers(uint64_t old_pack, uint32_t old_len, uint64_t pack, uint32_t pack_len,
+                                 const std::vector<PackedSlice>& members, int64_t release_after_ns);
+  struct PackInfo {
+    uint64_t pack = 0;
+    uint32_t len = 0;   // the object's length
+    uint64_t live = 0;  // bytes of live members
+    std::vector<PackedSlice> members;
+  };
+  // Every pack with a live member (batched read transactions; gc, fsck).
+  Result<std::vector<PackInfo>> ListPacks();
+  // Dead packs whose objects await deletion ("PX").
+  Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingPacks();
+
   // ---- compaction (vfs/compactor.h) ----
   struct ChunkRecords {
     std::vector<SliceRecord> records;  // with their seqs, as stored (truncation masks not applied)
@@ -345,6 +380,7 @@ class Meta {
   Status ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags);
   Status CleanDeadSessions();
   Status CleanPendingSlices();
+  Status CleanPendingPacks();
   void BackgroundLoop();
 
   std::unique_ptr<KvEngine> engine_;
@@ -390,6 +426,7 @@ class Meta {
   bool KnownWithoutAcl(Ino ino);
 
   DeleteSliceFn delete_slice_;
+  DeletePackFn delete_pack_;
   std::thread bg_;
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

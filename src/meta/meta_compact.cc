@@ -26,10 +26,11 @@ Result<Meta::ChunkRecords> Meta::ReadChunkRecords(Ino ino, uint32_t index) {
           if (keys::ParseChunkRecordKey(k, &idx, &r.seq) && DecodeSliceRecord(v, &r)) out.records.push_back(r);
           return true;
         }));
-        return ScanPrefix(t, keys::TruncRulesPrefix(ino), 1, [&](std::string_view, std::string_view) {
+        RETURN_IF_ERROR(ScanPrefix(t, keys::TruncRulesPrefix(ino), 1, [&](std::string_view, std::string_view) {
           out.masked = true;
           return false;
-        });
+        }));
+        return ResolvePacksTx(t, &out.records);
       },
       /*read_only=*/true));
   return out;

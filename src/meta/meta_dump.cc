@@ -97,8 +97,10 @@ class InodeWriter {
         uint64_t seq = 0;
         SliceRecord s;
         if (keys::ParseChunkRecordKey(k, &index, &seq) && DecodeSliceRecord(v, &s)) {
-          obj_["chunks"].push_back({{"index", index}, {"seq", seq}, {"pos", s.pos}, {"id", s.id},
-                                    {"size", s.size}, {"off", s.off}, {"len", s.len}});
+          json c = {{"index", index}, {"seq", seq}, {"pos", s.pos}, {"id", s.id},
+                    {"size", s.size}, {"off", s.off}, {"len", s.len}};
+          if (s.flags) c["flags"] = s.flags;
+          obj_["chunks"].push_back(std::move(c));
           stats_->slices++;
         }
         break;
@@ -205,7 +207,11 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
   out << "\n],\n";
 
   json counters = json::object(), refs = json::array(), pending_files = json::array(),
-       pending_truncs = json::array(), pending_slices = json::array();
+       pending_truncs = json::array(), pending_slices = json::array(), pack_members = json::array(),
+       pending_packs = json::array();
+  // A session's usage slots ("CU") go into the volume's counters: the loaded volume has no
+  // sessions.
+  int64_t slot_bytes = 0, slot_inodes = 0;
   RETURN_IF_ERROR(ScanAll(
       engine, "B", kEnd,
       [&](std::string_view k, std::string_view v) {
@@ -213,8 +219,26 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
         uint32_t size = 0;
         switch (k[0]) {
           case 'C':
-            counters[std::string(k.substr(1))] = keys::DecodeU64(v);
+            if (k.starts_with(keys::kUsageShardPrefix)) {
+              ByteReader r(v);
+              slot_bytes += static_cast<int64_t>(r.U64());
+              slot_inodes += static_cast<int64_t>(r.U64());
+            } else {
+              counters[std::string(k.substr(1))] = keys::DecodeU64(v);
+            }
             break;
+          case 'P': {
+            uint64_t pack = 0;
+            uint32_t len = 0;
+            if (keys::ParsePackMemberKey(k, &pack, &id)) {
+              ByteReader r(v);
+              uint32_t pack_len = r.U32(), off = r.U32(), sz = r.U32();
+              if (r.ok()) pack_members.push_back({pack, id, pack_len, off, sz});
+            } else if (keys::ParsePendingPackKey(k, &pack, &len)) {
+              pending_packs.push_back({pack, len, keys::DecodeU64(v)});
+            }
+            break;  // "PL" keys are rebuilt from the members
+          }
           case 'K':
             if (keys::ParseSliceKey(k, &id, &size)) refs.push_back({id, size, keys::DecodeU64(v)});
             break;
@@ -232,6 +256,12 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
         }
       },
       stats));
+  for (const char* name : {"usedSpace", "totalInodes"}) {
+    int64_t base = counters.contains(name) ? static_cast<int64_t>(counters[name].get<uint64_t>()) : 0;
+    int64_t add = std::string_view(name) == "usedSpace" ? slot_bytes : slot_inodes;
+    if (add != 0) counters[name] = static_cast<uint64_t>(std::max<int64_t>(0, base + add));
+  }
+  out << "\"pack_members\": " << pack_members.dump() << ",\n\"pending_packs\": " << pending_packs.dump() << ",\n";
   out << "\"counters\": " << counters.dump() << ",\n\"slice_refs\": " << refs.dump()
       << ",\n\"pending_slices\": " << pending_slices.dump() << ",\n\"pending_files\": " << pending_files.dump()
       << ",\n\"pending_truncs\": " << pending_truncs.dump() << "\n}\n";
@@ -305,6 +335,7 @@ Status LoadInode(const json& j, BatchWriter& w, DumpStats* stats) {
       s.size = c.at("size");
       s.off = c.at("off");
       s.len = c.at("len");
+      s.flags = c.value("flags", 0);
       RETURN_IF_ERROR(w.Put(keys::ChunkRecord(ino, c.at("index"), c.at("seq")), EncodeSliceRecord(s)));
       stats->slices++;
     }
@@ -361,6 +392,17 @@ Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, 
   }
   for (const auto& r : doc.at("pending_slices")) {
     RETURN_IF_ERROR(w.Put(keys::PendingSlice(r[0], r[1]), keys::EncodeU64(r[2])));
+  }
+  if (doc.contains("pack_members")) {
+    for (const auto& r : doc.at("pack_members")) {
+      uint64_t pack = r[0], id = r[1];
+      uint32_t pack_len = r[2], off = r[3], size = r[4];
+      RETURN_IF_ERROR(w.Put(keys::PackLocation(id), EncodePackLocation(pack, pack_len, off)));
+      RETURN_IF_ERROR(w.Put(keys::PackMember(pack, id), EncodePackMember(pack_len, off, size)));
+    }
+    for (const auto& r : doc.at("pending_packs")) {
+      RETURN_IF_ERROR(w.Put(keys::PendingPack(r[0], r[1]), keys::EncodeU64(r[2])));
+    }
   }
   for (const auto& r : doc.at("pending_files")) {
     RETURN_IF_ERROR(w.Put(keys::PendingFile(r[0]), keys::EncodeU64(r[1])));

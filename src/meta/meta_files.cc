@@ -43,7 +43,7 @@ Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* 
     return true;
   }));
   std::sort(out->begin(), out->end(), [](const SliceRecord& a, const SliceRecord& b) { return a.seq < b.seq; });
-  return Status::OK();
+  return ResolvePacksTx(t, out);
 }
 
 void AddAllocated(Attr* a, uint64_t bytes) {
@@ -293,6 +293,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
         if (r.id) {
           nr.id = r.id;
           nr.size = r.size;
+          nr.flags = r.flags;
           nr.off = static_cast<uint32_t>(r.off + (s - rec_abs));
           auto ref = t.Get(keys::SliceRef(r.id, r.size));
           if (!ref.ok()) return ref.status();
@@ -329,6 +330,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
         r.off = seg.off;
         r.pos = seg.pos;
         r.len = seg.len;
+        r.flags = seg.flags;
         uint64_t rs = chunk_abs + seg.pos;
         RETURN_IF_ERROR(place(r, rs, rs + seg.len, rs));
       }
@@ -356,6 +358,9 @@ Status Meta::UnrefSlice(KvTxn& t, uint64_t id, uint32_t size) {
   if (extra == 1) return t.Delete(keys::SliceRef(id, size));
   // A slice deleted before its staged blocks were uploaded: the writer discards them.
   RETURN_IF_ERROR(t.Delete(keys::Staged(id)));
+  bool packed = false;
+  RETURN_IF_ERROR(ReleasePackedTx(t, id, &packed));
+  if (packed) return Status::OK();  // no blocks of its own
   return t.Put(keys::PendingSlice(id, size), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
 }
 

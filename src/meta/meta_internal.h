@@ -14,6 +14,13 @@
 
 namespace tierfs::internal {
 
+// meta_pack.cc. Fills the pack location of every record flagged kRecordMayBePacked whose
+// slice has one.
+Status ResolvePacksTx(KvTxn& t, std::vector<SliceRecord>* recs);
+// The slice lost its last reference: when it is packed, its location and membership go
+// (and the pack, if that was its last member, awaits deletion) and *packed is set.
+Status ReleasePackedTx(KvTxn& t, uint64_t id, bool* packed);
+
 inline Status GetAttrTx(KvTxn& t, Ino ino, Attr* a) {
   auto v = t.Get(keys::Inode(ino));
   if (!v.ok()) return v.status();

@@ -20,9 +20,11 @@ namespace {
 Status AddCounter(KvTxn& t, const char* name, int64_t delta) {
   auto v = t.Get(keys::Counter(name));
   if (!v.ok()) return v.status();
+  // Signed, and never clamped: a session that deletes what a still-live (or dead, not yet
+  // folded) session created folds a negative share in, which that session's positive
+  // share balances. Only the sum (GetStatFs) is clamped.
   int64_t cur = v->has_value() ? static_cast<int64_t>(keys::DecodeU64(**v)) : 0;
   cur += delta;
-  if (cur < 0) cur = 0;
   return t.Put(keys::Counter(name), keys::EncodeU64(static_cast<uint64_t>(cur)));
 }
 }  // namespace
@@ -444,7 +446,8 @@ Status Meta::RunCleanupOnce() {
     RETURN_IF_ERROR(DeleteFilesData(std::vector<Ino>(files.begin() + static_cast<long>(pos), files.end()), &finished));
     pos += finished;
   }
-  return CleanPendingSlices();
+  RETURN_IF_ERROR(CleanPendingSlices());
+  return CleanPendingPacks();
 }
 
 void Meta::StartBackground(DeleteSliceFn delete_slice) {

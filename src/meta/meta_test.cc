@@ -547,6 +547,28 @@ TYPED_TEST(MetaTest, UsageSurvivesAKilledClient) {
   EXPECT_EQ((*m)->GetStatFs()->inodes, 7u);
 }
 
+// A client that deletes what another (live) client created folds a negative share into the
+// volume's counters at its end: the total stays exact, never clamped at zero on the way.
+TYPED_TEST(MetaTest, UsageStaysExactWhenOneClientDeletesWhatAnotherCreated) {
+  for (int i = 0; i < 5; ++i) this->WriteSlice(this->File("f" + std::to_string(i)), 0, 0, 10000);
+  auto before = this->m_->GetStatFs();
+  ASSERT_TRUE(before.ok());
+  {
+    auto engine = OpenKvEngine(this->url_);
+    ASSERT_TRUE(engine.ok());
+    auto other = Meta::Open(std::move(*engine));
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE((*other)->NewSession(SessionInfo{}).ok());
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE((*other)->Unlink(this->root_, kRootIno, "f" + std::to_string(i)).ok());
+    ASSERT_TRUE((*other)->RunCleanupOnce().ok());
+    ASSERT_TRUE((*other)->CloseSession().ok());  // folds -5 files into the volume's counters
+  }
+  auto after = this->m_->GetStatFs();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->inodes, before->inodes - 5);
+  EXPECT_EQ(after->used_bytes, before->used_bytes - 5 * 12288);
+}
+
 TYPED_TEST(MetaTest, UsageCounters) {
   Ino f = this->File("f");
   this->WriteSlice(f, 0, 0, 10000);

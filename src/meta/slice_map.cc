@@ -45,7 +45,8 @@ std::vector<ChunkSegment> BuildSliceMap(std::vector<SliceRecord> records) {
       if (old_end > end) it = map.emplace(static_cast<uint32_t>(end), Clip(old, end, old_end)).first;
     }
     map.emplace(static_cast<uint32_t>(start),
-                ChunkSegment{static_cast<uint32_t>(start), static_cast<uint32_t>(end - start), r.id, r.size, r.off});
+                ChunkSegment{static_cast<uint32_t>(start), static_cast<uint32_t>(end - start), r.id, r.size, r.off,
+                             r.pack, r.pack_len, r.pack_off, r.flags});
   }
   std::vector<ChunkSegment> out;
   out.reserve(map.size());

@@ -19,6 +19,11 @@ struct ChunkSegment {
   uint64_t id = 0;
   uint32_t size = 0;
   uint32_t off = 0;
+  // Packed slices: bytes [pack_off, pack_off+size) of pack object `pack` (SliceRecord).
+  uint64_t pack = 0;
+  uint32_t pack_len = 0;
+  uint32_t pack_off = 0;
+  uint8_t flags = 0;  // SliceRecord::flags
   bool operator==(const ChunkSegment&) const = default;
 };
 

@@ -25,8 +25,19 @@ struct SliceRecord {
   uint32_t size = 0;
   uint32_t off = 0;
   uint32_t len = 0;
+  // kRecordMayBePacked: the slice may live inside a pack object (small-file packing); its
+  // location is then its "PL" key, which readers look up (pack_* below; pack 0: not packed,
+  // its block is stored on its own). Stored as an optional 25th byte of the record.
+  uint8_t flags = 0;
+  // Where the slice's bytes are when packed: [pack_off, pack_off+size) of the pack object
+  // `pack`, which is pack_len bytes long. Filled by Meta when reading; never stored in the
+  // record (a pack can be rewritten, its members moved, without touching the records).
+  uint64_t pack = 0;
+  uint32_t pack_len = 0;
+  uint32_t pack_off = 0;
   bool operator==(const SliceRecord&) const = default;
 };
+constexpr uint8_t kRecordMayBePacked = 1;
 
 // Attr::flags bits. An inode with neither ACL bit costs no read of its ACL keys.
 // (POSIX ACLs, src/meta/acl.h: the ACL itself is the xattr of the same name.)

@@ -121,6 +121,18 @@ void CheckFileData(Meta* meta, ObjectChecker* checker, Ino ino, const std::strin
     if (!recs.ok()) continue;
     for (const ChunkSegment& s : BuildSliceMap(std::move(*recs))) {
       if (s.id == 0) continue;
+      if (s.pack != 0) {
+        // A packed small file: its pack must exist, and hold its range.
+        if (static_cast<uint64_t>(s.pack_off) + s.size > s.pack_len) {
+          r->problems.push_back({"bad-object-size", path,
+                                 "slice " + std::to_string(s.id) + " is recorded past the end of pack " +
+                                     std::to_string(s.pack)});
+          continue;
+        }
+        std::string key = PackKey(volume, s.pack, s.pack_len);
+        if (queued->insert(key).second) checker->Check(std::move(key), s.pack_len, path);
+        continue;
+      }
       for (const BlockSpan& span : BlockSpans(s.size, bs, s.off, s.len)) {
         uint32_t len = BlockLength(s.size, bs, span.index);
         std::string key = BlockKey(volume, s.id, span.index, len);

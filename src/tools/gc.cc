@@ -122,14 +122,80 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
     if (r.objects % 100000 < 1000) say("listed " + std::to_string(r.objects) + " objects");
   }
 
-  // 3. Pending deletions (and the rest of the background cleanup) when deleting.
+  // 2b. Pack objects: live when a member is in them, else pending or leaked.
+  {
+    ASSIGN_OR_RETURN(auto packs, meta->ListPacks());
+    ASSIGN_OR_RETURN(auto dead, meta->PendingPacks());
+    std::unordered_set<uint64_t> live, pending_packs;
+    for (const auto& p : packs) live.insert(p.pack);
+    for (auto [pack, len] : dead) pending_packs.insert(pack);
+    const std::string pack_prefix = volume + "/packs/";
+    after.clear();
+    for (;;) {
+      ASSIGN_OR_RETURN(auto page, store->List(pack_prefix, after, 1000));
+      if (page.empty()) break;
+      after = page.back().key;
+      for (const auto& o : page) {
+        std::string vol;
+        uint64_t pack;
+        uint32_t len;
+        if (!ParsePackKey(o.key, &vol, &pack, &len) || vol != volume) {
+          r.foreign++;
+          continue;
+        }
+        r.pack_objects++;
+        r.pack_object_bytes += o.size;
+        if (live.count(pack)) {
+          r.packs_live++;
+          continue;
+        }
+        if (pending_packs.count(pack)) {
+          r.packs_pending++;
+          continue;
+        }
+        // A pack being recorded right now is young; older ones no member points at are
+        // garbage (a failed or interrupted upload).
+        if (o.mtime_ns && now - o.mtime_ns < opts.min_age_ns) {
+          r.young++;
+          continue;
+        }
+        r.leaked++;
+        r.leaked_bytes += o.size;
+        if (r.leaked_keys.size() < 100) r.leaked_keys.push_back(o.key);
+        if (opts.delete_garbage) {
+          Status st = store->Delete(o.key);
+          if (st.ok()) {
+            r.deleted++;
+          } else {
+            spdlog::warn("gc: deleting leaked object {} failed: {}", o.key, st.ToString());
+          }
+        }
+      }
+    }
+  }
+
+  // 3. Pending deletions (and the rest of the background cleanup) when deleting, and
+  //    repacking.
   if (opts.delete_garbage) {
     meta->SetSliceDeleter([store, volume, block_size](uint64_t id, uint32_t size) {
       return DeleteSliceObjects(store, volume, block_size, id, size);
     });
+    meta->SetPackDeleter([store, volume](uint64_t pack, uint32_t len) {
+      Status st = store->Delete(PackKey(volume, pack, len));
+      return st.ok() || st.code() == ENOENT ? Status::OK() : st;
+    });
     Status st = meta->RunCleanupOnce();
     meta->SetSliceDeleter(nullptr);
+    meta->SetPackDeleter(nullptr);
     RETURN_IF_ERROR(st);
+  }
+  if (opts.repack_below > 0) {
+    RepackOptions ro;
+    ro.below = opts.repack_below;
+    ro.release_grace_ns = opts.repack_grace_ns;
+    ro.dry_run = !opts.delete_garbage;
+    ro.progress = opts.progress;
+    ASSIGN_OR_RETURN(r.repack, Repack(meta, store, ro));
   }
   return r;
 }

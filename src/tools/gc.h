@@ -1,6 +1,7 @@
-// Garbage collection of object storage: finds block objects that no slice refers to
+// Garbage collection of object storage: finds block and pack objects that nothing refers to
 // (left by a client that crashed between upload and commit, or by a failed commit) and
-// slices whose deletion is pending, reports them, and deletes them when asked.
+// slices and packs whose deletion is pending, reports them, and deletes them when asked;
+// when deleting it also rewrites packs mostly dead (tools/repack.h).
 //
 // Objects younger than min_age are never touched: a live client may have uploaded them and
 // not committed yet. Runs from one thread; the volume may be mounted meanwhile.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tools/repack.h"
 
 namespace tierfs {
 
@@ -23,6 +25,9 @@ struct GcOptions {
   int64_t min_age_ns = 3600LL * 1000000000;  // one hour
   // Called now and then with a one-line progress message.
   std::function<void(const std::string&)> progress;
+  // Packs whose live share is below this are rewritten (with delete_garbage); 0: never.
+  double repack_below = 0.5;
+  int64_t repack_grace_ns = 600LL * 1000000000;
 };
 
 struct GcReport {
@@ -35,6 +40,11 @@ struct GcReport {
   uint64_t foreign = 0;                        // under the volume prefix, not block keys
   uint64_t deleted = 0;                        // leaked objects deleted
   std::vector<std::string> leaked_keys;        // the first 100, for the report
+  // Packs (small-file packing).
+  uint64_t pack_objects = 0, pack_object_bytes = 0;  // listed under packs/
+  uint64_t packs_live = 0;                           // of which some live member is in
+  uint64_t packs_pending = 0;                        // dead, awaiting deletion
+  RepackReport repack;
 };
 
 Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions& opts);

@@ -145,7 +145,8 @@ Result<CompactStats> Compactor::CompactChunk(Ino ino, uint32_t index, bool force
       for (uint32_t done = 0; done < part.len;) {
         uint32_t n = std::min(kCopyPiece, part.len - done);
         buf.resize(n);
-        Status st = store_->ReadSlice(part.id, part.size, part.off + done, n, buf.data());
+        Status st = store_->ReadSlice(part.id, part.size, part.off + done, n, buf.data(), nullptr,
+                                      PackRef{part.pack, part.pack_len, part.pack_off});
         if (!st.ok()) {
           abort_all();
           return st.With("compacting inode " + std::to_string(ino) + " chunk " + std::to_string(index));

@@ -71,7 +71,8 @@ Status FileReader::ReadRange(uint64_t off, size_t len, char* buf, ReadPieces* pi
         continue;
       }
       zeroed_to = std::max(zeroed_to, s.pos + s.len);
-      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos), pieces);
+      Status rs = store_->ReadSlice(s.id, s.size, s.off, s.len, out + (s.pos - cpos), pieces,
+                                    PackRef{s.pack, s.pack_len, s.pack_off});
       if (!rs.ok()) {
         if (failed) *failed = FailedChunk{true, chunk, segs};
         spdlog::error("read of inode {} at offset {} failed: {}", st_->ino, chunk_start + s.pos, rs.ToString());
@@ -127,7 +128,7 @@ void FileReader::Readahead(uint64_t off, uint64_t len) {
     if (!segs.ok()) return;
     uint32_t cpos = static_cast<uint32_t>(pos - chunk_start);
     for (const auto& s : Slice(*segs, cpos, static_cast<uint32_t>(piece_end - pos))) {
-      if (s.id) store_->Prefetch(s.id, s.size, s.off, s.len);
+      if (s.id) store_->Prefetch(s.id, s.size, s.off, s.len, PackRef{s.pack, s.pack_len, s.pack_off});
     }
     pos = piece_end;
   }

@@ -98,9 +98,12 @@ Status FileWriter::FlushLocked() {
       // With write-back the blocks may be only staged here yet: the commit marks that, so
       // that other clients wait for the upload instead of reporting them missing.
       bool staged = store_->SliceStaged(rec.id);
+      // A small slice staged whole may go into a pack as it uploads (chunk/writeback.h).
+      bool packable = staged && store_->PackableSize(rec.size);
+      if (packable) rec.flags = kRecordMayBePacked;
       st = meta_->WriteSlice(ino_, s.chunk, rec, end, now, &attr, staged);
       if (st.ok()) committed = true;
-      if (st.ok() && staged) store_->MarkStaged(rec.id);
+      if (st.ok() && staged) store_->MarkStaged(rec.id, packable);
       if (st.ok() && committed_) committed_(s.chunk);
       if (!st.ok()) {
         // Uploaded but not committed; the data is reported lost to the application instead

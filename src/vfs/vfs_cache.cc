@@ -48,7 +48,7 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
       if (s.id == 0) continue;
       for (const BlockSpan& span : BlockSpans(s.size, bs, s.off, s.len)) {
         uint32_t len = BlockLength(s.size, bs, span.index);
-        std::string key = BlockKey(store_->config().volume, s.id, span.index, len);
+        std::string key = store_->KeyOf(s.id, span.index, len, PackRef{s.pack, s.pack_len, s.pack_off});
         if (seen.insert(key).second) out.emplace_back(std::move(key), len);
       }
     }
@@ -178,7 +178,9 @@ std::string Vfs::StatsJson() {
     j["writeback"] = {{"staged_blocks", s.staged_blocks},       {"staged_bytes", s.staged_bytes},
                       {"uploaded_blocks", s.wb_uploaded_blocks}, {"uploaded_bytes", s.wb_uploaded_bytes},
                       {"retries", s.wb_retries},                 {"stage_errors", s.wb_stage_errors},
-                      {"lost", s.wb_lost}};
+                      {"lost", s.wb_lost},
+                      {"packs", s.packs},
+                      {"packed_blocks", s.packed_blocks}};
   }
   if (DiskCache* dc = store_->disk()) j["disk"]["roots"] = dc->roots();
   if (opts_.group_stats) {

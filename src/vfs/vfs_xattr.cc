@@ -93,7 +93,9 @@ Result<std::string> Vfs::LayoutJson(Ino ino) {
       nlohmann::json slices = nlohmann::json::array();
       for (const auto& s : segs) {
         if (s.id == 0) continue;
-        slices.push_back({{"pos", s.pos}, {"id", s.id}, {"size", s.size}, {"off", s.off}, {"len", s.len}});
+        nlohmann::json js = {{"pos", s.pos}, {"id", s.id}, {"size", s.size}, {"off", s.off}, {"len", s.len}};
+        if (s.pack) js["pack"] = {{"id", s.pack}, {"len", s.pack_len}, {"off", s.pack_off}};
+        slices.push_back(std::move(js));
       }
       chunks.push_back({{"index", idx}, {"slices", slices}});
     }
