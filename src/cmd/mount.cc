@@ -31,6 +31,32 @@
 namespace tierfs::cmd {
 namespace {
 
+// `--subdir DIR`: the directory of the volume (a path from its root) to mount as the root.
+Result<Ino> ResolveSubdir(Meta* meta, const std::string& path) {
+  Ino ino = kRootIno;
+  std::string walked;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    pos = slash == std::string::npos ? path.size() + 1 : slash + 1;
+    if (part.empty()) continue;
+    if (part == "." || part == "..") {
+      return Status::Err(EINVAL, "--subdir " + path + ": give a path from the volume's root without . or ..");
+    }
+    walked += "/" + part;
+    auto r = meta->Lookup(Ctx::Root(), ino, part);
+    if (!r.ok()) {
+      return r.status().code() == ENOENT
+                 ? Status::Err(ENOENT, "--subdir " + path + ": " + walked + " does not exist in the volume")
+                 : r.status().With("--subdir " + path);
+    }
+    if (!r->second.IsDir()) return Status::Err(ENOTDIR, "--subdir " + path + ": " + walked + " is not a directory");
+    ino = r->first;
+  }
+  return ino;
+}
+
 struct Args {
   std::string meta_url, mountpoint, log_file;
   bool background = false;
@@ -47,6 +73,7 @@ struct Args {
   bool writeback = false;
   double upload_delay = 0;
   std::string pack_below = "1M";
+  std::string subdir;
   double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
@@ -162,6 +189,13 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     spdlog::info("write-back: written blocks are staged in {} and uploaded in the background", *dir);
   }
 
+  Ino root = kRootIno;
+  if (!a.subdir.empty()) {
+    auto r = ResolveSubdir(meta->get(), a.subdir);
+    if (!r.ok()) return fail(r.status());
+    root = *r;
+  }
+
   Status s = (*meta)->NewSession(ThisProcessSession(mp));
   if (!s.ok()) return fail(s);
   std::unique_ptr<GroupRuntime> group;
@@ -182,6 +216,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
 
   VfsOptions vopts;
   vopts.read_only = ro;
+  vopts.root = root;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
   vopts.compactor.release_grace_ns = static_cast<int64_t>(a.compact_grace * 1e9);
   if (group) vopts.group_stats = [g = group.get()] { return g->StatsJson(); };
@@ -190,6 +225,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     Vfs vfs(meta->get(), cached.get(), vopts);
     FuseOptions fopts;
     fopts.mountpoint = mp;
+    fopts.root = root;
     fopts.fsname = "tierfs:" + fmt.name;
     fopts.attr_timeout = a.attr_cache;
     fopts.entry_timeout = a.entry_cache;
@@ -346,6 +382,9 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "runs without uploads competing; files deleted meanwhile are never uploaded)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  sub->add_option("--subdir", a->subdir,
+                  "Mount this directory of the volume (a path from its root) as the mount's root; nothing "
+                  "above it is reachable through the mount");
   sub->add_option("--pack-below", a->pack_below,
                   "With --writeback: files written in one piece of at most this size are packed together into "
                   "shared objects as they upload (a pack per 16 MiB, not a PUT per file); 0: no packing. Needs a "

@@ -82,9 +82,9 @@ void ToStat(Ino ino, const Attr& a, struct stat* st) {
 void ReplyEntry(fuse_req_t req, const Entry& e) {
   fuse_entry_param p;
   memset(&p, 0, sizeof p);
-  p.ino = e.ino;
+  p.ino = Out(req, e.ino);
   p.generation = 1;
-  ToStat(e.ino, e.attr, &p.attr);
+  ToStat(p.ino, e.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
   p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
   fuse_reply_entry(req, &p);
@@ -200,9 +200,30 @@ void OpInit(void* userdata, fuse_conn_info* conn) {
   want(FUSE_CAP_EXPLICIT_INVAL_DATA);
 }
 
+// With --subdir, a file handle (open_by_handle_at) could name any inode of the volume: the
+// kernel resolves it with a lookup of "." in it. Only inodes under the mount's root are
+// answered: their parents lead to it (a file with several links has no parent recorded, so
+// it is not answered either).
+bool UnderRoot(fuse_req_t req, Ino ino) {
+  const Ino root = O(req).root;
+  for (int depth = 0; depth < 4096; ++depth) {
+    if (ino == root) return true;
+    if (ino == kRootIno) return false;
+    auto a = V(req)->GetAttr(ino);
+    if (!a.ok() || a->parent == 0 || a->parent == ino) return false;
+    ino = a->parent;
+  }
+  return false;
+}
+
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpLookup);
-  auto r = V(req)->Lookup(MakeCtx(req), parent, name);
+  if (O(req).root != kRootIno && strcmp(name, ".") == 0 && !UnderRoot(req, In(req, parent))) {
+    return ReplyErr(req, ESTALE);
+  }
+  // Nothing above a --subdir root: its ".." (asked for by file-handle lookups) is itself.
+  bool up_from_root = parent == 1 && strcmp(name, "..") == 0;
+  auto r = V(req)->Lookup(MakeCtx(req), In(req, parent), up_from_root ? "." : name);
   if (!r.ok()) {
     if (r.status().code() == ENOENT) {
       // Negative entry, cached by the kernel for the entry timeout.
@@ -220,18 +241,18 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   OpTimer timer(kOpForget);
   (void)nlookup;
-  V(req)->Forget(ino);
+  V(req)->Forget(In(req, ino));
   fuse_reply_none(req);
 }
 
 void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) V(req)->Forget(forgets[i].ino);
+  for (size_t i = 0; i < count; ++i) V(req)->Forget(In(req, forgets[i].ino));
   fuse_reply_none(req);
 }
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   OpTimer timer(kOpGetattr);
-  auto r = V(req)->GetAttr(ino);
+  auto r = V(req)->GetAttr(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
 }
@@ -258,45 +279,45 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     mask |= kSetCtime;
     in.ctime_ns = attr->st_ctim.tv_sec * 1000000000LL + attr->st_ctim.tv_nsec;
   }
-  auto r = V(req)->SetAttr(MakeCtx(req), ino, mask, in, fi ? fi->fh : 0);
+  auto r = V(req)->SetAttr(MakeCtx(req), In(req, ino), mask, in, fi ? fi->fh : 0);
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
 }
 
 void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
   OpTimer timer(kOpReadlink);
-  auto r = V(req)->Readlink(ino);
+  auto r = V(req)->Readlink(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   fuse_reply_readlink(req, r->c_str());
 }
 
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   OpTimer timer(kOpMknod);
-  auto r = V(req)->Mknod(MakeCtx(req), parent, name, mode, rdev);
+  auto r = V(req)->Mknod(MakeCtx(req), In(req, parent), name, mode, rdev);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   OpTimer timer(kOpMkdir);
-  auto r = V(req)->Mkdir(MakeCtx(req), parent, name, mode);
+  auto r = V(req)->Mkdir(MakeCtx(req), In(req, parent), name, mode);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpUnlink);
-  Reply(req, V(req)->Unlink(MakeCtx(req), parent, name));
+  Reply(req, V(req)->Unlink(MakeCtx(req), In(req, parent), name));
 }
 
 void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpRmdir);
-  Reply(req, V(req)->Rmdir(MakeCtx(req), parent, name));
+  Reply(req, V(req)->Rmdir(MakeCtx(req), In(req, parent), name));
 }
 
 void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpSymlink);
-  auto r = V(req)->Symlink(MakeCtx(req), parent, name, link);
+  auto r = V(req)->Symlink(MakeCtx(req), In(req, parent), name, link);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -309,12 +330,12 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
   if (flags & RENAME_EXCHANGE) f |= kRenameExchange;
   if (flags & RENAME_WHITEOUT) f |= kRenameWhiteout;
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) return ReplyErr(req, EINVAL);
-  Reply(req, V(req)->Rename(MakeCtx(req), parent, name, newparent, newname, f));
+  Reply(req, V(req)->Rename(MakeCtx(req), In(req, parent), name, In(req, newparent), newname, f));
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   OpTimer timer(kOpLink);
-  auto r = V(req)->Link(MakeCtx(req), ino, newparent, newname);
+  auto r = V(req)->Link(MakeCtx(req), In(req, ino), In(req, newparent), newname);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -332,7 +353,7 @@ void FillOpen(fuse_file_info* fi, const OpenResult& o) {
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(kOpOpen);
-  auto r = V(req)->Open(MakeCtx(req), ino, fi->flags);
+  auto r = V(req)->Open(MakeCtx(req), In(req, ino), fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, *r);
   if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Release(r->fh).ok();
@@ -340,14 +361,14 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   OpTimer timer(kOpCreate);
-  auto r = V(req)->Create(MakeCtx(req), parent, name, mode, fi->flags);
+  auto r = V(req)->Create(MakeCtx(req), In(req, parent), name, mode, fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, r->second);
   fuse_entry_param p;
   memset(&p, 0, sizeof p);
-  p.ino = r->first.ino;
+  p.ino = Out(req, r->first.ino);
   p.generation = 1;
-  ToStat(r->first.ino, r->first.attr, &p.attr);
+  ToStat(p.ino, r->first.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
   p.entry_timeout = O(req).entry_timeout;
   if (fuse_reply_create(req, &p, fi) == -ENOENT) V(req)->Release(r->second.fh).ok();
@@ -413,7 +434,7 @@ void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(kOpOpendir);
-  auto r = V(req)->Opendir(MakeCtx(req), ino);
+  auto r = V(req)->Opendir(MakeCtx(req), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   fi->fh = *r;
   fi->cache_readdir = 0;
@@ -436,12 +457,12 @@ void DoReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_inf
       bool dots = e.name == "." || e.name == "..";
       if (!dots && e.attr.mode == 0) {
         // Removed between listing and attribute load: show the name without attributes.
-        p.attr.st_ino = e.ino;
+        p.attr.st_ino = Out(req, e.ino);
         p.attr.st_mode = e.type;
       } else {
-        ToStat(e.ino, e.attr, &p.attr);
+        ToStat(Out(req, e.ino), e.attr, &p.attr);
         if (!dots) {
-          p.ino = e.ino;
+          p.ino = Out(req, e.ino);
           p.generation = 1;
           p.attr_timeout = O(req).attr_timeout;
           p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
@@ -451,7 +472,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_inf
     } else {
       struct stat st;
       memset(&st, 0, sizeof st);
-      st.st_ino = e.ino;
+      st.st_ino = Out(req, e.ino);
       st.st_mode = e.type;
       n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st, static_cast<off_t>(next));
     }
@@ -500,14 +521,14 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   OpTimer timer(kOpSetxattr);
-  Reply(req, V(req)->SetXattr(MakeCtx(req), ino, name, std::string(value, size), flags));
+  Reply(req, V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags));
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(kOpGetxattr);
-  auto r = V(req)->GetXattr(MakeCtx(req), ino, name);
+  auto r = V(req)->GetXattr(MakeCtx(req), In(req, ino), name);
   if (!r.ok()) return Reply(req, r.status());
-  if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(ino, name, *r);
+  if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(In(req, ino), name, *r);
   if (size == 0) return (void)fuse_reply_xattr(req, r->size());
   if (r->size() > size) return ReplyErr(req, ERANGE);
   fuse_reply_buf(req, r->data(), r->size());
@@ -515,7 +536,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   OpTimer timer(kOpListxattr);
-  auto r = V(req)->ListXattr(MakeCtx(req), ino);
+  auto r = V(req)->ListXattr(MakeCtx(req), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   std::string buf;
   for (const auto& n : *r) {
@@ -529,12 +550,12 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpTimer timer(kOpRemovexattr);
-  Reply(req, V(req)->RemoveXattr(MakeCtx(req), ino, name));
+  Reply(req, V(req)->RemoveXattr(MakeCtx(req), In(req, ino), name));
 }
 
 void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   OpTimer timer(kOpAccess);
-  Reply(req, V(req)->Access(MakeCtx(req), ino, mask));
+  Reply(req, V(req)->Access(MakeCtx(req), In(req, ino), mask));
 }
 
 

@@ -20,6 +20,9 @@ struct FuseOptions {
   double dir_entry_timeout = 1.0;
   std::vector<std::string> mount_options;  // -o values: allow_other, default_permissions, ro, ...
   int max_threads = 16;
+  // `mount --subdir`: the inode the kernel sees as the mount's root (FUSE_ROOT_ID); the
+  // volume's root otherwise. Nothing above it can be reached through the mount.
+  uint64_t root = 1;
 };
 
 // Mounts, calls on_ready once the kernel mount exists, and serves requests until the file

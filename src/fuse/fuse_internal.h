@@ -86,6 +86,12 @@ struct OpTimer {
 
 inline Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
 inline const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
+// Inode numbers between the kernel and the volume: they differ only for the mount's root,
+// which is FUSE_ROOT_ID (1) to the kernel and FuseOptions::root (--subdir) to the volume.
+inline Ino InoIn(Ino root, uint64_t kernel_ino) { return kernel_ino == 1 ? root : kernel_ino; }
+inline uint64_t InoOut(Ino root, Ino ino) { return ino == root ? 1 : ino; }
+inline Ino In(fuse_req_t req, uint64_t kernel_ino) { return InoIn(O(req).root, kernel_ino); }
+inline uint64_t Out(fuse_req_t req, Ino ino) { return InoOut(O(req).root, ino); }
 // The caller of a request; supplementary groups are read only when a check needs them.
 Ctx MakeCtx(fuse_req_t req);
 inline void ReplyErr(fuse_req_t req, int err) { fuse_reply_err(req, err); }

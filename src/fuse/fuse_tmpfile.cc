@@ -76,7 +76,7 @@ void Tmpfile(Ctxt* c, const RawRequest& r) {
   uint32_t pid = h.pid;
   ctx.load_groups = [pid] { return GroupsOf(pid); };
   OpTimer timer(kOpCreate);
-  auto made = c->vfs->Tmpfile(ctx, h.nodeid, in.mode, static_cast<int>(in.flags));
+  auto made = c->vfs->Tmpfile(ctx, InoIn(c->opts.root, h.nodeid), in.mode, static_cast<int>(in.flags));
   if (!made.ok()) {
     RawReply(c->se, h.unique, -made.status().code(), {});
     return;
@@ -84,11 +84,11 @@ void Tmpfile(Ctxt* c, const RawRequest& r) {
   const auto& [entry, opened] = *made;
   fuse_entry_out eo;
   memset(&eo, 0, sizeof eo);
-  eo.nodeid = entry.ino;
+  eo.nodeid = InoOut(c->opts.root, entry.ino);
   eo.generation = 1;
   SplitTimeout(c->opts.entry_timeout, &eo.entry_valid, &eo.entry_valid_nsec);
   SplitTimeout(c->opts.attr_timeout, &eo.attr_valid, &eo.attr_valid_nsec);
-  ToFuseAttr(entry.ino, entry.attr, &eo.attr);
+  ToFuseAttr(eo.nodeid, entry.attr, &eo.attr);
   fuse_open_out oo;
   memset(&oo, 0, sizeof oo);
   oo.fh = opened.fh;

@@ -591,7 +591,7 @@ Result<std::vector<DirEntry>> Vfs::Readdir(const Ctx& ctx, uint64_t fh, uint64_t
     dot.attr = self;
     DirEntry dotdot;
     dotdot.name = "..";
-    dotdot.ino = self.parent ? self.parent : kRootIno;
+    dotdot.ino = h->ino == opts_.root ? h->ino : (self.parent ? self.parent : kRootIno);
     dotdot.type = S_IFDIR;
     h->entries.push_back(dot);
     h->entries.push_back(dotdot);

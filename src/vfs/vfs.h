@@ -43,6 +43,9 @@ struct VfsOptions {
   std::function<std::string()> group_stats;
   // When to compact fragmented chunks (vfs/compactor.h).
   CompactorOptions compactor;
+  // The mount's root (`mount --subdir`): its ".." is itself, and the root-only control
+  // xattrs (tierfs.stats, tierfs.pid) are on it.
+  Ino root = kRootIno;
 };
 
 struct Entry {

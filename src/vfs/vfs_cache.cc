@@ -58,7 +58,7 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
 
 Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (name == kStatsXattr) {
-    if (ino != kRootIno) return Status::Err(ENODATA, name + " is on the volume's root only");
+    if (ino != opts_.root) return Status::Err(ENODATA, name + " is on the mount's root only");
     return StatsJson();
   }
   const bool group = name == kWarmupGroupXattr;

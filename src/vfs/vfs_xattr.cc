@@ -24,7 +24,7 @@ bool IsVirtualXattr(const std::string& name) {
 
 Result<std::string> Vfs::GetXattr(const Ctx& ctx, Ino ino, const std::string& name) {
   if (name == kInfoXattr) return LayoutJson(ino);
-  if (name == kPidXattr && ino == kRootIno) return std::to_string(getpid());
+  if (name == kPidXattr && ino == opts_.root) return std::to_string(getpid());
   if (IsCacheXattr(name)) return CacheXattr(ctx, ino, name);
   bool caps = name == kCapsXattr;
   std::shared_ptr<InodeState> st;
