@@ -24,5 +24,7 @@ void RegisterWarmup(CLI::App& app, int* exit_code);
 void RegisterCacheServer(CLI::App& app, int* exit_code);
 void RegisterUploadStaged(CLI::App& app, int* exit_code);
 void RegisterCompact(CLI::App& app, int* exit_code);
+void RegisterRmr(CLI::App& app, int* exit_code);
+void RegisterClone(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   tierfs::cmd::RegisterCacheServer(app, &exit_code);
   tierfs::cmd::RegisterUploadStaged(app, &exit_code);
   tierfs::cmd::RegisterCompact(app, &exit_code);
+  tierfs::cmd::RegisterRmr(app, &exit_code);
+  tierfs::cmd::RegisterClone(app, &exit_code);
   tierfs::cmd::RegisterVersion(app, &exit_code);
   // Parse copies; the process's own argv (what `ps` shows) no longer holds secrets.
   std::vector<std::string> args = tierfs::cmd::ScrubSecretsFromArgv(argc, argv);

@@ -521,7 +521,19 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   OpTimer timer(kOpSetxattr);
-  Reply(req, V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags));
+  Status st = V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags);
+  if (st.ok() && strcmp(name, Vfs::kCloneXattr) == 0) {
+    // The kernel may hold a negative entry for the clone's name (the caller looked first).
+    // Dropped from another thread: this request holds the source's lock, and the source
+    // may be an ancestor of the destination directory.
+    uint64_t parent;
+    std::string n;
+    fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
+    if (se && Vfs::CloneTarget(std::string(value, size), &parent, &n)) {
+      std::thread([se, parent, n] { fuse_lowlevel_notify_inval_entry(se, parent, n.c_str(), n.size()); }).detach();
+    }
+  }
+  Reply(req, st);
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {

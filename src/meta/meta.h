@@ -17,6 +17,7 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,8 +192,11 @@ class Meta {
   Status UpdateSession(const std::function<void(SessionInfo&)>& edit);
   void StartBackground(DeleteSliceFn delete_slice);
   void StopBackground();
-  // Runs one round of background work now (tests, `gc`).
+  // Runs one round of background work now (tests, `gc`). A round deletes at most 1000
+  // unlinked files and 1000 unreferenced slices.
   Status RunCleanupOnce();
+  // Whether unlinked files or truncations still await the cleaner (gc runs rounds until not).
+  Result<bool> HasPendingFiles();
   // Sets how unreferenced slices are deleted without starting the background thread (gc).
   void SetSliceDeleter(DeleteSliceFn delete_slice) { delete_slice_ = std::move(delete_slice); }
   // How dead pack objects are deleted (background work and gc); set before StartBackground.
@@ -244,6 +248,26 @@ class Meta {
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+
+  // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
+  // transaction, until about `budget` entries are gone; dir itself stays (the caller
+  // removes it). Each removal is checked as unlink and rmdir check it.
+  struct RemoveProgress {
+    uint64_t files = 0, dirs = 0;  // removed by this call
+    bool done = false;             // dir is empty
+  };
+  Result<RemoveProgress> RemoveContents(const Ctx& ctx, Ino dir, uint64_t budget);
+
+  // `tierfs clone`: a copy of file or tree `src` named `name` in `dst_parent` that shares
+  // the source's slices (no data copied; later writes to either side do not show in the
+  // other). Built under a hidden name in batches and renamed into place at the end, so it
+  // appears complete or not at all; the copy reflects the source as each batch read it.
+  // Hard links inside the tree become separate files. EEXIST when name exists, EINVAL for
+  // a destination inside the source.
+  struct CloneStats {
+    uint64_t files = 0, dirs = 0;
+  };
+  Result<CloneStats> Clone(const Ctx& ctx, Ino src, Ino dst_parent, const std::string& name);
 
   // ---- extended attributes ----
   Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
@@ -376,6 +400,9 @@ class Meta {
   Status DeleteFilesData(const std::vector<Ino>& inos, size_t* finished);
   Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
+  // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
+  Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,
+                      int64_t* usage);
   Status PurgeSession(uint64_t sid);
   Status ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags);
   Status CleanDeadSessions();

@@ -450,6 +450,23 @@ Status Meta::RunCleanupOnce() {
   return CleanPendingPacks();
 }
 
+Result<bool> Meta::HasPendingFiles() {
+  bool any = false;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        any = false;
+        for (std::string_view prefix : {keys::kPendingFilePrefix, keys::kPendingTruncPrefix}) {
+          RETURN_IF_ERROR(ScanPrefix(t, std::string(prefix), 1, [&](std::string_view, std::string_view) {
+            any = true;
+            return false;
+          }));
+        }
+        return Status::OK();
+      },
+      true));
+  return any;
+}
+
 void Meta::StartBackground(DeleteSliceFn delete_slice) {
   delete_slice_ = std::move(delete_slice);
   bg_stop_ = false;

@@ -184,7 +184,23 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
       Status st = store->Delete(PackKey(volume, pack, len));
       return st.ok() || st.code() == ENOENT ? Status::OK() : st;
     });
-    Status st = meta->RunCleanupOnce();
+    // Rounds until the unlinked files are gone and no more slices come due (a round
+    // handles at most 1000 of each).
+    Status st;
+    size_t last_pending = SIZE_MAX;
+    for (int round = 0; round < 100000 && st.ok(); ++round) {
+      st = meta->RunCleanupOnce();
+      if (!st.ok()) break;
+      auto files = meta->HasPendingFiles();
+      auto slices = meta->PendingSlices();
+      if (!files.ok() || !slices.ok()) {
+        st = files.ok() ? slices.status() : files.status();
+        break;
+      }
+      if (!*files && slices->size() == last_pending) break;
+      last_pending = slices->size();
+      if (round % 10 == 9) say("cleanup: " + std::to_string(last_pending) + " slices still pending");
+    }
     meta->SetSliceDeleter(nullptr);
     meta->SetPackDeleter(nullptr);
     RETURN_IF_ERROR(st);

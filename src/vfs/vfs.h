@@ -139,6 +139,14 @@ class Vfs {
   static constexpr const char* kStatsXattr = "tierfs.stats";
   // On a file: compacts every chunk that gains from it (`tierfs compact`); answers the stats.
   static constexpr const char* kCompactXattr = "tierfs.compact";
+  // `tierfs rmr DIR`: each read of the xattr on DIR removes about kRmrBudget entries under
+  // it (Meta::RemoveContents) and answers {"files", "dirs", "done"}.
+  static constexpr const char* kRmrXattr = "tierfs.rmr";
+  static constexpr uint64_t kRmrBudget = 20000;
+  // `tierfs clone SRC DST`: setting it on SRC to {"parent": INO, "name": NAME} (INO as the
+  // kernel numbers it: 1 is the mount's root) clones SRC there (Meta::Clone).
+  static constexpr const char* kCloneXattr = "tierfs.clone";
+  static bool CloneTarget(const std::string& value, uint64_t* parent, std::string* name);
   static bool IsCacheXattr(const std::string& name);
   Result<std::string> CacheXattr(const Ctx& ctx, Ino ino, const std::string& name);
   Result<std::string> Compact(Ino ino);

@@ -31,7 +31,7 @@ constexpr int64_t kRememberNs = 5'000'000'000;
 
 bool Vfs::IsCacheXattr(const std::string& name) {
   return name == kCacheXattr || name == kWarmupXattr || name == kWarmupGroupXattr || name == kEvictXattr ||
-         name == kStatsXattr || name == kCompactXattr;
+         name == kStatsXattr || name == kCompactXattr || name == kRmrXattr;
 }
 
 Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
@@ -62,7 +62,7 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
     return StatsJson();
   }
   const bool group = name == kWarmupGroupXattr;
-  bool acts = name == kWarmupXattr || group || name == kEvictXattr || name == kCompactXattr;
+  bool acts = name == kWarmupXattr || group || name == kEvictXattr || name == kCompactXattr || name == kRmrXattr;
   if (acts) {
     RETURN_IF_ERROR(Access(ctx, ino, R_OK));
     std::lock_guard<std::mutex> l(cache_ops_mu_);
@@ -74,6 +74,10 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
     }
   }
   if (name == kCompactXattr) return Compact(ino);
+  if (name == kRmrXattr) {
+    ASSIGN_OR_RETURN(auto p, meta_->RemoveContents(ctx, ino, kRmrBudget));
+    return nlohmann::json{{"files", p.files}, {"dirs", p.dirs}, {"done", p.done}}.dump();
+  }
   ASSIGN_OR_RETURN(auto blocks, FileBlocks(ino));
   nlohmann::json j;
   uint64_t bytes = 0;

@@ -61,7 +61,30 @@ void Vfs::ForgetOpenCache(Ino ino) {
   it->second->open_attr.reset();
 }
 
+bool Vfs::CloneTarget(const std::string& value, uint64_t* parent, std::string* name) {
+  auto j = nlohmann::json::parse(value, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("parent") || !j.contains("name") ||
+      !j["parent"].is_number_unsigned() || !j["name"].is_string()) {
+    return false;
+  }
+  *parent = j["parent"].get<uint64_t>();
+  *name = j["name"].get<std::string>();
+  return true;
+}
+
 Status Vfs::SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags) {
+  if (name == kCloneXattr) {
+    Ino parent;
+    std::string clone_name;
+    if (!CloneTarget(value, &parent, &clone_name)) {
+      return Status::Err(EINVAL, std::string(kCloneXattr) + " takes {\"parent\": INO, \"name\": NAME}");
+    }
+    if (parent == 1) parent = opts_.root;
+    // What this client buffered for the source is committed first (files open elsewhere
+    // in the tree are cloned as last committed).
+    RETURN_IF_ERROR(FlushInode(*State(ino)));
+    return meta_->Clone(ctx, ino, parent, clone_name).status();
+  }
   if (IsVirtualXattr(name)) return Status::Err(EPERM, name + " is read-only");
   ForgetXattrCache(ino);
   ForgetOpenCache(ino);
