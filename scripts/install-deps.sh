@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libfuse3-dev fuse3 libsqlite3-dev sqlite3 libxxhash-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libzstd-dev
   libgtest-dev libgmock-dev
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libtinyxml2-dev libcpp-httplib-dev librados-dev libradospp-dev
   redis-server postgresql ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl iproute2

@@ -1,15 +1,19 @@
 // tierfs load META-URL FILE [--force]: recreates a dumped volume in an empty engine, e.g. to
 // move it from SQLite to Redis or PostgreSQL. The object store is untouched: the new engine
-// points at the same bucket (change it with `tierfs config` if the data moved too).
+// points at the same bucket (change it with `tierfs config` if the data moved too). FILE may
+// be a zstd-compressed metadata backup (`mount --backup-meta`, VOLUME/meta/ in the store).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
+#include "common/zstd_stream.h"
 #include "meta/kv_engine.h"
 #include "meta/meta_dump.h"
 
@@ -28,6 +32,18 @@ int Run(const Args& a) {
     file.open(a.file, std::ios::binary);
     if (!file) return Fail("load", Status::Err(errno, "cannot read " + a.file + ": " + strerror(errno)));
     in = &file;
+  }
+  // A metadata backup from the object store (`mount --backup-meta`) is zstd-compressed.
+  std::istringstream unpacked;
+  if (in->peek() == 0x28) {
+    std::string raw((std::istreambuf_iterator<char>(*in)), std::istreambuf_iterator<char>());
+    if (LooksLikeZstd(raw)) {
+      auto doc = ZstdDecompress(raw);
+      if (!doc.ok()) return Fail("load", doc.status().With(a.file));
+      raw = std::move(doc).value();
+    }
+    unpacked.str(std::move(raw));
+    in = &unpacked;
   }
   auto engine = OpenKvEngine(a.meta_url);
   if (!engine.ok()) return Fail("load", engine.status());

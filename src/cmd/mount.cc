@@ -23,9 +23,11 @@
 #include "common/url.h"
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
+#include "object/checksum_store.h"
 #include "object/object_store.h"
 #include "chunk/writeback.h"
 #include "vfs/vfs.h"
+#include "tools/meta_backup.h"
 #include "vfs/writeback_marks.h"
 
 namespace tierfs::cmd {
@@ -74,6 +76,8 @@ struct Args {
   double upload_delay = 0;
   std::string pack_below = "1M";
   std::string subdir;
+  double backup_meta = 3600;
+  int backup_keep = 7;
   double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
 };
@@ -213,6 +217,14 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
 
   std::unique_ptr<WritebackMarks> marks;
   if (cached->writeback()) marks = std::make_unique<WritebackMarks>(meta->get(), cached.get());
+  std::unique_ptr<BackupLoop> backups;  // stopped before the session closes
+  if (!ro && a.backup_meta > 0) {
+    // Past the checksum layer: a backup is a plain zstd file (with its own checksum) that
+    // any tool can fetch from the store when the metadata engine is gone.
+    ObjectStore* raw = cached->store();
+    if (auto* sums = dynamic_cast<ChecksumStore*>(raw)) raw = sums->inner();
+    backups = std::make_unique<BackupLoop>(meta->get(), raw, static_cast<int64_t>(a.backup_meta), a.backup_keep);
+  }
 
   VfsOptions vopts;
   vopts.read_only = ro;
@@ -254,6 +266,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     if (left.staged_blocks == 0) spdlog::info("write-back: every staged block is uploaded");
     marks.reset();
   }
+  backups.reset();
   if (group) group->StopServing();
   (*meta)->StopBackground();
   s = (*meta)->CloseSession();
@@ -381,6 +394,14 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "With --writeback: seconds a staged block waits before its upload starts (a burst of writes "
                   "runs without uploads competing; files deleted meanwhile are never uploaded)")
       ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--backup-meta", a->backup_meta,
+                  "Seconds between automatic metadata backups into the object store (VOLUME/meta/, zstd-compressed "
+                  "dumps that `tierfs load` restores), taken by one client at a time; 0: none")
+      ->check(CLI::Range(0.0, 86400.0 * 30))
+      ->capture_default_str();
+  sub->add_option("--backup-keep", a->backup_keep, "Metadata backups kept in the object store (the newest)")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   sub->add_option("--subdir", a->subdir,
                   "Mount this directory of the volume (a path from its root) as the mount's root; nothing "

@@ -85,6 +85,7 @@ std::string Staged(uint64_t id) {
   PutU64(&k, id);
   return k;
 }
+std::string BackupTurn() { return "BK"; }
 std::string PackLocation(uint64_t id) {
   std::string k("PL");
   PutU64(&k, id);

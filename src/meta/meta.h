@@ -197,6 +197,11 @@ class Meta {
   Status RunCleanupOnce();
   // Whether unlinked files or truncations still await the cleaner (gc runs rounds until not).
   Result<bool> HasPendingFiles();
+  // Metadata backups (tools/meta_backup.h): true when the last backup of any client is at
+  // least interval_ns old and no other live client is taking one; this session then has
+  // the turn for up to an hour, until BackupDone (ok: the backup was written).
+  Result<bool> ClaimBackup(int64_t interval_ns);
+  Status BackupDone(bool ok);
   // Sets how unreferenced slices are deleted without starting the background thread (gc).
   void SetSliceDeleter(DeleteSliceFn delete_slice) { delete_slice_ = std::move(delete_slice); }
   // How dead pack objects are deleted (background work and gc); set before StartBackground.

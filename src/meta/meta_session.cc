@@ -450,6 +450,47 @@ Status Meta::RunCleanupOnce() {
   return CleanPendingPacks();
 }
 
+Result<bool> Meta::ClaimBackup(int64_t interval_ns) {
+  if (opts_.read_only || sid_ == 0) return false;
+  bool mine = false;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
+    mine = false;
+    auto v = t.Get(keys::BackupTurn());
+    if (!v.ok()) return v.status();
+    uint64_t last = 0, owner = 0, until = 0;
+    if (v->has_value()) {
+      ByteReader r(**v);
+      last = r.U64();
+      owner = r.U64();
+      until = r.U64();
+    }
+    const int64_t now = NowNanos();
+    if (now - static_cast<int64_t>(last) < interval_ns) return Status::OK();
+    if (owner != 0 && owner != sid_ && now < static_cast<int64_t>(until)) return Status::OK();
+    std::string nv;
+    PutU64(&nv, last);
+    PutU64(&nv, sid_);
+    PutU64(&nv, static_cast<uint64_t>(now + 3600LL * 1'000'000'000));
+    mine = true;
+    return t.Put(keys::BackupTurn(), nv);
+  }));
+  return mine;
+}
+
+Status Meta::BackupDone(bool ok) {
+  return engine_->Txn([&](KvTxn& t) {
+    auto v = t.Get(keys::BackupTurn());
+    if (!v.ok()) return v.status();
+    uint64_t last = 0;
+    if (v->has_value()) last = ByteReader(**v).U64();
+    std::string nv;
+    PutU64(&nv, ok ? static_cast<uint64_t>(NowNanos()) : last);
+    PutU64(&nv, 0);
+    PutU64(&nv, 0);
+    return t.Put(keys::BackupTurn(), nv);
+  });
+}
+
 Result<bool> Meta::HasPendingFiles() {
   bool any = false;
   RETURN_IF_ERROR(engine_->Txn(
