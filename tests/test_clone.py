@@ -111,7 +111,7 @@ class CloneTest(harness.TierFSTestCase):
         self.check_clone(vol)
 
     def test_clone_on_redis(self):
-        url = harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["pack"]
+        url = harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["clone"]
         vol = self.new_volume(meta_url=url)
         self.addCleanup(vol.cleanup)
         self.check_clone(vol)

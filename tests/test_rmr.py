@@ -70,7 +70,7 @@ class RmrTest(harness.TierFSTestCase):
         self.check_rmr(vol)
 
     def test_rmr_on_redis(self):
-        url = harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["pack"]
+        url = harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["rmr"]
         vol = self.new_volume(meta_url=url)
         self.addCleanup(vol.cleanup)
         self.check_rmr(vol)
