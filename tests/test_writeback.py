@@ -260,7 +260,11 @@ class WritebackS3Test(harness.TierFSTestCase):
         t.join(120)
         self.assertNotIn("error", got)
         self.assertEqual(got.get("big"), data["big"])
-        self.assertGreater(stats(reader)["store"]["staged_waits"], 0)
+        # The reader's GETs retry while radosgw is down; once it is back they find the
+        # blocks either still staged (the read waits on the staged mark: staged_waits) or
+        # already uploaded, depending on which retry comes first, so the count is not
+        # checked here (chunk/writeback_test.cc ReadsWaitForBlocksAnotherClientStaged
+        # covers the wait itself).
         self.assertTrue(wait_for(lambda: stats(vol.mnt)["writeback"]["staged_blocks"] == 0, timeout=60))
         self.assertEqual(stats(vol.mnt)["writeback"]["uploaded_blocks"], 4)
         vol.umount()
