@@ -246,29 +246,33 @@ void Writeback::UploadLoop() {
   }
 }
 
-void Writeback::UploadOne(const std::string& key) {
+std::shared_ptr<const std::string> Writeback::LoadForUpload(const std::string& key, Staging::Entry* e) {
   std::shared_ptr<const std::string> data;
-  Staging::Entry e;
   {
     std::lock_guard<std::mutex> l(mu_);
     Item& item = items_.at(key);
     data = item.data;
-    e = Staging::Entry{item.seq, key, item.len};
+    *e = Staging::Entry{item.seq, key, item.len};
   }
-  if (!data) {
-    auto got = staging_->Read(e);
-    if (!got.ok()) {
-      // Nothing can bring it back: the slice that holds it reads as an error (EIO) on every
-      // client once its staged mark goes.
-      spdlog::error("write-back: staged block {} is lost: {}", key, got.status().message());
-      staging_->Remove(e.seq);
-      std::lock_guard<std::mutex> l(mu_);
-      st_.lost++;
-      Forget(key);
-      return;
-    }
-    data = std::make_shared<const std::string>(std::move(got).value());
+  if (data) return data;
+  auto got = staging_->Read(*e);
+  if (!got.ok()) {
+    // Nothing can bring it back: the slice that holds it reads as an error (EIO) on every
+    // client once its staged mark goes.
+    spdlog::error("write-back: staged block {} is lost: {}", key, got.status().message());
+    staging_->Remove(e->seq);
+    std::lock_guard<std::mutex> l(mu_);
+    st_.lost++;
+    Forget(key);
+    return nullptr;
   }
+  return std::make_shared<const std::string>(std::move(got).value());
+}
+
+void Writeback::UploadOne(const std::string& key) {
+  Staging::Entry e;
+  std::shared_ptr<const std::string> data = LoadForUpload(key, &e);
+  if (!data) return;
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -313,26 +317,9 @@ void Writeback::UploadPack(const std::vector<std::string>& keys) {
   std::vector<uint64_t> seqs;
   std::string data;
   for (const std::string& key : keys) {
-    std::shared_ptr<const std::string> block;
     Staging::Entry e;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      Item& item = items_.at(key);
-      block = item.data;
-      e = Staging::Entry{item.seq, key, item.len};
-    }
-    if (!block) {
-      auto got = staging_->Read(e);
-      if (!got.ok()) {
-        spdlog::error("write-back: staged block {} is lost: {}", key, got.status().message());
-        staging_->Remove(e.seq);
-        std::lock_guard<std::mutex> l(mu_);
-        st_.lost++;
-        Forget(key);
-        continue;
-      }
-      block = std::make_shared<const std::string>(std::move(got).value());
-    }
+    std::shared_ptr<const std::string> block = LoadForUpload(key, &e);
+    if (!block) continue;
     members.push_back(PackMember{key, SliceOf(key), static_cast<uint32_t>(data.size()), e.len});
     seqs.push_back(e.seq);
     data.append(*block);

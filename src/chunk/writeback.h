@@ -135,6 +135,9 @@ class Writeback {
   void UploadOne(const std::string& key);
   // Uploads the blocks as one pack until it lands or the writeback stops.
   void UploadPack(const std::vector<std::string>& keys);
+  // The staged block's bytes (from memory or its staging file) and entry; null when its
+  // file cannot be read back: the block is then counted lost and forgotten.
+  std::shared_ptr<const std::string> LoadForUpload(const std::string& key, Staging::Entry* e);
   void Forget(const std::string& key);  // with mu_ held: drops the item and its accounting
 
   std::unique_ptr<Staging> staging_;

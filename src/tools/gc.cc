@@ -78,6 +78,24 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
   //    in between is young, and young objects are never touched.
   const std::string prefix = volume + "/chunks/";
   const int64_t now = NowNanos();
+  // An object nothing refers to: left alone while younger than min_age (a client may be
+  // about to commit it), else leaked, and deleted when asked.
+  auto Unreferenced = [&](const ObjectInfo& o) {
+    if (o.mtime_ns && now - o.mtime_ns < opts.min_age_ns) {
+      r.young++;
+      return;
+    }
+    r.leaked++;
+    r.leaked_bytes += o.size;
+    if (r.leaked_keys.size() < 100) r.leaked_keys.push_back(o.key);
+    if (!opts.delete_garbage) return;
+    Status st = store->Delete(o.key);
+    if (st.ok()) {
+      r.deleted++;
+    } else {
+      spdlog::warn("gc: deleting leaked object {} failed: {}", o.key, st.ToString());
+    }
+  };
   std::string after;
   for (;;) {
     ASSIGN_OR_RETURN(auto page, store->List(prefix, after, 1000));
@@ -103,21 +121,7 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
         r.pending++;
         continue;
       }
-      if (o.mtime_ns && now - o.mtime_ns < opts.min_age_ns) {
-        r.young++;
-        continue;
-      }
-      r.leaked++;
-      r.leaked_bytes += o.size;
-      if (r.leaked_keys.size() < 100) r.leaked_keys.push_back(o.key);
-      if (opts.delete_garbage) {
-        Status st = store->Delete(o.key);
-        if (st.ok()) {
-          r.deleted++;
-        } else {
-          spdlog::warn("gc: deleting leaked object {} failed: {}", o.key, st.ToString());
-        }
-      }
+      Unreferenced(o);
     }
     if (r.objects % 100000 < 1000) say("listed " + std::to_string(r.objects) + " objects");
   }
@@ -155,21 +159,7 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
         }
         // A pack being recorded right now is young; older ones no member points at are
         // garbage (a failed or interrupted upload).
-        if (o.mtime_ns && now - o.mtime_ns < opts.min_age_ns) {
-          r.young++;
-          continue;
-        }
-        r.leaked++;
-        r.leaked_bytes += o.size;
-        if (r.leaked_keys.size() < 100) r.leaked_keys.push_back(o.key);
-        if (opts.delete_garbage) {
-          Status st = store->Delete(o.key);
-          if (st.ok()) {
-            r.deleted++;
-          } else {
-            spdlog::warn("gc: deleting leaked object {} failed: {}", o.key, st.ToString());
-          }
-        }
+        Unreferenced(o);
       }
     }
   }
