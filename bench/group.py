@@ -36,6 +36,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
+from doc_section import write_section  # noqa: E402 (bench/, the script's own directory)
 from netns import Network  # noqa: E402
 
 QUICK = os.environ.get("QUICK") == "1"
@@ -317,13 +318,7 @@ class Bench:
                 names[x["case"]], x["p50_ms"], x["p90_ms"], x["max_ms"], x["sum_s"], x["from_peers"],
                 x["store_gets"], x["unreachable"], x["skipped_down"]))
         s += ["", END]
-        text = open(DOC).read() if os.path.exists(DOC) else ""
-        section = "\n".join(s)
-        if BEGIN in text and END in text:
-            text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-        else:
-            text = text.rstrip("\n") + "\n\n" + section + "\n"
-        open(DOC, "w").write(text)
+        write_section(DOC, BEGIN, END, "\n".join(s))
 
 
 def main():

@@ -24,6 +24,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
+from doc_section import write_section  # noqa: E402 (bench/, the script's own directory)
 import servers  # noqa: E402
 
 FILES = int(os.environ.get("FILES") or 100000)
@@ -123,14 +124,7 @@ def main():
         lines.append("| %s | %s | %s | %s |" % (engine, cell(xs), cell([FILES / x for x in xs], "%.0f"), objs))
     lines += ["", END]
     section = "\n".join(lines)
-    text = open(DOC).read()
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(DOC + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(DOC + ".tmp", DOC)
+    write_section(DOC, BEGIN, END, section)
     print(section)
 
 

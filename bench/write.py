@@ -49,6 +49,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
+from doc_section import write_section  # noqa: E402 (bench/, the script's own directory)
 
 QUICK = os.environ.get("QUICK") == "1"
 ROUNDS = int(os.environ.get("ROUNDS") or (1 if QUICK else 3))
@@ -435,17 +436,7 @@ def report(b, started):
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "summary.md"), "w") as f:
         f.write(section + "\n")
-    try:
-        text = open(DOC).read()
-    except FileNotFoundError:
-        text = "# TierFS benchmarks\n"
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(DOC + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(DOC + ".tmp", DOC)
+    write_section(DOC, BEGIN, END, section)
     print(section)
     log("took %.0f min" % ((time.time() - started) / 60))
 
