@@ -216,7 +216,8 @@ _live_volumes = set()
 
 # Redis databases of the integration scripts, so that ctest -j runs them side by side.
 REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 6, "shared_mount": 7,
-            "io_stress": 8, "pack": 9, "rmr": 10, "clone": 11}
+            "io_stress": 8, "pack": 9, "rmr": 10, "clone": 11,
+            "trash": 12, "quota": 13}
 
 
 def servers():
@@ -270,11 +271,15 @@ class Volume:
 
     # ----- lifecycle -------------------------------------------------------------------
 
-    def format(self, *extra, check=True):
+    def format(self, *extra, check=True, trash_days="0"):
+        # Tests see removals delete at once unless they ask for the trash (trash_days, or
+        # None for tierfs format's own default).
         args = ["format", self.meta_url, self.name] + (
             self.storage if self.storage is not None else ["--storage", "file", "--bucket", self.bucket])
         if self.block_size:
             args += ["--block-size", self.block_size]
+        if trash_days is not None and "--trash-days" not in extra:
+            args += ["--trash-days", str(trash_days)]
         res = tierfs(*(args + list(extra)))
         if check and res[0] != 0:
             raise AssertionError("tierfs format failed\n" + msg(*res))

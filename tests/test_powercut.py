@@ -86,8 +86,10 @@ class PowerCutTest(harness.TierFSTestCase):
             self.sh("mount", dev, fs)
             if r == 0:
                 os.mkdir(os.path.join(fs, "vol"))
+                # No trash: the disk is small, and deleting must free it.
                 self.assertOk(tierfs("format", meta, "pcvol", "--storage", "file", "--bucket",
-                                     os.path.join(fs, "vol", "bucket"), "--block-size", "1M"))
+                                     os.path.join(fs, "vol", "bucket"), "--block-size", "1M",
+                                     "--trash-days", "0"))
             self.assertOk(tierfs("mount", meta, mnt, "-d", "--log", os.path.join(work, "client-%d.log" % r)))
             pid = int(self.sh("pgrep", "-n", "-f", "tierfs mount .*" + mnt))
             writers = [subprocess.Popen([sys.executable, "-c", WRITER, mnt, str(seed * 10 + r * 2 + k)],

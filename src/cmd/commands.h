@@ -26,5 +26,7 @@ void RegisterUploadStaged(CLI::App& app, int* exit_code);
 void RegisterCompact(CLI::App& app, int* exit_code);
 void RegisterRmr(CLI::App& app, int* exit_code);
 void RegisterClone(CLI::App& app, int* exit_code);
+void RegisterQuota(CLI::App& app, int* exit_code);
+void RegisterRestore(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

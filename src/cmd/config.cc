@@ -18,6 +18,8 @@ namespace {
 struct Args {
   std::string meta_url, storage, bucket, access_key, secret_key, session_token, ceph_conf;
   int session_timeout = 0;
+  int trash_days = -1;
+  std::string capacity, inodes;
   bool no_check = false;
 };
 
@@ -32,7 +34,20 @@ int Run(const Args& a) {
   if (!engine.ok()) return Fail("config", engine.status());
   bool storage_change = !a.storage.empty() || !a.bucket.empty() || !a.access_key.empty() ||
                         !a.secret_key.empty() || !a.session_token.empty() || !a.ceph_conf.empty();
-  bool change = storage_change || a.session_timeout != 0;
+  std::optional<int64_t> cap, inodes;
+  Status lst = ParseVolumeLimits(a.capacity, a.inodes, &cap, &inodes);
+  if (!lst.ok()) return Fail("config", lst);
+  if (a.trash_days > 3650) return Fail("config", Status::Err(EINVAL, "--trash-days must be 0 to 3650"));
+  bool change = storage_change || a.session_timeout != 0 || a.trash_days >= 0;
+  if (cap || inodes) {
+    // The volume's limits are the root directory's quota.
+    auto meta = OpenVolume(a.meta_url, false);
+    if (!meta.ok()) return Fail("config", meta.status());
+    Status st = (*meta)->SetQuota(QuotaKind::kDir, kRootIno, cap, inodes);
+    if (!st.ok()) return Fail("config", st.With("setting --capacity/--inodes"));
+    std::cout << "volume limits set" << std::endl;
+    if (!change) return 0;
+  }
   if (a.session_timeout != 0 && (a.session_timeout < 1 || a.session_timeout > 86400)) {
     return Fail("config", Status::Err(EINVAL, "--session-timeout must be between 1 and 86400 seconds"));
   }
@@ -42,6 +57,7 @@ int Run(const Args& a) {
     if (!a.bucket.empty()) rec.bucket = rec.storage == "file" ? AbsPath(a.bucket) : a.bucket;
     RETURN_IF_ERROR(ResolveStorageCredentials(a.access_key, a.secret_key, a.session_token, a.ceph_conf, &rec));
     if (a.session_timeout != 0) rec.session_timeout_s = a.session_timeout;
+    if (a.trash_days >= 0) rec.trash_days = a.trash_days;
     if (storage_change && !a.no_check) {
       // Refuse settings that cannot reach the store, before they reach every client.
       ASSIGN_OR_RETURN(auto store, CreateObjectStore(rec.Spec()));
@@ -59,7 +75,7 @@ int Run(const Args& a) {
   }
   if (!updated.ok()) return Fail("config", updated.status());
   std::cout << "updated volume " << updated->name << "; mounted clients pick up new storage settings when "
-            << "they remount" << std::endl;
+            << "they remount, a new trash retention within a minute" << std::endl;
   Print(*updated);
   return 0;
 }
@@ -74,6 +90,10 @@ void RegisterConfig(CLI::App& app, int* exit_code) {
   sub->add_option("--bucket", args->bucket, "New bucket (see `tierfs format --help`)");
   AddCredentialOptions(sub, &args->access_key, &args->secret_key, &args->session_token, &args->ceph_conf);
   sub->add_option("--session-timeout", args->session_timeout, "New session timeout in seconds");
+  sub->add_option("--trash-days", args->trash_days,
+                  "Days removed files stay in the trash (0: no trash; what it holds goes within a minute)");
+  sub->add_option("--capacity", args->capacity, "Bytes the volume may hold (0: no limit)");
+  sub->add_option("--inodes", args->inodes, "Files and directories the volume may hold (0: no limit)");
   sub->add_flag("--no-check", args->no_check, "Do not check that the new storage settings work");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
 }

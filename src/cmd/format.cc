@@ -44,6 +44,8 @@ struct Args {
   std::string meta_url, name, storage = "file", bucket, block_size = "4M";
   std::string access_key, secret_key, session_token, ceph_conf;
   int session_timeout = 60;
+  int trash_days = 1;
+  std::string capacity, inodes;
   int format_version = kFormatVersion;
   bool force = false;
 };
@@ -83,10 +85,23 @@ int Run(const Args& a) {
     return Fail("format", Status::Err(EINVAL, "--session-timeout must be between 1 and 86400 seconds"));
   }
   rec.session_timeout_s = a.session_timeout;
+  if (a.trash_days < 0 || a.trash_days > 3650) return Fail("format", Status::Err(EINVAL, "--trash-days must be 0 to 3650"));
+  rec.trash_days = a.trash_days;
+  std::optional<int64_t> cap, inodes;
+  st = ParseVolumeLimits(a.capacity, a.inodes, &cap, &inodes);
+  if (!st.ok()) return Fail("format", st);
+  const std::string meta_desc = (*engine)->Describe();
   st = Meta::Format(engine->get(), rec, a.force);
   if (!st.ok()) return Fail("format", st);
+  if (cap || inodes) {
+    // The volume's limits are the root directory's quota.
+    auto meta = Meta::Open(std::move(*engine));
+    if (!meta.ok()) return Fail("format", meta.status());
+    st = (*meta)->SetQuota(QuotaKind::kDir, kRootIno, cap, inodes);
+    if (!st.ok()) return Fail("format", st.With("setting --capacity/--inodes"));
+  }
   std::cout << "formatted volume " << rec.name << " (uuid " << rec.uuid << ")\n"
-            << "  metadata: " << (*engine)->Describe() << "\n"
+            << "  metadata: " << meta_desc << "\n"
             << "  data:     " << (*store)->Describe() << "\n"
             << "  block size: " << FormatSize(rec.block_size) << std::endl;
   return 0;
@@ -111,6 +126,11 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
                   "Seconds without heartbeat after which a client counts as dead and its locks and "
                   "open-unlinked files are reclaimed")
       ->capture_default_str();
+  sub->add_option("--trash-days", args->trash_days,
+                  "Days removed files stay in MOUNTPOINT/.trash before their data is deleted (0: no trash)")
+      ->capture_default_str();
+  sub->add_option("--capacity", args->capacity, "Bytes the volume may hold (e.g. 100T; default: no limit)");
+  sub->add_option("--inodes", args->inodes, "Files and directories the volume may hold (default: no limit)");
   sub->add_option("--format-version", args->format_version,
                   "1 lets clients older than tierfs 0.2 mount the volume; 2 keeps checksum tables in S3 object "
                   "metadata, so that each block is one object of exactly its size (faster on Ceph's radosgw); 3 also "

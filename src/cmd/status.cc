@@ -37,12 +37,24 @@ int Run(const std::string& meta_url, bool json) {
   if (!sessions.ok()) return Fail("status", sessions.status());
   auto usage = (*meta)->GetStatFs();
   if (!usage.ok()) return Fail("status", usage.status());
+  auto trash = (*meta)->GetTrashUsage();
+  if (!trash.ok()) return Fail("status", trash.status());
+  auto quotas = (*meta)->ListQuotas();
+  if (!quotas.ok()) return Fail("status", quotas.status());
+  std::optional<Quota> limits;
+  for (const Quota& q : *quotas) {
+    if (q.kind == QuotaKind::kDir && q.id == kRootIno) limits = q;
+  }
   int64_t now = NowNanos();
   nlohmann::json j = {{"name", f.name},       {"uuid", f.uuid},
                       {"storage", f.storage}, {"bucket", f.bucket},
                       {"block_size", f.block_size}, {"format_version", f.version},
                       {"session_timeout_s", f.session_timeout_s},
-                      {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes}};
+                      {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes},
+                      {"trash_days", f.trash_days},
+                      {"trash", {{"bytes", trash->bytes}, {"entries", trash->entries}, {"hours", trash->hours}}},
+                      {"capacity", limits ? limits->max_bytes : 0}, {"max_inodes", limits ? limits->max_inodes : 0},
+                      {"quotas", quotas->size()}};
   nlohmann::json ss = nlohmann::json::array();
   nlohmann::json groups = nlohmann::json::object();  // name -> members, capacity, use
   for (const auto& s : *sessions) {
@@ -84,7 +96,12 @@ int Run(const std::string& meta_url, bool json) {
             << (f.access_key.empty() ? "" : " (access key " + f.access_key + ", secret key " + Redact(f.secret_key) + ")")
             << "\n"
             << "block size: " << FormatSize(f.block_size) << "\n"
-            << "usage:      " << FormatSize(usage->used_bytes) << " in " << usage->inodes << " inodes\n"
+            << "usage:      " << FormatSize(usage->used_bytes) << " in " << usage->inodes << " inodes"
+            << (limits && limits->max_bytes ? " (capacity " + FormatSize(static_cast<uint64_t>(limits->max_bytes)) + ")" : "")
+            << (limits && limits->max_inodes ? " (at most " + std::to_string(limits->max_inodes) + " inodes)" : "") << "\n"
+            << "trash:      " << (f.trash_days > 0 ? std::to_string(f.trash_days) + " days: " : "off: ")
+            << FormatSize(trash->bytes) << " in " << trash->entries << " entries over " << trash->hours << " hours\n"
+            << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";
   for (const auto& s : *sessions) {
     std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "

@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/secret.h"
+#include "common/size.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
@@ -36,6 +37,39 @@ Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_
   opts.read_only = read_only;
   opts.dir_attr_cache_ns = dir_attr_cache_ns;
   return Meta::Open(std::move(engine), opts);
+}
+
+Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes, std::optional<int64_t>* cap,
+                         std::optional<int64_t>* n) {
+  if (!capacity.empty()) {
+    auto c = ParseSize(capacity);
+    if (!c.ok()) return c.status().With("--capacity");
+    *cap = static_cast<int64_t>(*c);
+  }
+  if (!inodes.empty()) {
+    char* end = nullptr;
+    long long v = std::strtoll(inodes.c_str(), &end, 10);
+    if (*end != '\0' || v < 0) return Status::Err(EINVAL, "--inodes must be a count, not " + inodes);
+    *n = v;
+  }
+  return Status::OK();
+}
+
+Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
+  Ino ino = kRootIno;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t slash = path.find('/', pos);
+    std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    if (!part.empty() && part != ".") {
+      auto e = meta->Lookup(Ctx::Root(), ino, part);
+      if (!e.ok()) return e.status().With("no '" + path + "' in the volume");
+      ino = e->first;
+    }
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return ino;
 }
 
 Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts) {

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "meta/types.h"
 
 namespace CLI {
 class App;
@@ -48,6 +50,11 @@ Status ResolveStorageCredentials(const std::string& access_key, const std::strin
 std::vector<std::string> ScrubSecretsFromArgv(int argc, char** argv);
 // Absolute, normalized path (the path need not exist).
 std::string AbsPath(const std::string& path);
+// --capacity SIZE and --inodes N of format and config (empty: not given; 0: no limit).
+Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes, std::optional<int64_t>* cap,
+                         std::optional<int64_t>* n);
+// The inode of a path inside a volume ("/" or "" is the root), looked up as root.
+Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path);
 // True when path is the mount point of a mounted file system (per /proc/self/mountinfo).
 bool IsMountPoint(const std::string& abs_path);
 

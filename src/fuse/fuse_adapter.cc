@@ -61,6 +61,9 @@ void ToStat(Ino ino, const Attr& a, struct stat* st) {
   memset(st, 0, sizeof *st);
   st->st_ino = ino;
   st->st_mode = a.mode;
+  // A trash entry is read-only and only its owner (and root) may read it: the kernel checks
+  // permissions from these bits (default_permissions), so they show that.
+  if (a.flags & kAttrInTrash) st->st_mode &= ~static_cast<mode_t>(07277);
   st->st_nlink = a.nlink;
   st->st_uid = a.uid;
   st->st_gid = a.gid;
@@ -499,13 +502,14 @@ void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
   Reply(req, V(req)->FsyncDir());
 }
 
-void OpStatfs(fuse_req_t req, fuse_ino_t) {
+void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   OpTimer timer(kOpStatfs);
-  auto r = V(req)->GetStatFs();
+  // The path's nearest directory quota, else the volume.
+  auto r = V(req)->GetStatFs(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   constexpr uint64_t kBsize = 4096;
   const uint64_t kCapacity = r->capacity_bytes;
-  constexpr uint64_t kInodes = 1ull << 40;
+  const uint64_t kInodes = r->max_inodes ? r->max_inodes : 1ull << 40;
   struct statvfs s;
   memset(&s, 0, sizeof s);
   s.f_bsize = kBsize;

@@ -9,6 +9,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -35,7 +37,8 @@ bool Ctx::InGroup(uint32_t g) const {
 std::string FormatRecord::ToJson() const {
   nlohmann::json j = {{"name", name},         {"uuid", uuid},       {"storage", storage},
                       {"bucket", bucket},     {"block_size", block_size}, {"version", version},
-                      {"created_ns", created_ns}, {"session_timeout_s", session_timeout_s}};
+                      {"created_ns", created_ns}, {"session_timeout_s", session_timeout_s},
+                      {"trash_days", trash_days}};
   if (!access_key.empty()) j["access_key"] = access_key;
   if (!secret_key.empty()) j["secret_key"] = secret_key;
   if (!session_token.empty()) j["session_token"] = session_token;
@@ -111,6 +114,7 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.version = j.value("version", 1);
   r.created_ns = j.value("created_ns", int64_t{0});
   r.session_timeout_s = j.value("session_timeout_s", 60);
+  r.trash_days = j.value("trash_days", 0);
   r.access_key = j.value("access_key", "");
   r.secret_key = j.value("secret_key", "");
   r.session_token = j.value("session_token", "");
@@ -178,6 +182,7 @@ Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaO
 
 Meta::Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format)
     : engine_(std::move(engine)), opts_(opts), format_(std::move(format)) {
+  trash_days_ = format_.trash_days;
   if (opts_.session_timeout_ns == 0) opts_.session_timeout_ns = int64_t{format_.session_timeout_s} * 1000000000;
   if (opts_.heartbeat_ns == 0) opts_.heartbeat_ns = std::max<int64_t>(opts_.session_timeout_ns / 5, 500000000);
 }
@@ -236,6 +241,14 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         Attr pa;
+        if (parent == kRootIno && name == kTrashName) {
+          RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
+          RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, X_OK));
+          out.first = kTrashIno;
+          Status st = GetAttrTx(t, kTrashIno, &out.second);
+          if (st.code() == ENOENT) return Status::Err(ENOENT, "the trash is empty");
+          return st;
+        }
         if (name != "." && name != "..") {
           // Parent, entry and child in one read (one round trip on Redis): the entry's
           // value starts with the child's inode number, as its attribute key does.
@@ -280,9 +293,12 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
     usage = 0;
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
+    if (InTrash(ino, a)) return TrashReadOnly();
     int64_t now = NowNanos();
     bool owner = ctx.uid == 0 || ctx.uid == a.uid;
     bool changed = false;
+    QuotaTx quota(t);
+    const bool counted = a.nlink > 0 && ino != kRootIno;  // in the namespace: counts in quotas
     if (mask & (kSetUid | kSetGid)) {
       uint32_t uid = (mask & kSetUid) ? in.uid : a.uid;
       uint32_t gid = (mask & kSetGid) ? in.gid : a.gid;
@@ -296,6 +312,12 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
         // chown clears set-user-ID, and set-group-ID when it means mandatory locking is off
         if (a.mode & S_ISUID) a.mode &= ~S_ISUID;
         if ((a.mode & S_ISGID) && (a.mode & S_IXGRP)) a.mode &= ~S_ISGID;
+      }
+      if (counted && (uid != a.uid || gid != a.gid)) {
+        // The inode's usage moves to its new owner or group, checked against their limits.
+        const int64_t b = QuotaBytes(a);
+        RETURN_IF_ERROR(quota.Charge({}, uid != a.uid ? a.uid : kNoOwner, gid != a.gid ? a.gid : kNoOwner, -b, -1, false));
+        RETURN_IF_ERROR(quota.Charge({}, uid != a.uid ? uid : kNoOwner, gid != a.gid ? gid : kNoOwner, b, 1, true));
       }
       a.uid = uid;
       a.gid = gid;
@@ -340,6 +362,7 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
           RETURN_IF_ERROR(t.Put(keys::PendingTrunc(ino, a.seq), ""));
         }
         usage = ChargedBytes(in.length) - ChargedBytes(a.length);
+        if (counted) RETURN_IF_ERROR(quota.ChargeIn(a.parent, a.uid, a.gid, usage, 0, usage > 0));
         a.length = in.length;
         a.allocated = std::min<uint64_t>(a.allocated, static_cast<uint64_t>(ChargedBytes(a.length)));
       }
@@ -369,6 +392,7 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
     if (!pa.IsDir()) return NotDir(parent);
     if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    if (InTrash(parent, pa) || (parent == kRootIno && name == kTrashName)) return TrashReadOnly();
     RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, W_OK | X_OK));
     if (!unnamed) {
       auto existing = t.Get(keys::Dentry(parent, name));
@@ -391,6 +415,8 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     *out = {ino, a};
     parent_after = pa;
     if (unnamed) return t.Put(keys::Sustained(sid_, ino), "");
+    QuotaTx quota(t);
+    RETURN_IF_ERROR(quota.ChargeIn(parent, a.uid, a.gid, 0, 1, true));
     RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(ino, a.mode)));
     if (target) RETURN_IF_ERROR(t.Put(keys::Symlink(ino), *target));
     pa.mtime_ns = pa.ctime_ns = now;
@@ -521,11 +547,15 @@ static Status LoadEntryToRemove(KvTxn& t, const Ctx& ctx, Ino parent, const std:
   return CheckSticky(ctx, *pa, *a);
 }
 
-Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
+Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name, bool trash) {
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   int64_t usage = 0, inodes = 0;
   Attr parent_after;
+  Ino spare = 0;
+  if (trash && TrashOn()) {
+    ASSIGN_OR_RETURN(spare, NextInode());
+  }
   RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) {
     usage = inodes = 0;
     Attr pa, a;
@@ -537,6 +567,14 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
     RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
     pa.mtime_ns = pa.ctime_ns = now;
     RETURN_IF_ERROR(PutAttrTx(t, parent, pa));
+    parent_after = pa;
+    if (a.nlink <= 1 && !InTrash(parent, pa)) {  // the last link leaves the namespace and its quotas
+      QuotaTx quota(t);
+      RETURN_IF_ERROR(quota.ChargeIn(parent, a.uid, a.gid, -QuotaBytes(a), -1, false));
+    }
+    bool trashed = false;
+    RETURN_IF_ERROR(TrashTx(t, parent, name, ino, &a, now, spare, &trashed));
+    if (trashed) return Status::OK();
     RETURN_IF_ERROR(DropLink(t, ino, &a, now));
     if (a.nlink == 0 && !(a.IsRegular() && IsOpen(ino))) {
       usage = -ChargedBytes(a.IsRegular() ? a.length : 0);
@@ -549,14 +587,19 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name) {
   return Status::OK();
 }
 
-Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
+Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name, bool trash) {
   if (name == ".") return Status::Err(EINVAL, "cannot remove '.'");
   if (name == "..") return Status::Err(ENOTEMPTY, "cannot remove '..'");
   RETURN_IF_ERROR(CheckName(name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   ForgetDir(parent);
-  int64_t minus_one = -1;
-  RETURN_IF_ERROR(ChargedTxn(nullptr, &minus_one, [&](KvTxn& t) {
+  int64_t inodes = -1;
+  Ino spare = 0;
+  if (trash && TrashOn()) {
+    ASSIGN_OR_RETURN(spare, NextInode());
+  }
+  RETURN_IF_ERROR(ChargedTxn(nullptr, &inodes, [&](KvTxn& t) {
+    inodes = -1;
     Attr pa, a;
     Ino ino;
     uint32_t type;
@@ -574,6 +617,16 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name) {
     pa.nlink--;
     pa.mtime_ns = pa.ctime_ns = now;
     RETURN_IF_ERROR(PutAttrTx(t, parent, pa));
+    if (!InTrash(parent, pa)) {
+      QuotaTx quota(t);
+      RETURN_IF_ERROR(quota.ChargeIn(parent, a.uid, a.gid, 0, -1, false));
+    }
+    bool trashed = false;
+    RETURN_IF_ERROR(TrashTx(t, parent, name, ino, &a, now, spare, &trashed));
+    if (trashed) {
+      inodes = 0;  // still held by the volume
+      return Status::OK();
+    }
     a.nlink = 0;
     return DropLink(t, ino, &a, now);
   }));
@@ -590,9 +643,30 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     RETURN_IF_ERROR(GetAttrTx(t, new_parent, &pa));
     if (!pa.IsDir()) return NotDir(new_parent);
     if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    if (InTrash(new_parent, pa) || (new_parent == kRootIno && new_name == kTrashName)) return TrashReadOnly();
     RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, pa, W_OK | X_OK));
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
     if (a.IsDir()) return Status::Err(EPERM, "hard links to directories are not allowed");
+    if (a.flags & kAttrInTrash) return TrashReadOnly();
+    QuotaTx quota(t);
+    if (a.nlink == 0) {
+      // An O_TMPFILE file gets its first name: from now on it counts in quotas.
+      RETURN_IF_ERROR(quota.ChargeIn(new_parent, a.uid, a.gid, QuotaBytes(a), 1, true));
+      a.parent = new_parent;
+    } else {
+      // Every link of a file counts in the same directory quotas (those of its first
+      // directory, a.parent): a link into other quota trees is refused, as XFS refuses
+      // links across project quotas (cp copies instead).
+      ASSIGN_OR_RETURN(bool none, quota.None());
+      if (!none) {
+        std::vector<Ino> from, to;
+        RETURN_IF_ERROR(quota.DirsAbove(a.parent, &from));
+        RETURN_IF_ERROR(quota.DirsAbove(new_parent, &to));
+        std::sort(from.begin(), from.end());
+        std::sort(to.begin(), to.end());
+        if (from != to) return Status::Err(EXDEV, "a hard link cannot cross directory quotas");
+      }
+    }
     // Only an O_TMPFILE file opened without O_EXCL may get a name back.
     if (a.nlink == 0 && !(a.flags & kAttrLinkable)) return Status::Err(ENOENT, "file was removed");
     a.flags &= ~kAttrLinkable;
@@ -602,7 +676,6 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     int64_t now = NowNanos();
     a.nlink++;
     a.ctime_ns = now;
-    a.parent = 0;
     pa.mtime_ns = pa.ctime_ns = now;
     RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(ino, a.mode)));
     RETURN_IF_ERROR(PutAttrTx(t, ino, a));

@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "object/object_store.h"
 #include "meta/kv_engine.h"
+#include "meta/quota_tx.h"
 #include "meta/types.h"
 
 namespace tierfs {
@@ -78,6 +79,10 @@ struct FormatRecord {
   // A client silent this long is dead; any live client then drops its locks and reclaims
   // its open-but-unlinked files. Clients send a heartbeat every fifth of it.
   int session_timeout_s = 60;
+  // Removed files and directories stay this many days in `.trash` (meta_trash.cc); 0: they
+  // are removed at once. `tierfs format` makes 1; a record written before trash existed
+  // reads as 0.
+  int trash_days = 0;
   // Members of a cache group sign their requests with it (group/wire.h). Made on first use
   // (Meta::GroupSecret); never printed.
   std::string group_secret;
@@ -110,6 +115,7 @@ struct StatFs {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
   uint64_t inodes = 0;
+  uint64_t max_inodes = 0;  // 0: no limit
 };
 
 // What a volume may hold (statfs, and what fallocate may reserve) until volumes get a
@@ -221,6 +227,47 @@ class Meta {
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
   Result<StatFs> GetStatFs();
+  // statfs of a path: the nearest directory quota with a limit at or above ino (a file:
+  // its directory), else the volume (whose limits are the root's quota).
+  Result<StatFs> GetStatFs(Ino ino);
+
+  // ---- quotas (quota_tx.h explains them; meta_quota.cc) ----
+  // Sets the limits of a quota (nullopt: unchanged; 0: none), creating it when absent. A new
+  // directory quota's usage is counted in the same transaction when the tree has at most
+  // kQuotaCountInTxn inodes (then it is exact); a larger tree, and a new user or group
+  // quota, are counted in batches first (*exact false: changes made meanwhile may be off;
+  // `quota check --repair` recounts).
+  Status SetQuota(QuotaKind kind, uint64_t id, std::optional<int64_t> max_bytes, std::optional<int64_t> max_inodes,
+                  bool* exact = nullptr);
+  Result<std::optional<Quota>> GetQuota(QuotaKind kind, uint64_t id);
+  Result<std::vector<Quota>> ListQuotas();
+  Status DeleteQuota(QuotaKind kind, uint64_t id);
+  // Counts from the namespace what the quota's usage should be (batched reads). For a
+  // directory quota it also points files with one link at the directory they are in (volumes
+  // written before quotas left a renamed file's old directory there).
+  Result<Quota> CountQuotaUsage(QuotaKind kind, uint64_t id);
+  // Sets a quota's usage (`quota check --repair`).
+  Status SetQuotaUsage(QuotaKind kind, uint64_t id, int64_t bytes, int64_t inodes);
+  static constexpr uint64_t kQuotaCountInTxn = 20000;
+
+  // ---- trash (meta_trash.cc) ----
+  // The trash's hour directory for a time: "YYYY-MM-DD-HH" (UTC).
+  static std::string TrashHourName(int64_t ns);
+  // Entry names in an hour directory: "PARENT-INO-NAME" (NAME cut to fit 255 bytes).
+  static bool ParseTrashName(const std::string& entry, Ino* parent, Ino* ino, std::string* name);
+  // Deletes what the trash holds for longer than the retention (days; the volume's setting
+  // when negative), as of now_ns: hour directories older than days*24h + 1h, batch by batch.
+  Status ExpireTrash(int64_t now_ns, int days = -1);
+  // Puts trash entry `entry` of hour directory `hour` back where it was; EEXIST when that
+  // name is taken again, ENOENT when its directory is gone, EAGAIN when the directory is
+  // itself in the trash (restore it first).
+  Status RestoreFromTrash(const Ctx& ctx, const std::string& hour, const std::string& entry);
+  // Whether removals now go to the trash (the volume's setting, refreshed in the background).
+  bool TrashOn() const { return trash_days_.load() > 0; }
+  struct TrashUsage {
+    uint64_t bytes = 0, entries = 0, hours = 0;
+  };
+  Result<TrashUsage> GetTrashUsage();
   // Makes every committed change durable against a power loss (see KvEngine::Sync).
   Status Sync() { return engine_->Sync(); }
 
@@ -246,8 +293,10 @@ class Meta {
   Result<std::pair<Ino, Attr>> Symlink(const Ctx& ctx, Ino parent, const std::string& name,
                                        const std::string& target);
   Result<std::string> Readlink(Ino ino);
-  Status Unlink(const Ctx& ctx, Ino parent, const std::string& name);
-  Status Rmdir(const Ctx& ctx, Ino parent, const std::string& name);
+  // With the trash on (format --trash-days), the last link goes to the trash unless
+  // trash is false (undoing a failed clone).
+  Status Unlink(const Ctx& ctx, Ino parent, const std::string& name, bool trash = true);
+  Status Rmdir(const Ctx& ctx, Ino parent, const std::string& name, bool trash = true);
   Status Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
                 const std::string& new_name, uint32_t flags);
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
@@ -261,7 +310,8 @@ class Meta {
     uint64_t files = 0, dirs = 0;  // removed by this call
     bool done = false;             // dir is empty
   };
-  Result<RemoveProgress> RemoveContents(const Ctx& ctx, Ino dir, uint64_t budget);
+  // Removed entries go to the trash when it is on, unless trash is false.
+  Result<RemoveProgress> RemoveContents(const Ctx& ctx, Ino dir, uint64_t budget, bool trash = true);
 
   // `tierfs clone`: a copy of file or tree `src` named `name` in `dst_parent` that shares
   // the source's slices (no data copied; later writes to either side do not show in the
@@ -405,6 +455,12 @@ class Meta {
   Status DeleteFilesData(const std::vector<Ino>& inos, size_t* finished);
   Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
+  // meta_trash.cc: instead of dropping the last link of `ino` (named `name` in `parent`,
+  // already removed from it by the caller), moves it to the current hour directory of the
+  // trash when the trash is on and the entry is not in the trash already; *moved tells.
+  // spare: an inode number for the hour directory, should it not exist yet.
+  Status TrashTx(KvTxn& t, Ino parent, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
+                 bool* moved);
   // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
   Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,
                       int64_t* usage);
@@ -418,6 +474,8 @@ class Meta {
   std::unique_ptr<KvEngine> engine_;
   MetaOptions opts_;
   FormatRecord format_;
+  std::atomic<int> trash_days_{0};
+  int64_t trash_checked_mono_ns_ = 0;  // background thread: when it last refreshed and expired
   uint64_t sid_ = 0;
   struct UsageSlot {
     int64_t bytes = 0, inodes = 0;

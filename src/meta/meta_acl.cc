@@ -54,6 +54,10 @@ Status LoadAccessAclTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, acl::Ac
 }
 
 Status CheckAccessTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, int mask) {
+  if (a.flags & kAttrInTrash) {
+    if (mask & W_OK) return TrashReadOnly();
+    if (ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EACCES, "only its owner and root may use a trash entry");
+  }
   acl::Acl access;
   if ((mask & 7) != 0) RETURN_IF_ERROR(LoadAccessAclTx(t, ctx, ino, a, &access));
   return acl::CheckAccess(ctx, a, &access, mask);

@@ -95,12 +95,15 @@ Result<Meta::CloneStats> Meta::Clone(const Ctx& ctx, Ino src, Ino dst_parent, co
       RETURN_IF_ERROR(CheckAccessTx(t, ctx, src, sa, sa.IsDir() ? R_OK | X_OK : R_OK));
       RETURN_IF_ERROR(GetAttrTx(t, dst_parent, &pa));
       if (!pa.IsDir()) return NotDir(dst_parent);
+      if (InTrash(dst_parent, pa) || InTrash(src, sa)) return TrashReadOnly();
       RETURN_IF_ERROR(CheckAccessTx(t, ctx, dst_parent, pa, W_OK | X_OK));
       auto existing = t.Get(keys::Dentry(dst_parent, name));
       if (!existing.ok()) return existing.status();
       if (existing->has_value()) return Status::Err(EEXIST, "'" + name + "' exists");
       int64_t now = NowNanos();
       RETURN_IF_ERROR(CloneInodeTx(t, src, sa, root, dst_parent, hidden, now, &usage));
+      QuotaTx quota(t);
+      RETURN_IF_ERROR(quota.ChargeIn(dst_parent, sa.uid, sa.gid, QuotaBytes(sa), 1, true));
       if (sa.IsDir()) pa.nlink++;
       pa.mtime_ns = pa.ctime_ns = now;
       return PutAttrTx(t, dst_parent, pa);
@@ -149,6 +152,9 @@ Result<Meta::CloneStats> Meta::Clone(const Ctx& ctx, Ino src, Ino dst_parent, co
           Attr ta;
           RETURN_IF_ERROR(GetAttrTx(t, to, &ta));
           int64_t now = NowNanos();
+          QuotaTx quota(t);
+          std::vector<Ino> quotas;
+          RETURN_IF_ERROR(quota.DirsAbove(to, &quotas));
           size_t next = 0;
           for (auto& [n, child] : entries) {
             Attr ca;
@@ -157,6 +163,7 @@ Result<Meta::CloneStats> Meta::Clone(const Ctx& ctx, Ino src, Ino dst_parent, co
             RETURN_IF_ERROR(got);
             Ino copy = numbers[next++];
             RETURN_IF_ERROR(CloneInodeTx(t, child, ca, copy, to, n, now, &usage));
+            RETURN_IF_ERROR(quota.Charge(quotas, ca.uid, ca.gid, QuotaBytes(ca), 1, true));
             inodes++;
             if (ca.IsDir()) {
               ta.nlink++;
@@ -182,12 +189,12 @@ Result<Meta::CloneStats> Meta::Clone(const Ctx& ctx, Ino src, Ino dst_parent, co
     auto left = Lookup(Ctx::Root(), dst_parent, hidden);
     if (left.ok() && left->second.IsDir()) {
       for (int i = 0; i < 100000; ++i) {
-        auto p = RemoveContents(Ctx::Root(), left->first, 100000);
+        auto p = RemoveContents(Ctx::Root(), left->first, 100000, /*trash=*/false);
         if (!p.ok() || p->done) break;
       }
-      Rmdir(Ctx::Root(), dst_parent, hidden).ok();
+      Rmdir(Ctx::Root(), dst_parent, hidden, /*trash=*/false).ok();
     } else if (left.ok()) {
-      Unlink(Ctx::Root(), dst_parent, hidden).ok();
+      Unlink(Ctx::Root(), dst_parent, hidden, /*trash=*/false).ok();
     }
     return st;
   }

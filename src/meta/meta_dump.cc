@@ -10,10 +10,16 @@
 #include "common/encoding.h"
 #include "meta/attr.h"
 #include "meta/key_schema.h"
+#include "meta/quota_tx.h"
 
 namespace tierfs {
 
 using nlohmann::json;
+using internal::DecodeQuota;
+using internal::EncodeQuota;
+using internal::EncodeQuotaList;
+using internal::QuotaKey;
+using internal::QuotaListKey;
 
 namespace {
 
@@ -208,7 +214,7 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
 
   json counters = json::object(), refs = json::array(), pending_files = json::array(),
        pending_truncs = json::array(), pending_slices = json::array(), pack_members = json::array(),
-       pending_packs = json::array();
+       pending_packs = json::array(), quotas = json::array();
   // A session's usage slots ("CU") go into the volume's counters: the loaded volume has no
   // sessions.
   int64_t slot_bytes = 0, slot_inodes = 0;
@@ -242,6 +248,15 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
           case 'K':
             if (keys::ParseSliceKey(k, &id, &size)) refs.push_back({id, size, keys::DecodeU64(v)});
             break;
+          case 'Q':  // "QR" records; the "QC" list is rebuilt from them
+            if (k.size() == 11 && k[1] == 'R') {
+              Quota q;
+              if (DecodeQuota(v, &q)) {
+                quotas.push_back({std::string(1, k[2]), keys::DecodeU64(k.substr(3)), q.max_bytes, q.max_inodes,
+                                  q.used_bytes, q.used_inodes});
+              }
+            }
+            break;
           case 'X':
             if (keys::ParseSliceKey(k, &id, &size)) pending_slices.push_back({id, size, keys::DecodeU64(v)});
             break;
@@ -261,6 +276,7 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
     int64_t add = std::string_view(name) == "usedSpace" ? slot_bytes : slot_inodes;
     if (add != 0) counters[name] = static_cast<uint64_t>(std::max<int64_t>(0, base + add));
   }
+  out << "\"quotas\": " << quotas.dump() << ",\n";
   out << "\"pack_members\": " << pack_members.dump() << ",\n\"pending_packs\": " << pending_packs.dump() << ",\n";
   out << "\"counters\": " << counters.dump() << ",\n\"slice_refs\": " << refs.dump()
       << ",\n\"pending_slices\": " << pending_slices.dump() << ",\n\"pending_files\": " << pending_files.dump()
@@ -403,6 +419,23 @@ Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, 
     for (const auto& r : doc.at("pending_packs")) {
       RETURN_IF_ERROR(w.Put(keys::PendingPack(r[0], r[1]), keys::EncodeU64(r[2])));
     }
+  }
+  if (doc.contains("quotas")) {
+    std::vector<std::pair<QuotaKind, uint64_t>> list;
+    for (const auto& r : doc.at("quotas")) {
+      std::string kind = r[0];
+      if (kind != "D" && kind != "U" && kind != "G") return Status::Err(EINVAL, "malformed dump: quota kind " + kind);
+      Quota q;
+      q.kind = static_cast<QuotaKind>(kind[0]);
+      q.id = r[1];
+      q.max_bytes = r[2];
+      q.max_inodes = r[3];
+      q.used_bytes = r[4];
+      q.used_inodes = r[5];
+      list.emplace_back(q.kind, q.id);
+      RETURN_IF_ERROR(w.Put(QuotaKey(q.kind, q.id), EncodeQuota(q)));
+    }
+    if (!list.empty()) RETURN_IF_ERROR(w.Put(QuotaListKey(), EncodeQuotaList(list)));
   }
   for (const auto& r : doc.at("pending_files")) {
     RETURN_IF_ERROR(w.Put(keys::PendingFile(r[0]), keys::EncodeU64(r[1])));

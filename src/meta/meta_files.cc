@@ -161,6 +161,7 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
     if (min_length > a.length) {
       usage = ChargedBytes(min_length) - ChargedBytes(a.length);
       a.length = min_length;
+      RETURN_IF_ERROR(ChargeFileQuotasTx(t, ino, a, usage));
     }
     AddAllocated(&a, rec.len);
     a.mtime_ns = a.ctime_ns = mtime_ns;
@@ -234,6 +235,7 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
     }
     if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > a.length) {
       usage = ChargedBytes(off + len) - ChargedBytes(a.length);
+      RETURN_IF_ERROR(ChargeFileQuotasTx(t, ino, a, usage));
       a.length = off + len;
       a.mtime_ns = now;
     }
@@ -339,6 +341,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
     int64_t now = NowNanos();
     if (off_out + n > oa.length) {
       usage = ChargedBytes(off_out + n) - ChargedBytes(oa.length);
+      RETURN_IF_ERROR(ChargeFileQuotasTx(t, out, oa, usage));
       oa.length = off_out + n;
     }
     AddAllocated(&oa, data);

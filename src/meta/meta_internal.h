@@ -11,6 +11,7 @@
 #include "meta/attr.h"
 #include "meta/key_schema.h"
 #include "meta/kv_engine.h"
+#include "meta/quota_tx.h"
 
 namespace tierfs::internal {
 
@@ -72,6 +73,22 @@ inline Status CheckSticky(const Ctx& ctx, const Attr& dir, const Attr& child) {
     return Status::Err(EPERM, "sticky directory: only the owner may remove or rename this entry");
   }
   return Status::OK();
+}
+
+// The trash's name at the root, and whether an inode is the trash, one of its hour
+// directories or an entry in it (meta_trash.cc).
+inline constexpr const char* kTrashName = ".trash";
+inline bool InTrash(Ino ino, const Attr& a) {
+  return ino == kTrashIno || a.parent == kTrashIno || (a.flags & kAttrInTrash);
+}
+inline Status TrashReadOnly() { return Status::Err(EPERM, "the trash is read-only (use `tierfs restore`)"); }
+
+// A regular file grows by `bytes` (ChargedBytes): its quotas are charged and checked, when
+// it is in the namespace (not unlinked while open, not in the trash).
+inline Status ChargeFileQuotasTx(KvTxn& t, Ino ino, const Attr& a, int64_t bytes) {
+  if (bytes == 0 || a.nlink == 0 || InTrash(ino, a)) return Status::OK();
+  QuotaTx quota(t);
+  return quota.ChargeIn(a.parent, a.uid, a.gid, bytes, 0, bytes > 0);
 }
 
 // Space charged for a file of this length (4 KiB granularity, like a block device).

@@ -6,6 +6,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "common/clock.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
@@ -43,6 +46,10 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
   if (flags & kRenameWhiteout) {
     ASSIGN_OR_RETURN(whiteout, NextInode());
   }
+  Ino spare = 0;
+  if (TrashOn()) {
+    ASSIGN_OR_RETURN(spare, NextInode());
+  }
   int64_t usage = 0, inodes = 0;
   ForgetDir(parent);
   ForgetDir(new_parent);
@@ -62,6 +69,8 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       if (dpa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
       RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, dpa, W_OK | X_OK));
     }
+    if (InTrash(parent, spa) || InTrash(new_parent, dpa)) return TrashReadOnly();
+    if (new_parent == kRootIno && new_name == kTrashName) return TrashReadOnly();
     Ino sino;
     uint32_t stype;
     RETURN_IF_ERROR(GetDentryTx(t, parent, name, &sino, &stype));
@@ -97,12 +106,65 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
     // Moving a directory to another parent rewrites its ".." : needs write access to it.
     if (sdir && !same_dir && ctx.uid != 0) RETURN_IF_ERROR(CheckAccessTx(t, ctx, sino, sa, W_OK));
 
+    // Quotas. A replaced entry leaves the destination's quotas (checked first, so that
+    // replacing a file by one of the same size fits a full quota); an entry moving to other
+    // directory quotas takes its usage along, checked against their limits.
+    QuotaTx quota(t);
+    ASSIGN_OR_RETURN(bool no_quota, quota.None());
+    std::vector<Ino> src_quotas, dst_quotas;
+    if (!no_quota) {
+      RETURN_IF_ERROR(quota.DirsAbove(parent, &src_quotas));
+      if (same_dir) {
+        dst_quotas = src_quotas;
+      } else {
+        RETURN_IF_ERROR(quota.DirsAbove(new_parent, &dst_quotas));
+      }
+      std::sort(src_quotas.begin(), src_quotas.end());
+      std::sort(dst_quotas.begin(), dst_quotas.end());
+    }
+    // Usage of an entry for moving it between quota trees.
+    auto usage_of = [&](Ino ino, const Attr& a, int64_t* b, int64_t* i) -> Status {
+      *b = QuotaBytes(a);
+      *i = 1;
+      if (!a.IsDir()) {
+        if (a.nlink > 1) return Status::Err(EXDEV, "a file with several links cannot move to other directory quotas");
+        return Status::OK();
+      }
+      int64_t sb = 0, si = 0;
+      bool too_big = false;
+      RETURN_IF_ERROR(SubtreeUsageTx(t, ino, kQuotaCountInTxn, &sb, &si, &too_big));
+      if (too_big) {
+        return Status::Err(EXDEV, "a directory of more than " + std::to_string(kQuotaCountInTxn) +
+                                      " inodes cannot move to other directory quotas in one step");
+      }
+      *b += sb;
+      *i += si;
+      return Status::OK();
+    };
+    auto move_usage = [&](const std::vector<Ino>& from, const std::vector<Ino>& to, int64_t b, int64_t i) -> Status {
+      std::vector<Ino> minus, plus;
+      std::set_difference(from.begin(), from.end(), to.begin(), to.end(), std::back_inserter(minus));
+      std::set_difference(to.begin(), to.end(), from.begin(), from.end(), std::back_inserter(plus));
+      RETURN_IF_ERROR(quota.Charge(minus, kNoOwner, kNoOwner, -b, -i, false));
+      return quota.Charge(plus, kNoOwner, kNoOwner, b, i, true);
+    };
+    const bool cross_quota = !no_quota && src_quotas != dst_quotas;
+
     if (flags & kRenameExchange) {
+      if (cross_quota) {
+        int64_t sb, si, db, di;
+        RETURN_IF_ERROR(usage_of(sino, sa, &sb, &si));
+        RETURN_IF_ERROR(usage_of(dino, da, &db, &di));
+        RETURN_IF_ERROR(move_usage(dst_quotas, src_quotas, db, di));
+        RETURN_IF_ERROR(move_usage(src_quotas, dst_quotas, sb, si));
+      }
       RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(dino, da.mode)));
       RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
       if (!same_dir) {
         if (sdir) { sa.parent = new_parent; spa.nlink--; dpa.nlink++; }
         if (ddir) { da.parent = parent; dpa.nlink--; spa.nlink++; }
+        if (!sdir && sa.nlink == 1) sa.parent = new_parent;
+        if (!ddir && da.nlink == 1) da.parent = parent;
       }
       sa.ctime_ns = da.ctime_ns = now;
       RETURN_IF_ERROR(PutAttrTx(t, sino, sa));
@@ -111,6 +173,9 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       if (dino) {
         if (sdir && !ddir) return Status::Err(ENOTDIR, "'" + new_name + "' is not a directory");
         if (!sdir && ddir) return Status::Err(EISDIR, "'" + new_name + "' is a directory");
+        if (!no_quota && (ddir || da.nlink <= 1)) {
+          RETURN_IF_ERROR(quota.Charge(dst_quotas, da.uid, da.gid, -QuotaBytes(da), -1, false));
+        }
         if (ddir) {
           bool empty = true;
           RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(dino), 1, [&](std::string_view, std::string_view) {
@@ -119,16 +184,29 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
           }));
           if (!empty) return Status::Err(ENOTEMPTY, "directory '" + new_name + "' is not empty");
           dpa.nlink--;
-          da.nlink = 0;
-          inodes = -1;
-          RETURN_IF_ERROR(DropLink(t, dino, &da, now));
-        } else {
-          RETURN_IF_ERROR(DropLink(t, dino, &da, now));
-          if (da.nlink == 0 && !(da.IsRegular() && IsOpen(dino))) {
-            usage = -ChargedBytes(da.IsRegular() ? da.length : 0);
+          bool trashed = false;
+          RETURN_IF_ERROR(TrashTx(t, new_parent, new_name, dino, &da, now, spare, &trashed));
+          if (!trashed) {
+            da.nlink = 0;
             inodes = -1;
+            RETURN_IF_ERROR(DropLink(t, dino, &da, now));
+          }
+        } else {
+          bool trashed = false;
+          RETURN_IF_ERROR(TrashTx(t, new_parent, new_name, dino, &da, now, spare, &trashed));
+          if (!trashed) {
+            RETURN_IF_ERROR(DropLink(t, dino, &da, now));
+            if (da.nlink == 0 && !(da.IsRegular() && IsOpen(dino))) {
+              usage = -ChargedBytes(da.IsRegular() ? da.length : 0);
+              inodes = -1;
+            }
           }
         }
+      }
+      if (cross_quota) {
+        int64_t sb, si;
+        RETURN_IF_ERROR(usage_of(sino, sa, &sb, &si));
+        RETURN_IF_ERROR(move_usage(src_quotas, dst_quotas, sb, si));
       }
       RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
       RETURN_IF_ERROR(t.Put(keys::Dentry(new_parent, new_name), EncodeDentry(sino, sa.mode)));
@@ -143,12 +221,14 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
         RETURN_IF_ERROR(PutAttrTx(t, whiteout, w));
         RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(whiteout, w.mode)));
         inodes++;
+        RETURN_IF_ERROR(quota.Charge(src_quotas, w.uid, w.gid, 0, 1, true));
       }
       if (sdir && !same_dir) {
         sa.parent = new_parent;
         spa.nlink--;
         dpa.nlink++;
       }
+      if (!sdir && sa.nlink == 1) sa.parent = new_parent;  // a file's directory, for its quotas
       sa.ctime_ns = now;
       RETURN_IF_ERROR(PutAttrTx(t, sino, sa));
     }

@@ -13,7 +13,7 @@ namespace {
 constexpr size_t kRemoveBatch = 256;  // entries visited per transaction
 }  // namespace
 
-Result<Meta::RemoveProgress> Meta::RemoveContents(const Ctx& ctx, Ino dir, uint64_t budget) {
+Result<Meta::RemoveProgress> Meta::RemoveContents(const Ctx& ctx, Ino dir, uint64_t budget, bool trash) {
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   RemoveProgress p;
   struct Frame {
@@ -28,6 +28,10 @@ Result<Meta::RemoveProgress> Meta::RemoveContents(const Ctx& ctx, Ino dir, uint6
     size_t removed = 0;
     std::optional<Frame> sub;
     Attr dir_after;
+    Ino spare = 0;  // the trash's hour directory, should the batch need a new one
+    if (trash && TrashOn()) {
+    ASSIGN_OR_RETURN(spare, NextInode());
+  }
     RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) {
       usage = inodes = 0;
       removed = 0;
@@ -51,11 +55,22 @@ Result<Meta::RemoveProgress> Meta::RemoveContents(const Ctx& ctx, Ino dir, uint6
         return true;
       }));
       int64_t now = NowNanos();
+      QuotaTx quota(t);
+      std::vector<Ino> quotas;
+      const bool counted = !InTrash(top.ino, pa);
+      if (counted && !files.empty()) RETURN_IF_ERROR(quota.DirsAbove(top.ino, &quotas));
       for (auto& [name, ino] : files) {
         Attr a;
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         RETURN_IF_ERROR(CheckSticky(ctx, pa, a));
         RETURN_IF_ERROR(t.Delete(keys::Dentry(top.ino, name)));
+        if (counted && a.nlink <= 1) RETURN_IF_ERROR(quota.Charge(quotas, a.uid, a.gid, -QuotaBytes(a), -1, false));
+        bool trashed = false;
+        RETURN_IF_ERROR(TrashTx(t, top.ino, name, ino, &a, now, spare, &trashed));
+        if (trashed) {
+          removed++;
+          continue;
+        }
         RETURN_IF_ERROR(DropLink(t, ino, &a, now));
         if (a.nlink == 0 && !(a.IsRegular() && IsOpen(ino))) {
           usage -= ChargedBytes(a.IsRegular() ? a.length : 0);
@@ -80,7 +95,7 @@ Result<Meta::RemoveProgress> Meta::RemoveContents(const Ctx& ctx, Ino dir, uint6
     // Empty now: a subdirectory goes (the tree's root stays, for the caller's rmdir).
     stack.pop_back();
     if (top.ino != dir) {
-      RETURN_IF_ERROR(Rmdir(ctx, top.parent, top.name));
+      RETURN_IF_ERROR(Rmdir(ctx, top.parent, top.name, trash));
       p.dirs++;
     }
   }

@@ -546,6 +546,11 @@ void Meta::BackgroundLoop() {
       st = RunCleanupOnce();
       if (!st.ok()) spdlog::warn("background cleanup failed: {}", st.ToString());
     }
+    if (!opts_.read_only && now - trash_checked_mono_ns_ >= 60'000'000'000) {
+      trash_checked_mono_ns_ = now;
+      st = ExpireTrash(NowNanos());
+      if (!st.ok()) spdlog::warn("expiring the trash failed: {}", st.ToString());
+    }
     l.lock();
   }
 }
@@ -591,6 +596,10 @@ Status Meta::CheckOpen(const Ctx& ctx, const Attr& a, const acl::Acl* access, in
   if (flags & O_TRUNC) mask |= W_OK;
   if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
   if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");
+  if (a.flags & kAttrInTrash) {
+    if (mask & W_OK) return TrashReadOnly();
+    if (ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EACCES, "only its owner and root may use a trash entry");
+  }
   return acl::CheckAccess(ctx, a, access, mask);
 }
 

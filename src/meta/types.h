@@ -9,6 +9,10 @@ namespace tierfs {
 
 using Ino = uint64_t;
 constexpr Ino kRootIno = 1;
+// The trash (`.trash` at the root, meta_trash.cc): a directory outside the namespace tree,
+// found by name only from the root, holding one directory per hour of deletions. Above every
+// inode number the volume hands out.
+constexpr Ino kTrashIno = 0x7fffffff00000000ull;
 
 // Logical layout, fixed for every volume (DESIGN.md section 2).
 constexpr uint64_t kChunkBits = 26;
@@ -45,6 +49,9 @@ constexpr uint32_t kAttrAccessAcl = 1u << 0;   // has system.posix_acl_access
 constexpr uint32_t kAttrDefaultAcl = 1u << 1;  // directory with system.posix_acl_default
 // An O_TMPFILE file opened without O_EXCL: it may be linked although its nlink is 0.
 constexpr uint32_t kAttrLinkable = 1u << 8;
+// In the trash: removed by unlink, rmdir or a replacing rename and kept until the trash's
+// retention ends. Read-only; only its owner and root may read it.
+constexpr uint32_t kAttrInTrash = 1u << 9;
 
 // File types, stored in the top bits of Attr::mode exactly as S_IFMT.
 struct Attr {
@@ -57,7 +64,7 @@ struct Attr {
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
-  Ino parent = 0;     // directories: the parent directory (files with several links: 0)
+  Ino parent = 0;     // the parent directory (files with several links: the first one; see meta_quota.cc)
   uint32_t flags = 0;
   uint64_t seq = 0;   // per-inode commit sequence, orders chunk records and truncations
   // Regular files: bytes that hold data (st_blocks), never more than the length rounded

@@ -183,6 +183,15 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
   attrs[start] = *sa;
   paths[start] = start_path;
   if (!sa->IsDir()) return Status::Err(ENOTDIR, start_path + " is not a directory");
+  if (whole) {
+    // The trash is a tree of its own, found by name from the root.
+    auto trash = meta->GetAttr(kTrashIno);
+    if (trash.ok()) {
+      queue.push_back(kTrashIno);
+      attrs[kTrashIno] = *trash;
+      paths[kTrashIno] = "/.trash";
+    }
+  }
 
   while (!queue.empty()) {
     Ino dir = queue.front();
@@ -256,7 +265,9 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
     ASSIGN_OR_RETURN(std::set<Ino> held, meta->SustainedInodes());
     uint64_t used = 0, inodes = 0;
     RETURN_IF_ERROR(meta->ForEachInode([&](Ino ino, const Attr& a) {
-      if (a.nlink > 0 || held.count(ino)) {
+      // The trash and its hour directories are bookkeeping, not counted; its entries are.
+      const bool trash_dir = ino == kTrashIno || a.parent == kTrashIno;
+      if ((a.nlink > 0 || held.count(ino)) && !trash_dir) {
         inodes++;
         if (a.IsRegular()) used += (a.length + 4095) / 4096 * 4096;
       }

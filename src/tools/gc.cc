@@ -176,7 +176,8 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
     });
     // Rounds until the unlinked files are gone and no more slices come due (a round
     // handles at most 1000 of each).
-    Status st;
+    // The trash's expired hours first, so that their files are deleted in these rounds.
+    Status st = meta->ExpireTrash(NowNanos());
     size_t last_pending = SIZE_MAX;
     for (int round = 0; round < 100000 && st.ok(); ++round) {
       st = meta->RunCleanupOnce();

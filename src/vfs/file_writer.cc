@@ -108,10 +108,10 @@ Status FileWriter::FlushLocked() {
       if (!st.ok()) {
         // Uploaded but not committed; the data is reported lost to the application instead
         // of silently dropped. When the engine says the commit cannot have happened (the
-        // inode is gone: another client removed the file), the blocks are deleted now.
-        // After any other error (a lost connection) the commit may have landed, so they
-        // stay, and gc collects them if it did not.
-        if (st.code() == ENOENT || st.code() == ESTALE) s.writer->Abort();
+        // inode is gone: another client removed the file; or a quota is full), the blocks
+        // are deleted now. After any other error (a lost connection) the commit may have
+        // landed, so they stay, and gc collects them if it did not.
+        if (st.code() == ENOENT || st.code() == ESTALE || st.code() == EDQUOT) s.writer->Abort();
         st = st.With("committing written data of inode " + std::to_string(ino_));
       }
     } else {

@@ -623,7 +623,7 @@ Status Vfs::Releasedir(uint64_t fh) {
   return meta_->Release(ino);
 }
 
-Result<StatFs> Vfs::GetStatFs() { return meta_->GetStatFs(); }
+Result<StatFs> Vfs::GetStatFs(Ino ino) { return meta_->GetStatFs(ino); }
 
 
 

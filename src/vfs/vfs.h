@@ -115,7 +115,7 @@ class Vfs {
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus);
   Status Releasedir(uint64_t fh);
 
-  Result<StatFs> GetStatFs();
+  Result<StatFs> GetStatFs(Ino ino = kRootIno);
 
   Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
   Status SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags);

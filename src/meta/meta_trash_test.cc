@@ -1,0 +1,222 @@
+// The trash (meta_trash.cc), against every engine.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "meta/meta_test_fixture.h"
+
+namespace tierfs {
+namespace {
+
+using namespace meta_testing;  // NOLINT: the fixture and its engines
+
+constexpr int64_t kDayNs = 24ll * 3600 * 1000000000;
+
+void TrashOn(Meta* m, int days = 1) {
+  ASSERT_TRUE(Meta::UpdateFormat(m->engine(), [&](FormatRecord& r) {
+                r.trash_days = days;
+                return Status::OK();
+              }).ok());
+  // ExpireTrash rereads the retention, as the background does every minute.
+  ASSERT_TRUE(m->ExpireTrash(NowNanos()).ok());
+  ASSERT_EQ(m->TrashOn(), days > 0);
+}
+
+std::vector<DirEntry> TrashHour(Meta* m) {
+  const Ctx root = Ctx::Root();
+  auto trash = m->Lookup(root, kRootIno, ".trash");
+  EXPECT_TRUE(trash.ok()) << trash.status().ToString();
+  if (!trash.ok()) return {};
+  auto hours = m->Readdir(root, trash->first, false);
+  EXPECT_TRUE(hours.ok());
+  EXPECT_EQ(hours->size(), 1u);
+  if (hours->size() != 1) return {};
+  EXPECT_EQ((*hours)[0].name, Meta::TrashHourName(NowNanos()));
+  auto entries = m->Readdir(root, (*hours)[0].ino, true);
+  EXPECT_TRUE(entries.ok());
+  return *entries;
+}
+
+TYPED_TEST(MetaTest, RemovedTreeGoesToTheTrashAndComesBackWhole) {
+  TrashOn(this->m_.get());
+  Ino top = this->Dir("top");
+  Ino sub = this->Dir("sub", top);
+  Ino f = this->File("f", sub);
+  uint64_t slice = 0;
+  this->WriteSlice(f, 0, 0, 10000, &slice);
+  Ino g = this->File("g");
+  auto before = this->m_->GetStatFs();
+  // rm -rf top; rm g
+  ASSERT_TRUE(this->m_->Unlink(this->root_, sub, "f").ok());
+  ASSERT_TRUE(this->m_->Rmdir(this->root_, top, "sub").ok());
+  ASSERT_TRUE(this->m_->Rmdir(this->root_, kRootIno, "top").ok());
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "g").ok());
+  for (const char* gone : {"top", "g"}) EXPECT_EQ(this->Err(this->m_->Lookup(this->root_, kRootIno, gone)), ENOENT);
+  // The root does not list the trash.
+  auto root_entries = this->m_->Readdir(this->root_, kRootIno, false);
+  ASSERT_TRUE(root_entries.ok());
+  for (const auto& e : *root_entries) EXPECT_NE(e.name, ".trash");
+
+  auto entries = TrashHour(this->m_.get());
+  std::set<std::string> names;
+  for (const auto& e : entries) {
+    names.insert(e.name);
+    EXPECT_TRUE(e.attr.flags & kAttrInTrash) << e.name;
+  }
+  std::set<std::string> want = {std::to_string(sub) + "-" + std::to_string(f) + "-f",
+                                std::to_string(top) + "-" + std::to_string(sub) + "-sub",
+                                "1-" + std::to_string(top) + "-top", "1-" + std::to_string(g) + "-g"};
+  EXPECT_EQ(names, want);
+  // Nothing was freed: the volume still holds it, the slice is not pending deletion.
+  ASSERT_TRUE(this->m_->RunCleanupOnce().ok());
+  auto during = this->m_->GetStatFs();
+  EXPECT_EQ(during->used_bytes, before->used_bytes);
+  EXPECT_EQ(during->inodes, before->inodes);
+  auto pending_now = this->m_->PendingSlices();
+  ASSERT_TRUE(pending_now.ok());
+  for (auto& [id, size] : *pending_now) EXPECT_NE(id, slice);
+
+  // Restore: a file whose directory is still in the trash waits for it.
+  const std::string hour = Meta::TrashHourName(NowNanos());
+  EXPECT_EQ(this->Err(this->m_->RestoreFromTrash(this->root_, hour, std::to_string(sub) + "-" + std::to_string(f) + "-f")),
+            EAGAIN);
+  for (const std::string& e : {"1-" + std::to_string(top) + "-top", std::to_string(top) + "-" + std::to_string(sub) + "-sub",
+                               std::to_string(sub) + "-" + std::to_string(f) + "-f", "1-" + std::to_string(g) + "-g"}) {
+    ASSERT_TRUE(this->m_->RestoreFromTrash(this->root_, hour, e).ok()) << e;
+  }
+  auto t = this->m_->Lookup(this->root_, kRootIno, "top");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->second.nlink, 3u);
+  auto back = this->m_->Lookup(this->root_, sub, "f");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->first, f);
+  EXPECT_EQ(back->second.length, 10000u);
+  EXPECT_FALSE(back->second.flags & kAttrInTrash);
+  auto recs = this->m_->ReadChunk(f, 0);
+  ASSERT_TRUE(recs.ok());
+  ASSERT_EQ(recs->size(), 1u);
+  EXPECT_EQ((*recs)[0].id, slice);
+  EXPECT_TRUE(TrashHour(this->m_.get()).empty());
+  auto after = this->m_->GetStatFs();
+  EXPECT_EQ(after->used_bytes, before->used_bytes);
+  EXPECT_EQ(after->inodes, before->inodes);
+}
+
+TYPED_TEST(MetaTest, RestoreRefusesToOverwrite) {
+  TrashOn(this->m_.get());
+  Ino f = this->File("f");
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "f").ok());
+  Ino again = this->File("f");
+  const std::string entry = "1-" + std::to_string(f) + "-f";
+  EXPECT_EQ(this->Err(this->m_->RestoreFromTrash(this->root_, Meta::TrashHourName(NowNanos()), entry)), EEXIST);
+  EXPECT_EQ(this->m_->Lookup(this->root_, kRootIno, "f")->first, again);
+  EXPECT_EQ(TrashHour(this->m_.get()).size(), 1u);
+  EXPECT_EQ(this->Err(this->m_->RestoreFromTrash(this->root_, "1999-01-01-00", entry)), ENOENT);
+}
+
+TYPED_TEST(MetaTest, AReplacingRenameAndRmrSendToTheTrash) {
+  TrashOn(this->m_.get());
+  Ino old = this->File("target");
+  this->File("new");
+  ASSERT_TRUE(this->m_->Rename(this->root_, kRootIno, "new", kRootIno, "target", 0).ok());
+  Ino d = this->Dir("d");
+  for (int i = 0; i < 5; ++i) this->File("x" + std::to_string(i), d);
+  auto p = this->m_->RemoveContents(this->root_, d, 1000);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->done);
+  auto entries = TrashHour(this->m_.get());
+  EXPECT_EQ(entries.size(), 6u);
+  bool found = false;
+  for (const auto& e : entries) found |= e.ino == old && e.name == "1-" + std::to_string(old) + "-target";
+  EXPECT_TRUE(found);
+  // A second link going is no removal: only the last one goes to the trash.
+  Ino h = this->File("h");
+  ASSERT_TRUE(this->m_->Link(this->root_, h, kRootIno, "h2").ok());
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "h").ok());
+  EXPECT_EQ(TrashHour(this->m_.get()).size(), 6u);
+}
+
+TYPED_TEST(MetaTest, TheTrashIsReadOnlyAndPrivate) {
+  TrashOn(this->m_.get());
+  Ctx alice;
+  alice.uid = alice.gid = 1000;
+  Ctx bob;
+  bob.uid = bob.gid = 1001;
+  Ino pub = this->Dir("pub", kRootIno, 0777);
+  auto f = this->m_->Mknod(alice, pub, "f", S_IFREG | 0644, 0);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(this->m_->Unlink(alice, pub, "f").ok());
+  auto entries = TrashHour(this->m_.get());
+  ASSERT_EQ(entries.size(), 1u);
+  Ino hour = entries[0].attr.parent;
+  // Only the owner and root may read it (its mode said others could).
+  EXPECT_TRUE(this->m_->Open(alice, f->first, O_RDONLY).ok());
+  EXPECT_TRUE(this->m_->Open(this->root_, f->first, O_RDONLY).ok());
+  EXPECT_EQ(this->Err(this->m_->Open(bob, f->first, O_RDONLY)), EACCES);
+  // Nobody writes, renames into or creates in it, root included.
+  EXPECT_EQ(this->Err(this->m_->Open(this->root_, f->first, O_RDWR)), EPERM);
+  EXPECT_EQ(this->Err(this->m_->Open(alice, f->first, O_WRONLY)), EPERM);
+  Attr in;
+  in.mode = 0600;
+  EXPECT_EQ(this->Err(this->m_->SetAttr(this->root_, f->first, kSetMode, in)), EPERM);
+  EXPECT_EQ(this->Err(this->m_->Mknod(this->root_, hour, "new", S_IFREG | 0644, 0)), EPERM);
+  EXPECT_EQ(this->Err(this->m_->Mkdir(this->root_, kTrashIno, "2000-01-01-00", 0755)), EPERM);
+  EXPECT_EQ(this->Err(this->m_->Mknod(this->root_, kRootIno, ".trash", S_IFREG | 0644, 0)), EPERM);
+  this->File("g");
+  EXPECT_EQ(this->Err(this->m_->Rename(this->root_, kRootIno, "g", hour, "g", 0)), EPERM);
+  EXPECT_EQ(this->Err(this->m_->Link(this->root_, f->first, kRootIno, "back")), EPERM);
+  // Bob may not restore Alice's file; she may.
+  EXPECT_EQ(this->Err(this->m_->RestoreFromTrash(bob, Meta::TrashHourName(NowNanos()), entries[0].name)), EACCES);
+  EXPECT_TRUE(this->m_->RestoreFromTrash(alice, Meta::TrashHourName(NowNanos()), entries[0].name).ok());
+  // Root purges an entry for good: removing inside the trash does not trash again.
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "g").ok());
+  entries = TrashHour(this->m_.get());
+  ASSERT_EQ(entries.size(), 1u);
+  ASSERT_TRUE(this->m_->Unlink(this->root_, hour, entries[0].name).ok());
+  EXPECT_TRUE(TrashHour(this->m_.get()).empty());
+}
+
+TYPED_TEST(MetaTest, TrashExpiryDeletesOldHoursAndTheirBlocks) {
+  TrashOn(this->m_.get(), 2);
+  auto before = this->m_->GetStatFs();
+  Ino d = this->Dir("d");
+  Ino f = this->File("f", d);
+  uint64_t slice = 0;
+  this->WriteSlice(f, 0, 0, 8192, &slice);
+  ASSERT_TRUE(this->m_->Unlink(this->root_, d, "f").ok());
+  ASSERT_TRUE(this->m_->Rmdir(this->root_, kRootIno, "d").ok());
+  const int64_t now = NowNanos();
+  // Within the retention (2 days and the hour itself): kept.
+  ASSERT_TRUE(this->m_->ExpireTrash(now + kDayNs).ok());
+  EXPECT_EQ(TrashHour(this->m_.get()).size(), 2u);
+  ASSERT_TRUE(this->m_->ExpireTrash(now + 2 * kDayNs - 3600ll * 1000000000).ok());
+  EXPECT_EQ(TrashHour(this->m_.get()).size(), 2u);
+  // Past it: the hour, its entries and (after the cleaner) the slice go.
+  ASSERT_TRUE(this->m_->ExpireTrash(now + 2 * kDayNs + 3600ll * 1000000000).ok());
+  auto trash = this->m_->Readdir(this->root_, kTrashIno, false);
+  ASSERT_TRUE(trash.ok());
+  EXPECT_TRUE(trash->empty());
+  EXPECT_EQ(this->Err(this->m_->GetAttr(f)), ENOENT);
+  ASSERT_TRUE(this->m_->RunCleanupOnce().ok());
+  bool pending = false;
+  auto pending_now = this->m_->PendingSlices();
+  ASSERT_TRUE(pending_now.ok());
+  for (auto& [id, size] : *pending_now) pending |= id == slice;
+  EXPECT_TRUE(pending);
+  auto after = this->m_->GetStatFs();
+  EXPECT_EQ(after->used_bytes, before->used_bytes);
+  EXPECT_EQ(after->inodes, before->inodes);
+  auto usage = this->m_->GetTrashUsage();
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->entries, 0u);
+  // Turning the trash off (0 days) empties it at the next round.
+  Ino g = this->File("g");
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "g").ok());
+  EXPECT_EQ(this->m_->GetTrashUsage()->entries, 1u);
+  TrashOn(this->m_.get(), 0);
+  EXPECT_EQ(this->m_->GetTrashUsage()->entries, 0u);
+  EXPECT_EQ(this->Err(this->m_->GetAttr(g)), ENOENT);
+}
+
+}  // namespace
+}  // namespace tierfs
