@@ -217,7 +217,7 @@ _live_volumes = set()
 # Redis databases of the integration scripts, so that ctest -j runs them side by side.
 REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 6, "shared_mount": 7,
             "io_stress": 8, "pack": 9, "rmr": 10, "clone": 11,
-            "trash": 12, "quota": 13}
+            "trash": 12, "quota": 13, "subdir": 14, "backup": 15}
 
 
 def servers():

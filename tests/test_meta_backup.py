@@ -36,7 +36,15 @@ class MetaBackupTest(harness.TierFSTestCase):
     def test_backups_rotate_one_client_at_a_time_and_load_back(self):
         vol = self.new_volume()
         self.addCleanup(vol.cleanup)
-        vol.format()
+        self.check_backups(vol)
+
+    def test_backups_on_redis(self):
+        vol = self.new_volume(meta_url=harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["backup"])
+        self.addCleanup(vol.cleanup)
+        self.check_backups(vol)
+
+    def check_backups(self, vol):
+        vol.format("--force")
         vol.mount("--backup-meta", "2", "--backup-keep", "3")
         os.makedirs(os.path.join(vol.mnt, "a", "b"))
         for i in range(50):

@@ -19,11 +19,14 @@ class SubdirTest(harness.TierFSTestCase):
     PER_TEST = True
     AUTO_MOUNT = False
 
+    REDIS = False  # SubdirOnRedisTest: the same tests on Redis
+
     def setUp(self):
         super().setUp()
-        self.vol = self.new_volume()
+        url = harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["subdir"] if self.REDIS else None
+        self.vol = self.new_volume(meta_url=url)
         self.addCleanup(self.vol.cleanup)
-        self.vol.format()
+        self.vol.format("--force")
         self.vol.mount()
         m = self.vol.mnt
         os.makedirs(os.path.join(m, "teams", "vision", "data"))
@@ -94,6 +97,10 @@ class SubdirTest(harness.TierFSTestCase):
             self.assertNotEqual(rc, 0, path)
             self.assertIn(words, out + err, path)
             self.assertFalse(harness.is_mounted(self.sub), path)
+
+
+class SubdirOnRedisTest(SubdirTest):
+    REDIS = True
 
 
 if __name__ == "__main__":
