@@ -13,6 +13,7 @@
 #include "cmd/cache_options.h"
 #include "cmd/commands.h"
 #include "cmd/group_member.h"
+#include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "meta/meta.h"
@@ -27,6 +28,7 @@ struct Args {
   CacheArgs cache;
   GroupArgs group;
   int download_threads = 16;
+  std::string metrics;  // "": the default address, and no error when it cannot be used
 };
 
 int Run(const Args& a) {
@@ -63,6 +65,16 @@ int Run(const Args& a) {
     return Fail("cache-server", joined.status().With("--cache-group " + a.group.name));
   }
   std::unique_ptr<GroupRuntime> group = std::move(*joined);
+  auto exporter = StartMetrics(a.metrics.empty() ? kDefaultMetricsAddr : a.metrics, fmt.name, "cache-server", cached.get());
+  if (!exporter.ok() && a.metrics.empty()) {
+    spdlog::warn("no metrics endpoint: {}", exporter.status().ToString());
+    exporter = std::unique_ptr<metrics::Exporter>();
+  }
+  if (!exporter.ok()) {
+    (*meta)->CloseSession().ok();
+    return Fail("cache-server", exporter.status().With("--metrics"));
+  }
+  if (*exporter) spdlog::info("metrics on http://{}/metrics", (*exporter)->address());
   CachedStore* cs = cached.get();
   (*meta)->SetPackDeleter([cs](uint64_t pack, uint32_t len) { return cs->DeletePack(pack, len); });
   (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
@@ -72,6 +84,7 @@ int Run(const Args& a) {
   int sig = 0;
   sigwait(&stop, &sig);
   spdlog::info("cache server stopping (signal {}): {}", sig, group->StatsJson());
+  exporter->reset();
   group->StopServing();
   (*meta)->StopBackground();
   st = (*meta)->CloseSession();
@@ -92,6 +105,9 @@ void RegisterCacheServer(CLI::App& app, int* exit_code) {
   AddCacheOptions(sub, &a->cache);
   AddGroupOptions(sub, &a->group);
   sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
+  sub->add_option("--metrics", a->metrics,
+                  "Serve Prometheus metrics at http://ADDR:PORT/metrics (default 127.0.0.1:9567; the next free port "
+                  "when taken; 0: off)");
   sub->callback([a, exit_code] {
     MakeCacheDirsAbsolute(&a->cache);
     *exit_code = Run(*a);

@@ -18,11 +18,13 @@
 #include "cmd/cache_options.h"
 #include "cmd/commands.h"
 #include "cmd/group_member.h"
+#include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "common/url.h"
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
+#include "metrics/metrics.h"
 #include "object/checksum_store.h"
 #include "object/object_store.h"
 #include "chunk/writeback.h"
@@ -61,6 +63,8 @@ Result<Ino> ResolveSubdir(Meta* meta, const std::string& path) {
 
 struct Args {
   std::string meta_url, mountpoint, log_file;
+  std::string metrics;  // "": the default address, and no error when it cannot be used
+  double slow_op = 1.0;
   bool background = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
@@ -226,8 +230,22 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     backups = std::make_unique<BackupLoop>(meta->get(), raw, static_cast<int64_t>(a.backup_meta), a.backup_keep);
   }
 
+  auto exporter = StartMetrics(a.metrics.empty() ? kDefaultMetricsAddr : a.metrics, fmt.name, mp, cached.get());
+  if (!exporter.ok() && a.metrics.empty()) {
+    spdlog::warn("no metrics endpoint: {}", exporter.status().ToString());
+    exporter = std::unique_ptr<metrics::Exporter>();
+  }
+  if (!exporter.ok()) {
+    (*meta)->StopBackground();
+    (*meta)->CloseSession().ok();
+    return fail(exporter.status().With("--metrics"));
+  }
+  if (*exporter) spdlog::info("metrics on http://{}/metrics", (*exporter)->address());
+
   VfsOptions vopts;
   vopts.read_only = ro;
+  vopts.metrics_stats = [] { return metrics::Default().SnapshotJson(); };
+  if (*exporter) vopts.metrics_addr = (*exporter)->address();
   vopts.root = root;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
   vopts.compactor.release_grace_ns = static_cast<int64_t>(a.compact_grace * 1e9);
@@ -238,6 +256,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     FuseOptions fopts;
     fopts.mountpoint = mp;
     fopts.root = root;
+    fopts.slow_op_ns = static_cast<int64_t>(a.slow_op * 1e9);
     fopts.fsname = "tierfs:" + fmt.name;
     fopts.attr_timeout = a.attr_cache;
     fopts.entry_timeout = a.entry_cache;
@@ -267,6 +286,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     marks.reset();
   }
   backups.reset();
+  exporter->reset();
   if (group) group->StopServing();
   (*meta)->StopBackground();
   s = (*meta)->CloseSession();
@@ -402,6 +422,12 @@ void RegisterMount(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--backup-keep", a->backup_keep, "Metadata backups kept in the object store (the newest)")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub->add_option("--metrics", a->metrics,
+                  "Serve Prometheus metrics at http://ADDR:PORT/metrics (default 127.0.0.1:9567; the next free port "
+                  "when taken; 0: off)");
+  sub->add_option("--slow-op", a->slow_op,
+                  "Log requests slower than this many seconds, with their path and where the time went (0: off)")
       ->capture_default_str();
   sub->add_option("--subdir", a->subdir,
                   "Mount this directory of the volume (a path from its root) as the mount's root; nothing "

@@ -22,6 +22,8 @@
 #include "common/size.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
+#include "meta/timed_engine.h"
+#include "object/timed_store.h"
 #include "object/object_store.h"
 
 namespace tierfs::cmd {
@@ -33,6 +35,7 @@ int Fail(const std::string& what, const Status& st) {
 
 Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns) {
   ASSIGN_OR_RETURN(auto engine, OpenKvEngine(meta_url));
+  engine = WithTxnMetrics(std::move(engine));
   MetaOptions opts;
   opts.read_only = read_only;
   opts.dir_attr_cache_ns = dir_attr_cache_ns;
@@ -79,7 +82,8 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool 
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;
   if (!sk.empty()) spec.secret_key = sk;
-  return CreateObjectStore(spec);
+  ASSIGN_OR_RETURN(auto store, CreateObjectStore(spec));
+  return WithRequestMetrics(std::move(store));
 }
 
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,

@@ -99,6 +99,12 @@ void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a) {
   fuse_reply_attr(req, &st, O(req).attr_timeout);
 }
 
+const char* const kOpNames[kOpCount] = {
+    "lookup", "getattr", "setattr", "create", "open", "read", "write", "flush", "release", "fsync", "mknod",
+    "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "opendir", "readdir", "releasedir",
+    "getxattr", "setxattr", "listxattr", "removexattr", "access", "statfs", "lock", "fallocate",
+    "copy_file_range", "forget", "lseek"};
+
 }  // namespace fuse_internal
 
 namespace {
@@ -123,11 +129,6 @@ void DirectWriteLoop(Ctxt* c) {
 }
 
 // Per-operation request counts and total latency (see fuse_internal.h).
-const char* const kOpNames[kOpCount] = {
-    "lookup", "getattr", "setattr", "create", "open", "read", "write", "flush", "release", "fsync", "mknod",
-    "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "opendir", "readdir", "releasedir",
-    "getxattr", "setxattr", "listxattr", "removexattr", "access", "statfs", "lock", "fallocate",
-    "copy_file_range", "forget", "lseek"};
 
 
 void LogOpStats() {
@@ -220,7 +221,7 @@ bool UnderRoot(fuse_req_t req, Ino ino) {
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  OpTimer timer(kOpLookup);
+  OpTimer timer(kOpLookup, req, parent, name);
   if (O(req).root != kRootIno && strcmp(name, ".") == 0 && !UnderRoot(req, In(req, parent))) {
     return ReplyErr(req, ESTALE);
   }
@@ -254,14 +255,14 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  OpTimer timer(kOpGetattr);
+  OpTimer timer(kOpGetattr, req, ino);
   auto r = V(req)->GetAttr(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
 }
 
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
-  OpTimer timer(kOpSetattr);
+  OpTimer timer(kOpSetattr, req, ino);
   uint32_t mask = 0;
   Attr in;
   if (to_set & FUSE_SET_ATTR_MODE) { mask |= kSetMode; in.mode = attr->st_mode; }
@@ -288,38 +289,38 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
 }
 
 void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
-  OpTimer timer(kOpReadlink);
+  OpTimer timer(kOpReadlink, req, ino);
   auto r = V(req)->Readlink(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   fuse_reply_readlink(req, r->c_str());
 }
 
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  OpTimer timer(kOpMknod);
+  OpTimer timer(kOpMknod, req, parent, name);
   auto r = V(req)->Mknod(MakeCtx(req), In(req, parent), name, mode, rdev);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  OpTimer timer(kOpMkdir);
+  OpTimer timer(kOpMkdir, req, parent, name);
   auto r = V(req)->Mkdir(MakeCtx(req), In(req, parent), name, mode);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  OpTimer timer(kOpUnlink);
+  OpTimer timer(kOpUnlink, req, parent, name);
   Reply(req, V(req)->Unlink(MakeCtx(req), In(req, parent), name));
 }
 
 void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  OpTimer timer(kOpRmdir);
+  OpTimer timer(kOpRmdir, req, parent, name);
   Reply(req, V(req)->Rmdir(MakeCtx(req), In(req, parent), name));
 }
 
 void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  OpTimer timer(kOpSymlink);
+  OpTimer timer(kOpSymlink, req, parent, name);
   auto r = V(req)->Symlink(MakeCtx(req), In(req, parent), name, link);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
@@ -327,7 +328,7 @@ void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* 
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
               unsigned int flags) {
-  OpTimer timer(kOpRename);
+  OpTimer timer(kOpRename, req, parent, name);
   uint32_t f = 0;
   if (flags & RENAME_NOREPLACE) f |= kRenameNoReplace;
   if (flags & RENAME_EXCHANGE) f |= kRenameExchange;
@@ -337,7 +338,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  OpTimer timer(kOpLink);
+  OpTimer timer(kOpLink, req, newparent, newname);
   auto r = V(req)->Link(MakeCtx(req), In(req, ino), In(req, newparent), newname);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
@@ -355,7 +356,7 @@ void FillOpen(fuse_file_info* fi, const OpenResult& o) {
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(kOpOpen);
+  OpTimer timer(kOpOpen, req, ino);
   auto r = V(req)->Open(MakeCtx(req), In(req, ino), fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, *r);
@@ -363,7 +364,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  OpTimer timer(kOpCreate);
+  OpTimer timer(kOpCreate, req, parent, name);
   auto r = V(req)->Create(MakeCtx(req), In(req, parent), name, mode, fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, r->second);
@@ -384,8 +385,8 @@ thread_local std::vector<iovec> tls_read_iov;
 // Blocks held in memory go to the kernel straight from the cache (fuse_reply_iov writes
 // the pieces with one writev); only bytes read from the disk cache or a ranged GET, and
 // zeros, pass through the per-thread scratch buffer.
-void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  OpTimer timer(kOpRead);
+void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  OpTimer timer(kOpRead, req, ino);
   if (tls_read_buf.size() < size) tls_read_buf.resize(size);
   tls_read_pieces.Clear();
   auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data(), &tls_read_pieces);
@@ -404,7 +405,7 @@ void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  OpTimer timer(kOpWrite);
+  OpTimer timer(kOpWrite, req, ino);
   Status st = V(req)->Write(fi->fh, static_cast<uint64_t>(off), buf, size);
   if (!st.ok()) return Reply(req, st);
   // A page-cache writeback (writepage) must not wait for its own pages.
@@ -420,23 +421,23 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
   fuse_reply_write(req, size);
 }
 
-void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  OpTimer timer(kOpFlush);
+void OpFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(kOpFlush, req, ino);
   Reply(req, V(req)->Flush(fi->fh, fi->lock_owner));
 }
 
-void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  OpTimer timer(kOpRelease);
+void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(kOpRelease, req, ino);
   Reply(req, V(req)->Release(fi->fh));
 }
 
-void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
-  OpTimer timer(kOpFsync);
+void OpFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
+  OpTimer timer(kOpFsync, req, ino);
   Reply(req, V(req)->Fsync(fi->fh));
 }
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(kOpOpendir);
+  OpTimer timer(kOpOpendir, req, ino);
   auto r = V(req)->Opendir(MakeCtx(req), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   fi->fh = *r;
@@ -444,8 +445,8 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Releasedir(*r).ok();
 }
 
-void DoReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi, bool plus) {
-  OpTimer timer(kOpReaddir);
+void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  OpTimer timer(kOpReaddir, req, ino);
   auto r = V(req)->Readdir(MakeCtx(req), fi->fh, static_cast<uint64_t>(off), plus);
   if (!r.ok()) return Reply(req, r.status());
   std::vector<char> buf(size);
@@ -492,18 +493,18 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   DoReaddir(req, ino, size, off, fi, true);
 }
 
-void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  OpTimer timer(kOpReleasedir);
+void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(kOpReleasedir, req, ino);
   Reply(req, V(req)->Releasedir(fi->fh));
 }
 
-void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
-  OpTimer timer(kOpFsync);
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+  OpTimer timer(kOpFsync, req, ino);
   Reply(req, V(req)->FsyncDir());
 }
 
 void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
-  OpTimer timer(kOpStatfs);
+  OpTimer timer(kOpStatfs, req, ino);
   // The path's nearest directory quota, else the volume.
   auto r = V(req)->GetStatFs(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
@@ -524,7 +525,7 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
-  OpTimer timer(kOpSetxattr);
+  OpTimer timer(kOpSetxattr, req, ino);
   Status st = V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags);
   if (st.ok() && strcmp(name, Vfs::kCloneXattr) == 0) {
     // The kernel may hold a negative entry for the clone's name (the caller looked first).
@@ -541,7 +542,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 }
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  OpTimer timer(kOpGetxattr);
+  OpTimer timer(kOpGetxattr, req, ino);
   auto r = V(req)->GetXattr(MakeCtx(req), In(req, ino), name);
   if (!r.ok()) return Reply(req, r.status());
   if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(In(req, ino), name, *r);
@@ -551,7 +552,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 }
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  OpTimer timer(kOpListxattr);
+  OpTimer timer(kOpListxattr, req, ino);
   auto r = V(req)->ListXattr(MakeCtx(req), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   std::string buf;
@@ -565,32 +566,32 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  OpTimer timer(kOpRemovexattr);
+  OpTimer timer(kOpRemovexattr, req, ino);
   Reply(req, V(req)->RemoveXattr(MakeCtx(req), In(req, ino), name));
 }
 
 void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
-  OpTimer timer(kOpAccess);
+  OpTimer timer(kOpAccess, req, ino);
   Reply(req, V(req)->Access(MakeCtx(req), In(req, ino), mask));
 }
 
 
-void OpFallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
-  OpTimer timer(kOpFallocate);
+void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  OpTimer timer(kOpFallocate, req, ino);
   Reply(req, V(req)->Fallocate(MakeCtx(req), fi->fh, mode, static_cast<uint64_t>(offset),
                                static_cast<uint64_t>(length)));
 }
 
-void OpLseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
-  OpTimer timer(kOpLseek);
+void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) {
+  OpTimer timer(kOpLseek, req, ino);
   auto r = V(req)->Lseek(fi->fh, static_cast<uint64_t>(off), whence);
   if (!r.ok()) return Reply(req, r.status());
   fuse_reply_lseek(req, static_cast<off_t>(*r));
 }
 
-void OpCopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
+void OpCopyFileRange(fuse_req_t req, fuse_ino_t ino, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
                      fuse_file_info* fi_out, size_t len, int) {
-  OpTimer timer(kOpCopyFileRange);
+  OpTimer timer(kOpCopyFileRange, req, ino);
   auto r = V(req)->CopyFileRange(MakeCtx(req), fi_in->fh, static_cast<uint64_t>(off_in), fi_out->fh,
                                  static_cast<uint64_t>(off_out), len);
   if (!r.ok()) return Reply(req, r.status());

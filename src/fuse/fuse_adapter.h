@@ -23,6 +23,9 @@ struct FuseOptions {
   // `mount --subdir`: the inode the kernel sees as the mount's root (FUSE_ROOT_ID); the
   // volume's root otherwise. Nothing above it can be reached through the mount.
   uint64_t root = 1;
+  // Requests slower than this are logged with their path and the time they spent in
+  // metadata and object store requests (`mount --slow-op`); 0: none.
+  int64_t slow_op_ns = 1'000'000'000;
 };
 
 // Mounts, calls on_ready once the kernel mount exists, and serves requests until the file

@@ -63,25 +63,35 @@ struct Ctxt {
   DirectWriteReplies direct;
 };
 
-// Per-operation request counts and total latency, logged when the file system unmounts.
+// Per-operation request counts and total latency, logged when the file system unmounts,
+// and kept as latency histograms in the metrics (metrics/metrics.h).
 enum Op { kOpLookup, kOpGetattr, kOpSetattr, kOpCreate, kOpOpen, kOpRead, kOpWrite, kOpFlush, kOpRelease,
           kOpFsync, kOpMknod, kOpMkdir, kOpUnlink, kOpRmdir, kOpRename, kOpLink, kOpSymlink, kOpReadlink,
           kOpOpendir, kOpReaddir, kOpReleasedir, kOpGetxattr, kOpSetxattr, kOpListxattr, kOpRemovexattr,
           kOpAccess, kOpStatfs, kOpLock, kOpFallocate, kOpCopyFileRange, kOpForget, kOpLseek, kOpCount };
 extern std::atomic<uint64_t> g_op_count[kOpCount];
 extern std::atomic<uint64_t> g_op_ns[kOpCount];
+extern const char* const kOpNames[kOpCount];
 
-struct OpTimer {
-  explicit OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
-  ~OpTimer() {
-    g_op_count[op_].fetch_add(1, std::memory_order_relaxed);
-    g_op_ns[op_].fetch_add(
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - start_).count()),
-        std::memory_order_relaxed);
-  }
+// Times one request. With the inode (and name) it is about, an operation slower than
+// FuseOptions::slow_op_ns is logged with the path and the time it spent in metadata
+// transactions and object store requests (op_log.cc).
+class OpTimer {
+ public:
+  explicit OpTimer(Op op);
+  OpTimer(Op op, fuse_req_t req, uint64_t kernel_ino, const char* name = nullptr);
+  ~OpTimer();
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
   Op op_;
   std::chrono::steady_clock::time_point start_;
+  int64_t meta_ns0_ = 0, store_ns0_ = 0;  // this thread's totals when the request began
+  Vfs* vfs_ = nullptr;                    // null: no slow-op log
+  int64_t slow_ns_ = 0;
+  Ino ino_ = 0;
+  const char* name_ = nullptr;  // valid for the request's life (the handler's argument)
 };
 
 inline Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }

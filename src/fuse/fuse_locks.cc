@@ -66,7 +66,7 @@ static void LockOrWait(fuse_req_t req, fuse_ino_t ino, LockAttempt attempt, bool
 }
 
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
-  OpTimer timer(kOpLock);
+  OpTimer timer(kOpLock, req, ino);
   int base = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   Vfs* vfs = V(req);
   uint64_t fh = fi->fh;
@@ -83,8 +83,8 @@ static Meta::LockRange ToRange(const struct flock* l) {
   return r;
 }
 
-void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock) {
-  OpTimer timer(kOpLock);
+void OpGetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+  OpTimer timer(kOpLock, req, ino);
   auto r = V(req)->GetLk(fi->fh, fi->lock_owner, ToRange(lock));
   if (!r.ok()) return Reply(req, r.status());
   struct flock out = *lock;
@@ -98,7 +98,7 @@ void OpGetlk(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, struct flock* lock)
 }
 
 void OpSetlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
-  OpTimer timer(kOpLock);
+  OpTimer timer(kOpLock, req, ino);
   Meta::LockRange want = ToRange(lock);
   want.pid = fuse_req_ctx(req)->pid;
   Vfs* vfs = V(req);

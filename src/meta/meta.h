@@ -231,6 +231,10 @@ class Meta {
   // its directory), else the volume (whose limits are the root's quota).
   Result<StatFs> GetStatFs(Ino ino);
 
+  // The path of ino below root (meta_path.cc), for logs: "/a/b"; a prefix "<inode N>" when
+  // the chain up is broken (an unlinked inode) or a name was not found.
+  Result<std::string> PathOf(Ino ino, Ino root = kRootIno);
+
   // ---- quotas (quota_tx.h explains them; meta_quota.cc) ----
   // Sets the limits of a quota (nullopt: unchanged; 0: none), creating it when absent. A new
   // directory quota's usage is counted in the same transaction when the tree has at most

@@ -41,6 +41,10 @@ struct VfsOptions {
   // The cache group's state as a JSON object, shown as "group" in tierfs.stats; unset
   // without a group.
   std::function<std::string()> group_stats;
+  // The process's metrics as flat JSON (metrics::Registry::SnapshotJson), shown as
+  // "metrics" in tierfs.stats for `tierfs stats`; and where they are served ("" none).
+  std::function<std::string()> metrics_stats;
+  std::string metrics_addr;
   // When to compact fragmented chunks (vfs/compactor.h).
   CompactorOptions compactor;
   // The mount's root (`mount --subdir`): its ".." is itself, and the root-only control

@@ -187,6 +187,11 @@ std::string Vfs::StatsJson() {
                       {"packed_blocks", s.packed_blocks}};
   }
   if (DiskCache* dc = store_->disk()) j["disk"]["roots"] = dc->roots();
+  if (opts_.metrics_stats) {
+    auto m = nlohmann::json::parse(opts_.metrics_stats(), nullptr, false);
+    if (m.is_object()) j["metrics"] = m;
+    j["metrics_addr"] = opts_.metrics_addr;
+  }
   if (opts_.group_stats) {
     auto g = nlohmann::json::parse(opts_.group_stats(), nullptr, false);
     if (g.is_object()) {

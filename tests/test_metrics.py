@@ -1,0 +1,156 @@
+"""Metrics and live statistics of a real mount: /metrics parses as the Prometheus text format
+(python3-prometheus-client's parser) and its counters move with a workload (FUSE requests,
+metadata transactions, object store requests and bytes, cache levels, process CPU and
+memory), every series names the volume and mount point; a taken port makes the mount use
+the next free one; `tierfs stats --once --json` reports rates and totals; a slow request is
+logged with its path and the time it spent in metadata and the object store.
+"""
+
+import json
+import os
+import socket
+import urllib.request
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:  # a Python of its own (pyenv): Debian's python3-prometheus-client is pure Python
+    import sys
+    sys.path.append("/usr/lib/python3/dist-packages")
+    from prometheus_client.parser import text_string_to_metric_families
+
+import harness
+from harness import msg, tierfs
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(addr):
+    with urllib.request.urlopen("http://%s/metrics" % addr, timeout=10) as r:
+        text = r.read().decode()
+    samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            samples.setdefault(s.name, []).append((s.labels, s.value))
+    return samples
+
+
+def total(samples, name, **match):
+    return sum(v for labels, v in samples.get(name, []) if all(labels.get(k) == x for k, x in match.items()))
+
+
+class MetricsTest(harness.TierFSTestCase):
+    PER_TEST = True
+    AUTO_MOUNT = False
+
+    def stats_json(self, mnt):
+        return json.loads(os.getxattr(mnt, "tierfs.stats"))
+
+    def test_metrics_parse_and_move_with_a_workload(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        # The asked-for port is taken: the mount serves on the next free one.
+        blocker = socket.socket()
+        blocker.bind(("127.0.0.1", free_port()))
+        blocker.listen(1)
+        self.addCleanup(blocker.close)
+        port = blocker.getsockname()[1]
+        vol.mount("--metrics", "127.0.0.1:%d" % port, "--cache-dir", os.path.join(vol.dir, "cache"))
+        addr = self.stats_json(vol.mnt)["metrics_addr"]
+        self.assertTrue(addr.startswith("127.0.0.1:"), addr)
+        self.assertGreater(int(addr.rsplit(":", 1)[1]), port)
+        before = scrape(addr)
+        data = os.urandom(3 << 20)
+        for i in range(20):
+            with open(os.path.join(vol.mnt, "f%d" % i), "wb") as f:
+                f.write(data[: (i + 1) * 100000])
+        os.sync()
+        harness.run("sh", "-c", "echo 3 > /proc/sys/vm/drop_caches")
+        for i in range(20):
+            with open(os.path.join(vol.mnt, "f%d" % i), "rb") as f:
+                self.assertEqual(f.read(), data[: (i + 1) * 100000])
+        after = scrape(addr)
+        moved = lambda name, **m: total(after, name, **m) - total(before, name, **m)  # noqa: E731
+        self.assertGreaterEqual(moved("tierfs_fuse_op_duration_seconds_count", op="create"), 20)
+        self.assertGreater(moved("tierfs_fuse_op_duration_seconds_count", op="write"), 0)
+        self.assertGreater(moved("tierfs_fuse_op_duration_seconds_count", op="read"), 0)
+        self.assertGreater(moved("tierfs_meta_txn_duration_seconds_count", kind="rw"), 20)
+        self.assertGreater(moved("tierfs_object_request_duration_seconds_count", kind="put"), 0)
+        self.assertGreaterEqual(moved("tierfs_object_bytes_total", direction="upload"), sum((i + 1) * 100000 for i in range(20)))
+        self.assertGreater(moved("process_cpu_seconds_total"), 0)
+        self.assertGreater(total(after, "process_resident_memory_bytes"), 1 << 20)
+        # The reads after dropping the page cache went to the memory or disk cache, or the store.
+        hits = sum(moved("tierfs_cache_hits_total", level=lv) for lv in ("memory", "disk"))
+        gets = moved("tierfs_object_request_duration_seconds_count", kind="get")
+        self.assertGreater(hits + gets, 0)
+        self.assertGreater(total(after, "tierfs_cache_capacity_bytes", level="disk"), 0)
+        # Histogram buckets are cumulative and end at the count.
+        buckets = [(float(lb["le"]), v) for lb, v in after["tierfs_fuse_op_duration_seconds_bucket"]
+                   if lb.get("op") == "write"]
+        buckets.sort()
+        self.assertEqual([v for _, v in buckets], sorted(v for _, v in buckets))
+        self.assertEqual(buckets[-1][1], total(after, "tierfs_fuse_op_duration_seconds_count", op="write"))
+        # Every series names the volume and the mount point.
+        for name, series in after.items():
+            for labels, _ in series:
+                self.assertEqual(labels.get("volume"), vol.name, name)
+                self.assertEqual(labels.get("mountpoint"), vol.mnt, name)
+
+        # tierfs stats: rates over one interval and totals.
+        rc, out, err = tierfs("stats", vol.mnt, "--once", "--json", "--interval", "0.5")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        st = json.loads(out)
+        for section, fields in (("fuse", ("ops_per_s", "avg_ms")), ("meta", ("txns_per_s", "avg_ms", "retries_per_s")),
+                                ("store", ("gets_per_s", "puts_per_s", "download_bytes_per_s", "upload_bytes_per_s")),
+                                ("cache", ("memory_hit_pct", "disk_hit_pct")),
+                                ("buffer", ("bytes", "uploads_in_flight")), ("process", ("cpu_pct", "rss_bytes"))):
+            for field in fields:
+                self.assertIn(field, st[section], (section, st))
+        self.assertGreaterEqual(st["totals"]["upload_bytes"], sum((i + 1) * 100000 for i in range(20)))
+        self.assertGreater(st["process"]["rss_bytes"], 1 << 20)
+        rc, out, err = tierfs("stats", vol.mnt, "--count", "2", "--interval", "0.2")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertEqual(len(out.strip().splitlines()), 3, out)  # header and two lines
+        rc, out, err = tierfs("stats", vol.dir)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("not the root of a TierFS mount", err)
+
+    def test_metrics_off_and_a_bad_address(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        res = vol.mount("--metrics", "nonsense", check=False)
+        self.assertNotEqual(res[0], 0)
+        self.assertIn("--metrics", res[2])
+        vol.mount("--metrics", "0")
+        self.assertEqual(self.stats_json(vol.mnt)["metrics_addr"], "")
+        rc, out, err = tierfs("stats", vol.mnt, "--once", "--json", "--interval", "0.2")
+        self.assertEqual(rc, 0, msg(rc, out, err))  # stats work without an HTTP endpoint
+
+    def test_slow_requests_are_logged_with_their_path(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount("--metrics", "0", "--slow-op", "0.000001")
+        os.makedirs(os.path.join(vol.mnt, "team", "data"))
+        with open(os.path.join(vol.mnt, "team", "data", "model.bin"), "wb") as f:
+            f.write(b"w" * 100000)
+        os.rename(os.path.join(vol.mnt, "team", "data", "model.bin"), os.path.join(vol.mnt, "team", "model.bin"))
+        with open(os.path.join(vol.mnt, "team", "model.bin"), "rb") as f:
+            f.read()
+        vol.umount()
+        log = vol.read_log()
+        self.assertIn("slow request: create /team/data/model.bin", log)
+        self.assertIn("slow request: write /team/data/model.bin", log)
+        # After the rename the file's path is its new one.
+        self.assertIn("slow request: open /team/model.bin", log)
+        self.assertRegex(log, r"slow request: mkdir /team/data \(inode \d+\) took [0-9.]+ s: [0-9.]+ s in metadata "
+                              r"transactions, [0-9.]+ s in object store requests")
+
+
+if __name__ == "__main__":
+    harness.main()
