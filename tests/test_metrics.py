@@ -1,14 +1,19 @@
-"""Metrics and live statistics of a real mount: /metrics parses as the Prometheus text format
+"""Metrics, live statistics and the access log of a real mount: /metrics parses as the Prometheus text format
 (python3-prometheus-client's parser) and its counters move with a workload (FUSE requests,
 metadata transactions, object store requests and bytes, cache levels, process CPU and
 memory), every series names the volume and mount point; a taken port makes the mount use
 the next free one; `tierfs stats --once --json` reports rates and totals; a slow request is
-logged with its path and the time it spent in metadata and the object store.
+logged with its path and the time it spent in metadata and the object store;
+MOUNTPOINT/.accesslog streams requests made after it was opened, with paths, to root only,
+and `tierfs profile` aggregates it live and from a saved copy.
 """
 
 import json
 import os
 import socket
+import subprocess
+import sys
+import time
 import urllib.request
 
 try:
@@ -20,6 +25,11 @@ except ImportError:  # a Python of its own (pyenv): Debian's python3-prometheus-
 
 import harness
 from harness import msg, tierfs
+
+
+def slurp(path):
+    with open(path) as f:
+        return f.read()
 
 
 def free_port():
@@ -150,6 +160,54 @@ class MetricsTest(harness.TierFSTestCase):
         self.assertIn("slow request: open /team/model.bin", log)
         self.assertRegex(log, r"slow request: mkdir /team/data \(inode \d+\) took [0-9.]+ s: [0-9.]+ s in metadata "
                               r"transactions, [0-9.]+ s in object store requests")
+
+    def test_the_access_log_streams_requests_with_paths(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount("--metrics", "0")
+        os.makedirs(os.path.join(vol.mnt, "proj"))
+        self.assertNotIn(".accesslog", os.listdir(vol.mnt))  # hidden, like .trash
+        saved = os.path.join(vol.dir, "access.log")
+        reader = subprocess.Popen(["sh", "-c", "exec cat %s/.accesslog > %s" % (vol.mnt, saved)])
+        self.addCleanup(lambda: reader.poll() is None and reader.kill())
+        self.assertTrue(harness.wait_for(lambda: os.path.exists(saved), timeout=5))
+        time.sleep(0.5)
+        with open(os.path.join(vol.mnt, "proj", "weights.bin"), "wb") as f:
+            f.write(b"x" * 10000)
+        with open(os.path.join(vol.mnt, "proj", "weights.bin"), "rb") as f:
+            f.read()
+        self.assertTrue(harness.wait_for(lambda: "read /proj/weights.bin" in slurp(saved), timeout=10),
+                        slurp(saved))
+        reader.kill()
+        reader.wait()
+        log = slurp(saved)
+        self.assertRegex(log, r"\d{4}\.\d\d\.\d\d [0-9:.]+ \[uid:0,gid:0,pid:\d+\] create /proj/weights.bin "
+                              r"\(\d+\): OK <[0-9.]+>")
+        self.assertRegex(log, r"write /proj/weights.bin \(\d+,0,10000\): OK")
+        self.assertNotIn(" mkdir /proj", log)  # made before the log was opened
+        # Only root may read it (it shows every user's requests); nobody writes it.
+        other = subprocess.run([sys.executable, "-c", "import os,sys; os.setuid(1000); open(sys.argv[1], 'rb')",
+                                os.path.join(vol.mnt, ".accesslog")], capture_output=True, text=True)
+        self.assertIn("PermissionError", other.stderr)
+        with self.assertRaises(OSError):
+            open(os.path.join(vol.mnt, ".accesslog"), "wb")
+        # profile: a saved log, and the live one.
+        rc, out, err = tierfs("profile", saved, "--json")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        prof = json.loads(out)
+        ops = {o["op"]: o for o in prof["ops"]}
+        self.assertGreaterEqual(ops["write"]["count"], 1)
+        self.assertIn("/proj/weights.bin", [p["path"] for p in prof["paths"]])
+        live = subprocess.Popen([harness.tierfs_bin(), "profile", vol.mnt, "--duration", "2", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.7)
+        for _ in range(5):
+            os.listdir(os.path.join(vol.mnt, "proj"))
+        out, err = live.communicate(timeout=30)
+        self.assertEqual(live.returncode, 0, err)
+        prof = json.loads(out)
+        self.assertGreaterEqual({o["op"]: o for o in prof["ops"]}["opendir"]["count"], 5)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "chunk/read_pieces.h"
+#include "fuse/access_log.h"
 #include "fuse/fuse_internal.h"
 #include "meta/meta.h"
 #include "vfs/vfs.h"
@@ -51,8 +52,11 @@ Ctx MakeCtx(fuse_req_t req) {
   return ctx;
 }
 
+thread_local int g_reply_err = 0;
+
 void Reply(fuse_req_t req, const Status& st) {
   int err = st.ok() ? 0 : st.code();
+  g_reply_err = err;
   if (err == EIO) spdlog::error("EIO: {}", st.message());
   fuse_reply_err(req, err);
 }
@@ -220,8 +224,29 @@ bool UnderRoot(fuse_req_t req, Ino ino) {
   return false;
 }
 
+// .accesslog's attributes: a root-only, read-only file of length 0 (read it as a stream).
+struct stat AccessLogStat() {
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  st.st_ino = kAccessLogIno;
+  st.st_mode = S_IFREG | 0400;
+  st.st_nlink = 1;
+  st.st_blksize = 4096;
+  return st;
+}
+
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpLookup, req, parent, name);
+  if (parent == 1 && strcmp(name, kAccessLogName) == 0) {
+    fuse_entry_param p;
+    memset(&p, 0, sizeof p);
+    p.ino = kAccessLogIno;
+    p.generation = 1;
+    p.attr = AccessLogStat();
+    p.attr_timeout = p.entry_timeout = 3600;
+    fuse_reply_entry(req, &p);
+    return;
+  }
   if (O(req).root != kRootIno && strcmp(name, ".") == 0 && !UnderRoot(req, In(req, parent))) {
     return ReplyErr(req, ESTALE);
   }
@@ -256,6 +281,11 @@ void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   OpTimer timer(kOpGetattr, req, ino);
+  if (ino == kAccessLogIno) {
+    struct stat st = AccessLogStat();
+    fuse_reply_attr(req, &st, 3600);
+    return;
+  }
   auto r = V(req)->GetAttr(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
@@ -263,6 +293,7 @@ void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 
 void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   OpTimer timer(kOpSetattr, req, ino);
+  if (ino == kAccessLogIno) return ReplyErr(req, EPERM);
   uint32_t mask = 0;
   Attr in;
   if (to_set & FUSE_SET_ATTR_MODE) { mask |= kSetMode; in.mode = attr->st_mode; }
@@ -357,6 +388,16 @@ void FillOpen(fuse_file_info* fi, const OpenResult& o) {
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(kOpOpen, req, ino);
+  if (ino == kAccessLogIno) {
+    if ((fi->flags & O_ACCMODE) != O_RDONLY) return ReplyErr(req, EACCES);
+    if (fuse_req_ctx(req)->uid != 0) return ReplyErr(req, EACCES);  // it shows every user's requests
+    fi->fh = AccessLog::Open();
+    fi->direct_io = 1;
+    fi->nonseekable = 1;
+    fi->keep_cache = 0;
+    if (fuse_reply_open(req, fi) == -ENOENT) AccessLog::Close(fi->fh);
+    return;
+  }
   auto r = V(req)->Open(MakeCtx(req), In(req, ino), fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, *r);
@@ -387,6 +428,17 @@ thread_local std::vector<iovec> tls_read_iov;
 // zeros, pass through the per-thread scratch buffer.
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(kOpRead, req, ino);
+  timer.SetArgs(static_cast<uint64_t>(off), size);
+  if (ino == kAccessLogIno) {
+    // A stream: wait for lines, a second at a time, until some come or the reader gives up.
+    std::string lines;
+    while (lines.empty() && !fuse_req_interrupted(req)) {
+      lines = AccessLog::Read(fi->fh, size, std::chrono::seconds(1));
+    }
+    if (lines.empty()) return ReplyErr(req, EINTR);
+    fuse_reply_buf(req, lines.data(), lines.size());
+    return;
+  }
   if (tls_read_buf.size() < size) tls_read_buf.resize(size);
   tls_read_pieces.Clear();
   auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data(), &tls_read_pieces);
@@ -406,6 +458,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(kOpWrite, req, ino);
+  timer.SetArgs(static_cast<uint64_t>(off), size);
   Status st = V(req)->Write(fi->fh, static_cast<uint64_t>(off), buf, size);
   if (!st.ok()) return Reply(req, st);
   // A page-cache writeback (writepage) must not wait for its own pages.
@@ -423,11 +476,16 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
 
 void OpFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(kOpFlush, req, ino);
+  if (ino == kAccessLogIno) return ReplyErr(req, 0);
   Reply(req, V(req)->Flush(fi->fh, fi->lock_owner));
 }
 
 void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(kOpRelease, req, ino);
+  if (ino == kAccessLogIno) {
+    AccessLog::Close(fi->fh);
+    return ReplyErr(req, 0);
+  }
   Reply(req, V(req)->Release(fi->fh));
 }
 
@@ -543,6 +601,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(kOpGetxattr, req, ino);
+  if (ino == kAccessLogIno) return ReplyErr(req, ENODATA);
   auto r = V(req)->GetXattr(MakeCtx(req), In(req, ino), name);
   if (!r.ok()) return Reply(req, r.status());
   if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(In(req, ino), name, *r);

@@ -75,12 +75,19 @@ extern const char* const kOpNames[kOpCount];
 
 // Times one request. With the inode (and name) it is about, an operation slower than
 // FuseOptions::slow_op_ns is logged with the path and the time it spent in metadata
-// transactions and object store requests (op_log.cc).
+// transactions and object store requests, and while .accesslog is read every request is
+// written to it (op_log.cc, access_log.h).
 class OpTimer {
  public:
   explicit OpTimer(Op op);
   OpTimer(Op op, fuse_req_t req, uint64_t kernel_ino, const char* name = nullptr);
   ~OpTimer();
+  // Offset and size (read, write, fallocate...) for the access log.
+  void SetArgs(uint64_t a, uint64_t b) {
+    a_ = a;
+    b_ = b;
+    has_args_ = true;
+  }
   OpTimer(const OpTimer&) = delete;
   OpTimer& operator=(const OpTimer&) = delete;
 
@@ -92,7 +99,14 @@ class OpTimer {
   int64_t slow_ns_ = 0;
   Ino ino_ = 0;
   const char* name_ = nullptr;  // valid for the request's life (the handler's argument)
+  bool log_ = false;            // an access log reader is attached
+  uint32_t uid_ = 0, gid_ = 0, pid_ = 0;
+  uint64_t a_ = 0, b_ = 0;
+  bool has_args_ = false;
 };
+// The errno of the last reply this thread sent through Reply/ReplyErr (0: success), for
+// the access log.
+extern thread_local int g_reply_err;
 
 inline Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
 inline const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
@@ -104,7 +118,10 @@ inline Ino In(fuse_req_t req, uint64_t kernel_ino) { return InoIn(O(req).root, k
 inline uint64_t Out(fuse_req_t req, Ino ino) { return InoOut(O(req).root, ino); }
 // The caller of a request; supplementary groups are read only when a check needs them.
 Ctx MakeCtx(fuse_req_t req);
-inline void ReplyErr(fuse_req_t req, int err) { fuse_reply_err(req, err); }
+inline void ReplyErr(fuse_req_t req, int err) {
+  g_reply_err = err;
+  fuse_reply_err(req, err);
+}
 // errno of st (0 when OK) as the reply; EIO is logged with its message.
 void Reply(fuse_req_t req, const Status& st);
 void ToStat(Ino ino, const Attr& a, struct stat* st);

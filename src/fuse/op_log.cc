@@ -2,6 +2,13 @@
 // slow request with its path and where the time went (metadata, object store).
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <unordered_map>
+
+#include "fuse/access_log.h"
+
 #include "fuse/fuse_internal.h"
 #include "meta/meta.h"
 #include "metrics/metrics.h"
@@ -10,6 +17,26 @@
 namespace tierfs::fuse_internal {
 
 namespace {
+
+// Paths for the access log, remembered for a second (every request of a busy file would
+// otherwise resolve it again); slow requests always resolve afresh.
+std::string PathFor(Vfs* vfs, Ino ino, bool cached) {
+  static std::mutex mu;
+  static std::unordered_map<Ino, std::pair<std::string, int64_t>> cache;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (cached) {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = cache.find(ino);
+    if (it != cache.end() && it->second.second > now) return it->second.first;
+  }
+  auto path = vfs->meta()->PathOf(ino);
+  std::string p = path.ok() ? *path : "<inode " + std::to_string(ino) + ">";
+  std::lock_guard<std::mutex> l(mu);
+  if (cache.size() > 10000) cache.clear();
+  cache[ino] = {p, now + 1'000'000'000};
+  return p;
+}
 
 metrics::Histogram* const* OpHistograms() {
   static metrics::Histogram* const* h = [] {
@@ -31,10 +58,19 @@ OpTimer::OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
 OpTimer::OpTimer(Op op, fuse_req_t req, uint64_t kernel_ino, const char* name)
     : op_(op), start_(std::chrono::steady_clock::now()) {
   slow_ns_ = O(req).slow_op_ns;
-  if (slow_ns_ <= 0) return;
+  log_ = kernel_ino != kAccessLogIno && AccessLog::Active();
+  if (slow_ns_ <= 0 && !log_) return;
+  if (slow_ns_ <= 0) slow_ns_ = INT64_MAX;
   vfs_ = V(req);
   ino_ = In(req, kernel_ino);
   name_ = name;
+  g_reply_err = 0;
+  if (log_) {
+    const fuse_ctx* c = fuse_req_ctx(req);
+    uid_ = c->uid;
+    gid_ = c->gid;
+    pid_ = static_cast<uint32_t>(c->pid);
+  }
   const auto& t = metrics::ThisThread();
   meta_ns0_ = t.meta_ns;
   store_ns0_ = t.store_ns;
@@ -46,11 +82,31 @@ OpTimer::~OpTimer() {
   g_op_count[op_].fetch_add(1, std::memory_order_relaxed);
   g_op_ns[op_].fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
   OpHistograms()[op_]->ObserveNs(ns);
-  if (!vfs_ || ns < slow_ns_) return;
+  if (!vfs_ || (ns < slow_ns_ && !log_)) return;
   const auto& t = metrics::ThisThread();
-  auto path = vfs_->meta()->PathOf(ino_);
-  std::string where = path.ok() ? *path : "<inode " + std::to_string(ino_) + ">";
+  std::string where = PathFor(vfs_, ino_, log_ && ns < slow_ns_);
   if (name_) where += (where == "/" ? "" : "/") + std::string(name_);
+  if (log_) {
+    // 2026.11.25 20:50:01.123456 [uid:0,gid:0,pid:42] write /a/b (1181,4096,0): OK <0.000123>
+    auto now = std::chrono::system_clock::now();
+    time_t secs = std::chrono::system_clock::to_time_t(now);
+    struct tm tm;
+    localtime_r(&secs, &tm);
+    char when[64];
+    size_t n = strftime(when, sizeof when, "%Y.%m.%d %H:%M:%S", &tm);
+    snprintf(when + n, sizeof when - n, ".%06d",
+             static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+                              1000000));
+    std::string args = "(" + std::to_string(ino_);
+    if (has_args_) args += "," + std::to_string(a_) + "," + std::to_string(b_);
+    args += ")";
+    char tail[96];
+    snprintf(tail, sizeof tail, ": %s <%.6f>\n", g_reply_err ? strerror(g_reply_err) : "OK",
+             static_cast<double>(ns) / 1e9);
+    AccessLog::Add(std::string(when) + " [uid:" + std::to_string(uid_) + ",gid:" + std::to_string(gid_) +
+                   ",pid:" + std::to_string(pid_) + "] " + kOpNames[op_] + " " + where + " " + args + tail);
+  }
+  if (ns < slow_ns_) return;
   spdlog::warn("slow request: {} {} (inode {}) took {:.3f} s: {:.3f} s in metadata transactions, {:.3f} s in "
                "object store requests",
                kOpNames[op_], where, ino_, static_cast<double>(ns) / 1e9,
