@@ -28,5 +28,6 @@ void RegisterRmr(CLI::App& app, int* exit_code);
 void RegisterClone(CLI::App& app, int* exit_code);
 void RegisterQuota(CLI::App& app, int* exit_code);
 void RegisterRestore(CLI::App& app, int* exit_code);
+void RegisterSummary(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

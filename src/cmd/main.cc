@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   tierfs::cmd::RegisterClone(app, &exit_code);
   tierfs::cmd::RegisterQuota(app, &exit_code);
   tierfs::cmd::RegisterRestore(app, &exit_code);
+  tierfs::cmd::RegisterSummary(app, &exit_code);
   tierfs::cmd::RegisterVersion(app, &exit_code);
   // Parse copies; the process's own argv (what `ps` shows) no longer holds secrets.
   std::vector<std::string> args = tierfs::cmd::ScrubSecretsFromArgv(argc, argv);
