@@ -29,5 +29,6 @@ void RegisterClone(CLI::App& app, int* exit_code);
 void RegisterQuota(CLI::App& app, int* exit_code);
 void RegisterRestore(CLI::App& app, int* exit_code);
 void RegisterSummary(CLI::App& app, int* exit_code);
+void RegisterDestroy(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd
