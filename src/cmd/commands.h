@@ -30,5 +30,7 @@ void RegisterQuota(CLI::App& app, int* exit_code);
 void RegisterRestore(CLI::App& app, int* exit_code);
 void RegisterStats(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
+void RegisterSummary(CLI::App& app, int* exit_code);
+void RegisterDestroy(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -3,7 +3,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
 #include "cmd/commands.h"
+#include "cmd/mount_helper.h"
 #include "cmd/util.h"
 
 int main(int argc, char** argv) {
@@ -35,9 +38,16 @@ int main(int argc, char** argv) {
   tierfs::cmd::RegisterRestore(app, &exit_code);
   tierfs::cmd::RegisterStats(app, &exit_code);
   tierfs::cmd::RegisterProfile(app, &exit_code);
+  tierfs::cmd::RegisterSummary(app, &exit_code);
+  tierfs::cmd::RegisterDestroy(app, &exit_code);
   tierfs::cmd::RegisterVersion(app, &exit_code);
   // Parse copies; the process's own argv (what `ps` shows) no longer holds secrets.
   std::vector<std::string> args = tierfs::cmd::ScrubSecretsFromArgv(argc, argv);
+  // mount(8)'s helper (/sbin/mount.tierfs, a link to this binary): `tierfs mount -d ...`.
+  if (std::filesystem::path(args[0]).filename() == "mount.tierfs") {
+    int rc = tierfs::cmd::PrepareMountHelper(app, &args);
+    if (rc >= 0) return rc;
+  }
   std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
   try {
     app.parse(reversed);

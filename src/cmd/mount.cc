@@ -17,6 +17,7 @@
 #include "chunk/cached_store.h"
 #include "cmd/cache_options.h"
 #include "cmd/commands.h"
+#include "cmd/fstab.h"
 #include "cmd/group_member.h"
 #include "cmd/mount_metrics.h"
 #include "cmd/util.h"
@@ -84,6 +85,7 @@ struct Args {
   int backup_keep = 7;
   double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
+  bool update_fstab = false;
 };
 
 // FUSE worker threads. On the embedded default (SQLite and a local directory) a handler
@@ -298,11 +300,13 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   return rc;
 }
 
-int RunForeground(const Args& a) {
+// on_mounted: called once the mount is ready.
+int RunForeground(const Args& a, const std::function<void()>& on_mounted) {
   SetupLogging(a.log_file, true);
   bool reported = false;
   int rc = Serve(a, [&](const Status& st) {
     if (!st.ok() && !reported) std::cerr << "tierfs: mount: " << st.message() << std::endl;
+    if (st.ok() && !reported) on_mounted();
     reported = true;
   });
   return rc;
@@ -437,7 +441,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "shared objects as they upload (a pack per 16 MiB, not a PUT per file); 0: no packing. Needs a "
                   "volume of format version 3")
       ->capture_default_str();
-  sub->callback([a, exit_code] {
+  sub->add_flag("--update-fstab", a->update_fstab,
+                "Once mounted, add (or replace) this mount point's line in /etc/fstab ($TIERFS_FSTAB): the "
+                "META-URL, type tierfs, _netdev and the options given here, so that `mount MOUNTPOINT` and boot "
+                "mount it again (through mount.tierfs)");
+  sub->callback([a, exit_code, sub] {
     // The background process works from "/", so relative paths are resolved here, in the
     // caller's directory.
     a->mountpoint = AbsPath(a->mountpoint);
@@ -448,7 +456,31 @@ void RegisterMount(CLI::App& app, int* exit_code) {
         a->meta_url[sqlite.size()] != '/') {
       a->meta_url = sqlite + AbsPath(a->meta_url.substr(sqlite.size()));
     }
-    *exit_code = a->background ? RunBackground(*a) : RunForeground(*a);
+    std::string fstab_line;
+    if (a->update_fstab) {  // checked before mounting, written once mounted
+      auto line = FstabLineFor(*sub, a->meta_url, a->mountpoint,
+                               {{"log", a->log_file}, {"cache-dir", a->cache.cache_dir}});
+      if (!line.ok()) {
+        *exit_code = Fail("mount --update-fstab", line.status());
+        return;
+      }
+      fstab_line = *line;
+    }
+    auto write_fstab = [&] {
+      if (fstab_line.empty()) return true;
+      Status st = UpdateFstab(FstabPath(), a->mountpoint, fstab_line);
+      if (!st.ok()) {
+        std::cerr << "tierfs: mount: mounted, but " << FstabPath() << " was not updated: " << st.message() << std::endl;
+        return false;
+      }
+      return true;
+    };
+    if (a->background) {
+      *exit_code = RunBackground(*a);
+      if (*exit_code == 0 && !write_fstab()) *exit_code = 1;
+    } else {
+      *exit_code = RunForeground(*a, [&] { write_fstab(); });
+    }
   });
 }
 

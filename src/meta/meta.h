@@ -328,6 +328,27 @@ class Meta {
   };
   Result<CloneStats> Clone(const Ctx& ctx, Ino src, Ino dst_parent, const std::string& name);
 
+  // `tierfs summary` (meta_summary.cc): the totals of a file or tree, read from metadata in
+  // batches (a read transaction per batch of entries), in steps: each SummaryStep visits
+  // about `budget` entries and adds them to the walk, until done. A file with several links
+  // counts once (as du counts it). A directory the caller may not read and search is
+  // counted itself but not walked (unreadable).
+  struct SummaryWalk {
+    uint64_t bytes = 0;      // lengths of the regular files
+    uint64_t allocated = 0;  // their bytes holding data (Attr::allocated: sparse files less)
+    uint64_t files = 0;      // every inode but directories (regular files, symlinks, ...)
+    uint64_t dirs = 0;       // directories, the top one included
+    uint64_t unreadable = 0;
+    bool done = false;
+    // Where the walk is.
+    bool started = false;
+    std::vector<Ino> pending;  // directories not read yet
+    Ino dir = 0;               // the directory being read (0: none)
+    std::string after;         // its last entry read
+    std::set<Ino> linked;      // files with several links counted so far
+  };
+  Status SummaryStep(const Ctx& ctx, Ino top, SummaryWalk* walk, uint64_t budget);
+
   // ---- extended attributes ----
   Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
   Status SetXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string& value, int flags);

@@ -151,6 +151,15 @@ class Vfs {
   // kernel numbers it: 1 is the mount's root) clones SRC there (Meta::Clone).
   static constexpr const char* kCloneXattr = "tierfs.clone";
   static bool CloneTarget(const std::string& value, uint64_t* parent, std::string* name);
+  // `tierfs summary PATH` (vfs_summary.cc): reading "tierfs.summary" on PATH starts a walk
+  // of its tree from metadata (Meta::SummaryStep, about kSummaryBudget entries per read) and
+  // reading "tierfs.summary.TOKEN" goes on with it; each answers the totals so far as
+  // {"token", "bytes", "allocated", "files", "dirs", "unreadable", "done"}. A walk unread for
+  // a minute is dropped.
+  static constexpr const char* kSummaryXattr = "tierfs.summary";
+  static constexpr uint64_t kSummaryBudget = 20000;
+  static bool IsSummaryXattr(const std::string& name);
+  Result<std::string> Summary(const Ctx& ctx, Ino ino, const std::string& name);
   static bool IsCacheXattr(const std::string& name);
   Result<std::string> CacheXattr(const Ctx& ctx, Ino ino, const std::string& name);
   Result<std::string> Compact(Ino ino);
@@ -202,6 +211,8 @@ class Vfs {
   std::atomic<uint64_t> cached_opens_{0};
   std::mutex cache_ops_mu_;  // recent answers of the acting cache xattrs (vfs_cache.cc)
   std::map<std::pair<Ino, std::string>, std::pair<int64_t, std::string>> cache_ops_;
+  std::mutex summaries_mu_;  // the walks of `tierfs summary`, by token
+  std::map<uint64_t, std::shared_ptr<struct SummaryState>> summaries_;
 
   // Rewrites fragmented chunks (null when read-only). Destroyed first: its thread calls
   // back into the inode states.

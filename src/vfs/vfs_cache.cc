@@ -31,7 +31,7 @@ constexpr int64_t kRememberNs = 5'000'000'000;
 
 bool Vfs::IsCacheXattr(const std::string& name) {
   return name == kCacheXattr || name == kWarmupXattr || name == kWarmupGroupXattr || name == kEvictXattr ||
-         name == kStatsXattr || name == kCompactXattr || name == kRmrXattr;
+         name == kStatsXattr || name == kCompactXattr || name == kRmrXattr || IsSummaryXattr(name);
 }
 
 Result<std::vector<std::pair<std::string, uint32_t>>> Vfs::FileBlocks(Ino ino) {
@@ -61,6 +61,7 @@ Result<std::string> Vfs::CacheXattr(const Ctx& ctx, Ino ino, const std::string& 
     if (ino != opts_.root) return Status::Err(ENODATA, name + " is on the mount's root only");
     return StatsJson();
   }
+  if (IsSummaryXattr(name)) return Summary(ctx, ino, name);
   const bool group = name == kWarmupGroupXattr;
   bool acts = name == kWarmupXattr || group || name == kEvictXattr || name == kCompactXattr || name == kRmrXattr;
   if (acts) {

@@ -1,0 +1,134 @@
+// tierfs destroy META-URL UUID [--yes] [--threads 16]: deletes a whole volume, every object
+// it has in the object store (the VOLUME/ prefix: blocks, packs, metadata backups), then
+// all of its metadata. The UUID must be the volume's, no client may be mounted (a live
+// session: a heartbeat younger than the session timeout), and on a terminal the volume's
+// name must be typed unless --yes. Objects go first, so an interrupted destroy can be run
+// again; the metadata goes last, in one reset of the engine.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "cmd/commands.h"
+#include "cmd/util.h"
+#include "common/clock.h"
+#include "meta/meta.h"
+#include "object/object_store.h"
+
+namespace tierfs::cmd {
+namespace {
+
+// Deletes every object under prefix, a listed page at a time, `threads` deletions at once.
+Status DeleteAll(ObjectStore* store, const std::string& prefix, int threads, bool tty, uint64_t* deleted) {
+  std::string after;
+  for (;;) {
+    ASSIGN_OR_RETURN(auto page, store->List(prefix, after, 1000));
+    if (page.empty()) break;
+    after = page.back().key;
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    Status first;
+    auto work = [&] {
+      for (size_t i = next++; i < page.size(); i = next++) {
+        Status s = store->Delete(page[i].key);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> l(mu);
+          if (first.ok()) first = s;
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < std::min<int>(threads, static_cast<int>(page.size())); ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    if (!first.ok()) return first;
+    *deleted += page.size();
+    if (tty) std::cerr << "\rdeleted " << *deleted << " objects" << std::flush;
+  }
+  if (tty) std::cerr << "\n";
+  return Status::OK();
+}
+
+// A file store keeps the volume's objects in directories: the emptied ones go too.
+void RemoveEmptyDirs(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec) && !e.is_symlink(ec)) RemoveEmptyDirs(e.path());
+  }
+  std::filesystem::remove(dir, ec);  // only when empty
+}
+
+int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads) {
+  auto meta = OpenVolume(meta_url, true);
+  if (!meta.ok()) return Fail("destroy", meta.status());
+  const FormatRecord fmt = (*meta)->format();
+  if (uuid != fmt.uuid) {
+    return Fail("destroy", Status::Err(EINVAL, "UUID " + uuid + " is not the UUID of volume " + fmt.name +
+                                                   " (see `tierfs status " + meta_url + "`); nothing deleted"));
+  }
+  auto sessions = (*meta)->ListSessions();
+  if (!sessions.ok()) return Fail("destroy", sessions.status());
+  const int64_t now = NowNanos(), timeout = int64_t{fmt.session_timeout_s} * 1000000000;
+  std::string live;
+  int n_live = 0;
+  for (const SessionInfo& s : *sessions) {
+    if (s.heartbeat_ns == 0 || now - s.heartbeat_ns >= timeout) continue;  // dead (not cleaned up yet)
+    n_live++;
+    live += "\n  session " + std::to_string(s.sid) + ": " + s.host + " pid " + std::to_string(s.pid) +
+            (s.mountpoint.empty() ? std::string(" (cache server)") : " on " + s.mountpoint);
+  }
+  if (n_live > 0) {
+    return Fail("destroy", Status::Err(EBUSY, "volume " + fmt.name + " is in use by " + std::to_string(n_live) +
+                                                  " live client(s); unmount them first; nothing deleted:" + live));
+  }
+  const std::string where = fmt.storage + " " + fmt.bucket;
+  if (!yes) {
+    if (!isatty(STDIN_FILENO)) {
+      return Fail("destroy", Status::Err(EINVAL, "not on a terminal: give --yes to destroy volume " + fmt.name +
+                                                     " without confirmation; nothing deleted"));
+    }
+    std::cerr << "This deletes volume " << fmt.name << " (" << fmt.uuid << "): every object under " << fmt.name
+              << "/ in " << where << " and all metadata at " << meta_url << ". It cannot be undone.\n"
+              << "Type the volume's name to confirm: " << std::flush;
+    std::string typed;
+    std::getline(std::cin, typed);
+    if (typed != fmt.name) return Fail("destroy", Status::Err(ECANCELED, "not confirmed; nothing deleted"));
+  }
+  auto store = OpenStore(fmt);
+  if (!store.ok()) return Fail("destroy", store.status());
+  uint64_t deleted = 0;
+  Status st = DeleteAll(store->get(), fmt.name + "/", threads, isatty(STDERR_FILENO), &deleted);
+  if (!st.ok()) {
+    return Fail("destroy", st.With("deleting the objects (" + std::to_string(deleted) +
+                                   " deleted; the metadata is kept, run destroy again)"));
+  }
+  if (fmt.storage == "file") RemoveEmptyDirs(fmt.bucket + "/" + fmt.name);
+  KvEngine* engine = (*meta)->engine();
+  st = engine->Reset();
+  if (!st.ok()) return Fail("destroy", st.With("erasing the metadata (the objects are deleted)"));
+  std::cout << "destroyed volume " << fmt.name << " (" << fmt.uuid << "): " << deleted << " objects deleted from "
+            << where << ", metadata erased\n";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterDestroy(CLI::App& app, int* exit_code) {
+  auto url = std::make_shared<std::string>();
+  auto uuid = std::make_shared<std::string>();
+  auto yes = std::make_shared<bool>(false);
+  auto threads = std::make_shared<int>(16);
+  auto* sub = app.add_subcommand("destroy", "Delete a whole volume: its objects in the store and all its metadata");
+  sub->add_option("META-URL", *url, "Metadata engine of the volume")->required();
+  sub->add_option("UUID", *uuid, "The volume's UUID (tierfs status), as a check")->required();
+  sub->add_flag("--yes", *yes, "Do not ask for confirmation (which needs a terminal)");
+  sub->add_option("--threads", *threads, "Concurrent object deletions")->capture_default_str()->check(CLI::Range(1, 256));
+  sub->callback([=] { *exit_code = Run(*url, *uuid, *yes, *threads); });
+}
+
+}  // namespace tierfs::cmd

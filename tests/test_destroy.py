@@ -1,0 +1,113 @@
+"""`tierfs destroy META-URL UUID`: refused with a wrong UUID, while a client is mounted
+(naming it) and without --yes off a terminal, with nothing deleted; on a terminal it asks for
+the volume's name; then every object of the volume goes from the bucket and the metadata
+from the engine (status finds no volume), while another volume's objects in the same bucket
+stay.
+"""
+
+import os
+import pty
+
+import harness
+from harness import msg, run, tierfs
+
+
+def files_under(d):
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs)
+
+
+class DestroyTest(harness.TierFSTestCase):
+    PER_TEST = True
+    AUTO_MOUNT = False
+
+    def test_destroy(self):
+        vol = self.new_volume(name="doomed")
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        # A second volume in the same bucket directory: its objects must stay.
+        other_meta = "sqlite3://" + os.path.join(vol.dir, "other.db")
+        rc, out, err = tierfs("format", other_meta, "kept", "--storage", "file", "--bucket", vol.bucket)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        other_mnt = os.path.join(vol.dir, "other-mnt")
+        os.mkdir(other_mnt)
+        other = harness.Volume(name="kept", meta_url=other_meta)
+        self.addCleanup(other.cleanup)
+        rc, out, err = run(harness.tierfs_bin(), "mount", other_meta, other_mnt, "-d", "--cache-dir",
+                           os.path.join(vol.dir, "other-cache"))
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        other._mountpoints.add(other_mnt)
+        with open(os.path.join(other_mnt, "keep"), "wb") as f:
+            f.write(os.urandom(200000))
+        rc, out, err = tierfs("umount", other_mnt)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+
+        vol.mount()
+        for i in range(20):
+            with open(vol.path("f%d" % i), "wb") as f:
+                f.write(os.urandom(100000 + i))
+        uuid = vol.status_json()["uuid"]
+        doomed_dir = os.path.join(vol.bucket, "doomed")
+        kept_dir = os.path.join(vol.bucket, "kept")
+
+        # Mounted: refused, naming the mount.
+        rc, out, err = tierfs("destroy", vol.meta_url, uuid, "--yes")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("live client", err)
+        self.assertIn(vol.mnt, err)
+        vol.umount()
+        before = files_under(doomed_dir)
+        kept = files_under(kept_dir)
+        self.assertGreaterEqual(len(before), 20)
+        self.assertGreater(len(kept), 0)
+
+        # The wrong UUID, and no terminal without --yes: refused, nothing deleted.
+        rc, out, err = tierfs("destroy", vol.meta_url, "00000000-0000-0000-0000-000000000000", "--yes")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("is not the UUID of volume doomed", err)
+        rc, out, err = tierfs("destroy", vol.meta_url, uuid)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--yes", err)
+        self.assertEqual(files_under(doomed_dir), before)
+        self.assertEqual(vol.status_json()["uuid"], uuid)
+
+        # On a terminal: a wrong name cancels, the right one destroys.
+        self.assertNotEqual(self.on_terminal(vol.meta_url, uuid, "kept\n")[0], 0)
+        self.assertEqual(files_under(doomed_dir), before)
+        rc, out = self.on_terminal(vol.meta_url, uuid, "doomed\n")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("%d objects deleted" % len(before), out)
+        self.assertEqual(files_under(doomed_dir), [])
+        self.assertFalse(os.path.exists(doomed_dir))  # emptied directories go too
+        self.assertEqual(files_under(kept_dir), kept)
+        rc, out, err = tierfs("status", vol.meta_url)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no TierFS volume", err)
+        # The other volume is whole.
+        rc, out, err = tierfs("fsck", other_meta, "--deep")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+
+    def on_terminal(self, meta_url, uuid, typed):
+        """Runs destroy with a terminal as stdin and stderr; returns (rc, everything printed)."""
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(harness.tierfs_bin(), [harness.tierfs_bin(), "destroy", meta_url, uuid])
+        out = b""
+        sent = False
+        while True:
+            try:
+                b = os.read(fd, 4096)
+            except OSError:
+                break
+            if not b:
+                break
+            out += b
+            if not sent and b"Type the volume's name" in out:
+                os.write(fd, typed.encode())
+                sent = True
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+        return os.WEXITSTATUS(status), out.decode(errors="replace")
+
+
+if __name__ == "__main__":
+    harness.main()
