@@ -129,6 +129,43 @@ class MetricsTest(harness.TierFSTestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("not the root of a TierFS mount", err)
 
+    def test_a_second_mount_and_other_commands_take_the_next_port(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        port = free_port()
+        vol.mount("--metrics", "127.0.0.1:%d" % port)
+        first = self.stats_json(vol.mnt)["metrics_addr"]
+        self.assertEqual(first, "127.0.0.1:%d" % port)
+        other = os.path.join(vol.dir, "other")
+        os.mkdir(other)
+        self.assertOk(vol.mount_at(other, "--metrics", "127.0.0.1:%d" % port), "second mount")
+        second = self.stats_json(other)["metrics_addr"]
+        self.assertNotEqual(second, first)  # not the same port shared (SO_REUSEPORT)
+        self.assertEqual({lb["mountpoint"] for lb, _ in scrape(second)["process_threads"]}, {other})
+        self.assertEqual({lb["mountpoint"] for lb, _ in scrape(first)["process_threads"]}, {vol.mnt})
+        tierfs("umount", other)
+        # Long-running commands serve the same while they run.
+        rc, out, err = tierfs("fsck", vol.meta_url, "--metrics", "127.0.0.1:%d" % port)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertRegex(err, r"tierfs fsck: metrics on http://127\.0\.0\.1:\d+/metrics")
+        self.assertNotIn("127.0.0.1:%d/" % port, err)
+        server = subprocess.Popen([harness.tierfs_bin(), "cache-server", vol.meta_url, "--cache-group", "m",
+                                   "--cache-dir", os.path.join(vol.dir, "cs"), "--metrics", "127.0.0.1:%d" % port],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: server.poll() is None and server.kill())
+        self.assertIn("serving cache group", server.stdout.readline())
+        addr = None
+        for line in server.stderr:
+            if "metrics on http://" in line:
+                addr = line.split("http://")[1].split("/metrics")[0]
+                break
+        samples = scrape(addr)
+        self.assertEqual({lb["mountpoint"] for lb, _ in samples["process_threads"]}, {"cache-server"})
+        self.assertIn("tierfs_cache_capacity_bytes", samples)
+        server.terminate()
+        server.wait(timeout=30)
+
     def test_metrics_off_and_a_bad_address(self):
         vol = self.new_volume()
         self.addCleanup(vol.cleanup)

@@ -19,6 +19,12 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const std::string& addr, Regis
   if (*end != '\0' || port <= 0 || port > 65535) return Status::Err(EINVAL, "bad port in --metrics " + addr);
   std::unique_ptr<Exporter> e(new Exporter);
   e->server_ = std::make_unique<httplib::Server>();
+  // Not cpp-httplib's default SO_REUSEPORT: a second mount would share the port with the
+  // first (the kernel splitting scrapes between them) instead of moving to the next one.
+  e->server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+  });
   e->server_->Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
