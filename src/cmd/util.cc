@@ -23,7 +23,6 @@
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "meta/timed_engine.h"
-#include "object/timed_store.h"
 #include "object/object_store.h"
 
 namespace tierfs::cmd {
@@ -82,8 +81,7 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool 
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;
   if (!sk.empty()) spec.secret_key = sk;
-  ASSIGN_OR_RETURN(auto store, CreateObjectStore(spec));
-  return WithRequestMetrics(std::move(store));
+  return CreateObjectStore(spec);
 }
 
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,

@@ -8,6 +8,7 @@
 #include "object/checksum_store.h"
 #include "object/file_store.h"
 #include "object/mem_store.h"
+#include "object/timed_store.h"
 #include "object/rados_store.h"
 #include "object/s3_store.h"
 
@@ -108,6 +109,8 @@ Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spe
 
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const StorageSpec& spec) {
   ASSIGN_OR_RETURN(auto inner, CreateRawObjectStore(spec));
+  // Requests are counted as the backend sees them (metrics), below the checksums.
+  inner = WithRequestMetrics(std::move(inner));
   bool in_meta = spec.checksums_in_meta && inner->HasObjectMeta();
   return std::unique_ptr<ObjectStore>(std::make_unique<ChecksumStore>(std::move(inner), in_meta));
 }

@@ -1,7 +1,7 @@
 // An ObjectStore decorator that counts every request by kind in the process's metrics
-// (metrics/metrics.h): latency histograms, errors, bytes in and out. Wraps the store a
-// command opens (cmd/util.cc OpenStore), below the checksum and cache layers, so it counts
-// what the backend is asked.
+// (metrics/metrics.h): latency histograms, errors, bytes in and out. CreateObjectStore puts
+// it right over the backend, below the checksum and cache layers, so it counts what the
+// backend is asked.
 #pragma once
 
 #include <memory>
