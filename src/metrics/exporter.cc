@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 namespace tierfs::metrics {
 
@@ -36,6 +38,10 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const std::string& addr, Regis
       e->address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(p);
       httplib::Server* s = e->server_.get();
       e->thread_ = std::thread([s] { s->listen_after_bind(); });
+      // Until the loop runs, stop() would find nothing to stop and the join in the
+      // destructor would wait forever (a command that ends at once, like fsck of a small
+      // volume, hit that).
+      for (int i = 0; i < 5000 && !s->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return e;
     }
   }
