@@ -104,5 +104,82 @@ class InfoOfManySlicesTest(PapercutTestCase):
         self.assertNotIn("page", info)
 
 
+class MissingSqliteFileTest(PapercutTestCase):
+    def test_commands_refuse_a_missing_database(self):
+        d = self.local_tmpdir()
+        db = os.path.join(d, "typo.db")
+        url = "sqlite3://" + db
+        mnt = os.path.join(d, "mnt")
+        os.mkdir(mnt)
+        cache = os.path.join(d, "cache")
+        os.mkdir(cache)
+        commands = {
+            "status": [url],
+            "mount": [url, mnt, "-d", "--log", os.path.join(d, "mount.log")],
+            "gc": [url],
+            "fsck": [url],
+            "dump": [url, os.path.join(d, "dump.json")],
+            "config": [url],
+            "quota": ["list", url],
+            "restore": [url, "2024-01-01-00"],
+            "upload-staged": [url, cache],
+            "cache-server": [url, "--cache-group", "g"],
+        }
+        for cmd, args in commands.items():
+            with self.subTest(cmd=cmd):
+                rc, out, err = tierfs(cmd, *args, timeout=60)
+                self.assertNotEqual(rc, 0, msg(rc, out, err))
+                self.assertIn(db, err, "the error names the path\n" + msg(rc, out, err))
+                self.assertIn("does not exist", err, msg(rc, out, err))
+                self.assert_no_db_files(db, cmd)
+                self.assertFalse(is_mounted(mnt))
+        self.assertFalse(os.path.exists(os.path.join(d, "dump.json")))
+
+    def test_failed_format_removes_the_database_it_created(self):
+        d = self.local_tmpdir()
+        blocker = os.path.join(d, "blocker")
+        with open(blocker, "w") as f:
+            f.write("a file, not a directory")
+        cases = {
+            "bucket under a file": ["--storage", "file", "--bucket", os.path.join(blocker, "bucket")],
+            "unreachable s3": ["--storage", "s3", "--bucket", "http://127.0.0.1:1/b?tries=1",
+                               "--access-key", "ak", "--secret-key", "sk"],
+            "bad session timeout": ["--storage", "file", "--bucket", os.path.join(d, "b"), "--session-timeout", "0"],
+        }
+        for n, (what, args) in enumerate(cases.items()):
+            with self.subTest(case=what):
+                db = os.path.join(d, "vol-%d.db" % n)
+                rc, out, err = tierfs("format", "sqlite3://" + db, "v", *args, timeout=90)
+                self.assertNotEqual(rc, 0, msg(rc, out, err))
+                self.assert_no_db_files(db, "format with " + what)
+
+    def test_failed_format_keeps_a_database_that_existed(self):
+        d = self.local_tmpdir()
+        db = os.path.join(d, "empty.db")
+        open(db, "wb").close()
+        bad = ["--storage", "file", "--bucket", "/proc/version/bucket"]
+        rc, out, err = tierfs("format", "sqlite3://" + db, "v", *bad)
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertTrue(os.path.exists(db), "format removed a database file it did not create")
+
+        v = self.vol_()
+        v.format()
+        uuid = v.status_json()["uuid"]
+        rc, out, err = tierfs("format", v.meta_url, "other", "--force", *bad)
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertEqual(v.status_json()["uuid"], uuid, "the existing volume is still there")
+
+    def test_format_and_load_still_create_a_database(self):
+        v = self.vol_()
+        self.assertFalse(os.path.exists(v.meta_db))
+        v.format()
+        self.assertTrue(os.path.exists(v.meta_db))
+        dump = os.path.join(v.dir, "dump.json")
+        self.assertOk(tierfs("dump", v.meta_url, dump), "dump")
+        db2 = os.path.join(v.dir, "loaded.db")
+        self.assertOk(tierfs("load", "sqlite3://" + db2, dump), "load into a new file")
+        self.assertOk(tierfs("status", "sqlite3://" + db2), "status of the loaded volume")
+
+
 if __name__ == "__main__":
     harness.main()

@@ -25,7 +25,8 @@ struct Args {
   bool force = false, quiet = false;
 };
 
-int Run(const Args& a) {
+// Returns with the engine closed.
+int Load(const Args& a) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (a.file != "-") {
@@ -63,6 +64,14 @@ int Run(const Args& a) {
               << " slices into " << (*engine)->Describe() << std::endl;
   }
   return 0;
+}
+
+int Run(const Args& a) {
+  // A load that fails (a damaged dump) leaves no database file it created behind.
+  NewDatabaseFile db(a.meta_url);
+  int rc = Load(a);
+  if (rc != 0) db.RemoveIfCreated();
+  return rc;
 }
 
 }  // namespace
