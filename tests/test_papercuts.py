@@ -181,5 +181,34 @@ class MissingSqliteFileTest(PapercutTestCase):
         self.assertOk(tierfs("status", "sqlite3://" + db2), "status of the loaded volume")
 
 
+class MountOverNonEmptyDirectoryTest(PapercutTestCase):
+    def test_mount_warns_and_mounts(self):
+        v = self.vol_()
+        v.format()
+        for name in ("a", "b", "c"):
+            with open(os.path.join(v.mnt, name), "w") as f:
+                f.write(name)
+        rc, out, err = v.mount()
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertTrue(is_mounted(v.mnt))
+        self.assertIn("warning", err.lower(), msg(rc, out, err))
+        self.assertIn(v.mnt, err, msg(rc, out, err))
+        self.assertIn("3 entries", err, msg(rc, out, err))
+        log = v.read_log()
+        self.assertTrue(any(v.mnt in line and "3 entries" in line and "warn" in line.lower()
+                            for line in log.splitlines()), "the log has the warning:\n" + v.log_tail())
+        self.assertEqual(os.listdir(v.mnt), [], "the volume's root is what the mount shows")
+        v.umount()
+        self.assertEqual(sorted(os.listdir(v.mnt)), ["a", "b", "c"])
+
+    def test_empty_mount_point_gives_no_warning(self):
+        v = self.vol_()
+        v.format()
+        rc, out, err = v.mount()
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertNotIn("warning", err.lower(), msg(rc, out, err))
+        self.assertNotIn("not empty", v.read_log())
+
+
 if __name__ == "__main__":
     harness.main()
