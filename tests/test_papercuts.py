@@ -210,5 +210,51 @@ class MountOverNonEmptyDirectoryTest(PapercutTestCase):
         self.assertNotIn("not empty", v.read_log())
 
 
+class LoadOfADamagedDumpTest(PapercutTestCase):
+    def test_load_refuses_entries_to_missing_inodes(self):
+        v = self.vol_()
+        v.format()
+        v.mount()
+        os.mkdir(v.path("dir"))
+        for name in ("keep", "dir/victim", "dir/other"):
+            with open(v.path(name), "w") as f:
+                f.write(name)
+        victim_ino = os.stat(v.path("dir", "victim")).st_ino
+        v.umount()
+        dump = os.path.join(v.dir, "dump.json")
+        self.assertOk(tierfs("dump", v.meta_url, dump), "dump")
+        with open(dump) as f:
+            doc = json.load(f)
+        # The intact dump loads (so the refusal below is about the damage).
+        good = os.path.join(v.dir, "good.db")
+        self.assertOk(tierfs("load", "sqlite3://" + good, dump), "load of the intact dump")
+
+        before = len(doc["inodes"])
+        doc["inodes"] = [i for i in doc["inodes"] if i["ino"] != victim_ino]
+        self.assertEqual(len(doc["inodes"]), before - 1, "the victim's inode was in the dump")
+        damaged = os.path.join(v.dir, "damaged.json")
+        with open(damaged, "w") as f:
+            json.dump(doc, f)
+        db = os.path.join(v.dir, "fresh.db")
+        rc, out, err = tierfs("load", "sqlite3://" + db, damaged)
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertIn("victim", err, msg(rc, out, err))
+        self.assertIn(str(victim_ino), err, msg(rc, out, err))
+        self.assert_no_db_files(db, "a refused load")
+        self.assertNotEqual(tierfs("status", "sqlite3://" + db)[0], 0, "no volume after a refused load")
+
+        # Into an engine that exists (and is empty): nothing is written.
+        con_db = os.path.join(v.dir, "existing.db")
+        open(con_db, "wb").close()
+        rc, out, err = tierfs("load", "sqlite3://" + con_db, damaged)
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertTrue(os.path.exists(con_db))
+        con = sqlite3.connect(con_db)
+        try:
+            self.assertEqual(con.execute("SELECT COUNT(*) FROM kv").fetchone()[0], 0, "keys were written")
+        finally:
+            con.close()
+
+
 if __name__ == "__main__":
     harness.main()
