@@ -256,5 +256,56 @@ class LoadOfADamagedDumpTest(PapercutTestCase):
             con.close()
 
 
+class DfOfALocalDiskTest(PapercutTestCase):
+    def small_disk(self, size_mib):
+        d = self.local_tmpdir()  # removed after the unmount below (cleanups run last-in first-out)
+        disk = os.path.join(d, "disk")
+        os.mkdir(disk)
+        rc, out, err = run("mount", "-t", "tmpfs", "-o", "size=%dm" % size_mib, "tierfs-test-disk", disk)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.addCleanup(run, "umount", "-l", disk, timeout=30)
+        return disk
+
+    def test_df_shows_the_bucket_disk_without_a_limit(self):
+        disk = self.small_disk(64)
+        with open(os.path.join(disk, "other-data"), "wb") as f:
+            f.write(b"\0" * (16 * MiB))
+        v = self.vol_(storage=["--storage", "file", "--bucket", os.path.join(disk, "bucket")])
+        v.format()
+        v.mount()
+        with open(v.path("f"), "wb") as f:
+            f.write(os.urandom(8 * MiB))
+            f.flush()
+            os.fsync(f.fileno())
+        st = os.statvfs(v.mnt)
+        total = st.f_blocks * st.f_frsize
+        self.assertEqual(total, 64 * MiB, "df shows the size of the bucket's file system")
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        self.assertTrue(8 * MiB <= used <= 8 * MiB + 64 * 1024, "used %d is the volume's own usage" % used)
+        avail = st.f_bavail * st.f_frsize
+        disk_st = os.statvfs(disk)
+        disk_avail = disk_st.f_bavail * disk_st.f_frsize
+        self.assertLessEqual(abs(avail - disk_avail), MiB, "avail %d vs the disk's %d" % (avail, disk_avail))
+        self.assertLess(avail, 41 * MiB, "the other data on the disk is not available")
+        # df agrees (it reads the same statfs).
+        rc, out, err = run("df", "-B1", "--output=size", v.mnt)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertEqual(int(out.split()[-1]), 64 * MiB)
+
+        # A directory quota still shows its own limit.
+        os.mkdir(v.path("q"))
+        self.assertOk(tierfs("quota", "set", v.meta_url, "--path", "/q", "--capacity", "10M"), "quota set")
+        st = os.statvfs(v.path("q"))
+        self.assertEqual(st.f_blocks * st.f_frsize, 10 * MiB)
+
+    def test_capacity_limit_is_still_shown(self):
+        disk = self.small_disk(64)
+        v = self.vol_(storage=["--storage", "file", "--bucket", os.path.join(disk, "bucket")])
+        v.format("--capacity", "1G")
+        v.mount()
+        st = os.statvfs(v.mnt)
+        self.assertEqual(st.f_blocks * st.f_frsize, 1 << 30, "the volume's --capacity")
+
+
 if __name__ == "__main__":
     harness.main()

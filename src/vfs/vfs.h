@@ -115,6 +115,8 @@ class Vfs {
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus);
   Status Releasedir(uint64_t fh);
 
+  // statfs of a path: its nearest capacity limit (Meta::GetStatFs), else the room of the
+  // object store when it knows it (ObjectStore::Space), else kVolumeCapacity.
   Result<StatFs> GetStatFs(Ino ino = kRootIno);
 
   Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
