@@ -30,7 +30,7 @@ void Print(const FormatRecord& raw) {
 }
 
 int Run(const Args& a) {
-  auto engine = OpenKvEngine(a.meta_url);
+  auto engine = OpenKvEngine(a.meta_url, MissingDatabase::kMustExist);
   if (!engine.ok()) return Fail("config", engine.status());
   bool storage_change = !a.storage.empty() || !a.bucket.empty() || !a.access_key.empty() ||
                         !a.secret_key.empty() || !a.session_token.empty() || !a.ceph_conf.empty();

@@ -21,7 +21,7 @@ struct Args {
 };
 
 int Run(const Args& a) {
-  auto engine = OpenKvEngine(a.meta_url);
+  auto engine = OpenKvEngine(a.meta_url, MissingDatabase::kMustExist);
   if (!engine.ok()) return Fail("dump", engine.status());
   std::ofstream file;
   std::ostream* out = &std::cout;

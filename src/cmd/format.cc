@@ -50,7 +50,8 @@ struct Args {
   bool force = false;
 };
 
-int Run(const Args& a) {
+// Returns with the engine and the store closed.
+int Format(const Args& a) {
   Status st = CheckName(a.name);
   if (!st.ok()) return Fail("format", st);
   auto bs = ParseSize(a.block_size);
@@ -105,6 +106,15 @@ int Run(const Args& a) {
             << "  data:     " << (*store)->Describe() << "\n"
             << "  block size: " << FormatSize(rec.block_size) << std::endl;
   return 0;
+}
+
+int Run(const Args& a) {
+  // A format that fails (an unusable bucket, an invalid setting) leaves no database file
+  // behind, unless the file was there before.
+  NewDatabaseFile db(a.meta_url);
+  int rc = Format(a);
+  if (rc != 0) db.RemoveIfCreated();
+  return rc;
 }
 
 }  // namespace

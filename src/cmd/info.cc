@@ -1,5 +1,6 @@
 // tierfs info PATH [--json]: inode, length and the chunk -> slice -> object layout of a file
-// in a mounted volume. The mount answers through the read-only "tierfs.info" xattr.
+// in a mounted volume. The mount answers through the read-only "tierfs.info" xattr, in
+// pages ("tierfs.info@N") for files of many slices.
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -15,25 +16,85 @@
 namespace tierfs::cmd {
 namespace {
 
+// The value of xattr `name` of path, of any size; an error carries the errno.
+Result<std::string> GetXattr(const std::string& path, const std::string& name) {
+  std::string buf(1 << 16, '\0');
+  ssize_t n = getxattr(path.c_str(), name.c_str(), buf.data(), buf.size());
+  if (n < 0 && errno == ERANGE) {
+    n = getxattr(path.c_str(), name.c_str(), nullptr, 0);
+    if (n > 0) {
+      buf.resize(static_cast<size_t>(n));
+      n = getxattr(path.c_str(), name.c_str(), buf.data(), buf.size());
+    }
+  }
+  if (n < 0) {
+    int err = errno;
+    return Status::Err(err, path + " is not in a TierFS mount (" + strerror(err) + ")");
+  }
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+Result<nlohmann::json> ParseLayout(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("chunks")) {
+    return Status::Err(EIO, "the mount returned malformed layout data");
+  }
+  return j;
+}
+
+// The file's layout. The mount answers it in pages ("tierfs.info@N": from the file's Nth
+// slice on; an xattr value is at most 64 KiB, a file may have any number of slices), which
+// are merged here into the document a single "tierfs.info" gives. A file that changes
+// between pages is read again; a mount older than paging answers the whole "tierfs.info".
+Result<nlohmann::json> ReadLayout(const std::string& path) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    nlohmann::json doc;
+    nlohmann::json stamp;
+    uint64_t from = 0;
+    for (;;) {
+      auto text = GetXattr(path, "tierfs.info@" + std::to_string(from));
+      if (!text.ok() && from == 0 && text.status().code() == ENODATA) {
+        ASSIGN_OR_RETURN(std::string whole, GetXattr(path, "tierfs.info"));
+        return ParseLayout(whole);
+      }
+      if (!text.ok()) return text.status();
+      ASSIGN_OR_RETURN(nlohmann::json page, ParseLayout(*text));
+      nlohmann::json info = page.value("page", nlohmann::json::object());
+      page.erase("page");
+      nlohmann::json now = {info.value("ctime_ns", int64_t{0}), page.value("length", uint64_t{0})};
+      if (from == 0) {
+        doc = std::move(page);
+        stamp = now;
+      } else if (now != stamp) {
+        break;  // changed since the first page: start again
+      } else {
+        for (auto& c : page["chunks"]) {
+          auto& chunks = doc["chunks"];
+          if (!chunks.empty() && chunks.back()["index"] == c["index"]) {
+            for (auto& s : c["slices"]) chunks.back()["slices"].push_back(std::move(s));
+          } else {
+            chunks.push_back(std::move(c));
+          }
+        }
+      }
+      if (!info.contains("next")) return doc;
+      uint64_t next = info["next"];
+      if (next <= from) return Status::Err(EIO, "the mount returned malformed layout pages");
+      from = next;
+    }
+  }
+  return Status::Err(EAGAIN, "the layout of " + path + " kept changing while it was read; try again");
+}
+
 int Run(const std::string& path, bool json) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) {
     return Fail("info", Status::Err(errno, "cannot stat " + path + ": " + strerror(errno)));
   }
-  std::string buf(1 << 16, '\0');
-  ssize_t n = getxattr(path.c_str(), "tierfs.info", buf.data(), buf.size());
-  if (n < 0 && errno == ERANGE) {
-    n = getxattr(path.c_str(), "tierfs.info", nullptr, 0);
-    if (n > 0) {
-      buf.resize(static_cast<size_t>(n));
-      n = getxattr(path.c_str(), "tierfs.info", buf.data(), buf.size());
-    }
-  }
-  if (n < 0) {
-    return Fail("info", Status::Err(errno, path + " is not in a TierFS mount (" + strerror(errno) + ")"));
-  }
-  auto j = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
-  if (j.is_discarded()) return Fail("info", Status::Err(EIO, "the mount returned malformed layout data"));
+  auto layout = ReadLayout(path);
+  if (!layout.ok()) return Fail("info", layout.status());
+  nlohmann::json j = std::move(layout).value();
   std::string volume = j.value("volume", "");
   uint32_t bs = j.value("block_size", 4u << 20);
   for (auto& c : j["chunks"]) {

@@ -22,10 +22,11 @@ namespace {
 
 struct Args {
   std::string meta_url, file;
-  bool force = false, quiet = false;
+  bool force = false, quiet = false, skip_dangling = false;
 };
 
-int Run(const Args& a) {
+// Returns with the engine closed.
+int Load(const Args& a) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (a.file != "-") {
@@ -55,14 +56,26 @@ int Run(const Args& a) {
     if (!a.quiet) std::cerr << "\rloaded " << s.inodes << " inodes, " << s.entries << " entries" << std::flush;
   };
   DumpStats stats;
-  Status st = LoadVolume(engine->get(), *in, progress, &stats);
+  Status st = LoadVolume(engine->get(), *in, progress, &stats, a.skip_dangling);
   if (!a.quiet) std::cerr << std::endl;
   if (!st.ok()) return Fail("load", st);
+  if (stats.dropped_entries) {
+    std::cerr << "tierfs load: left out " << stats.dropped_entries << " directory entries whose inode the dump "
+              << "lacks; run `tierfs fsck --repair` on the loaded volume" << std::endl;
+  }
   if (!a.quiet) {
     std::cerr << "loaded " << stats.inodes << " inodes, " << stats.entries << " entries and " << stats.slices
               << " slices into " << (*engine)->Describe() << std::endl;
   }
   return 0;
+}
+
+int Run(const Args& a) {
+  // A load that fails (a damaged dump) leaves no database file it created behind.
+  NewDatabaseFile db(a.meta_url);
+  int rc = Load(a);
+  if (rc != 0) db.RemoveIfCreated();
+  return rc;
 }
 
 }  // namespace
@@ -74,6 +87,9 @@ void RegisterLoad(CLI::App& app, int* exit_code) {
   sub->add_option("FILE", args->file, "Dump file, or - for standard input")->required();
   sub->add_flag("--force", args->force, "Erase whatever the engine holds first");
   sub->add_flag("-q,--quiet", args->quiet, "No progress or summary");
+  sub->add_flag("--skip-dangling", args->skip_dangling,
+                "Leave out directory entries whose inode the dump lacks (a metadata backup taken while files were "
+                "being deleted) instead of refusing the dump");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   // Commands print their results on stdout (often JSON); warnings from the layers below
   // go to stderr. `mount` replaces this logger with its log file.
   spdlog::set_default_logger(spdlog::stderr_color_mt("cli"));
-  CLI::App app{"TierFS: a distributed POSIX file system on object storage"};
+  // Named, so that help says "Usage: tierfs [OPTIONS]" and "tierfs format ...".
+  CLI::App app{"TierFS: a distributed POSIX file system on object storage", "tierfs"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   int exit_code = 0;

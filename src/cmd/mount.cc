@@ -1,4 +1,5 @@
 // tierfs mount META-URL MOUNTPOINT [-d] [--log FILE] [cache and buffer options] [-o opts]
+#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -88,6 +89,23 @@ struct Args {
   bool update_fstab = false;
 };
 
+// A mount point that holds entries: the mount hides them until it is unmounted (as any
+// mount does). Returns the warning to give, or "" when there is none (an empty directory,
+// or one that cannot be read: the checks before mounting report what is wrong with it).
+std::string HiddenEntriesWarning(const std::string& mp) {
+  if (IsMountPoint(mp)) return "";  // refused before mounting
+  DIR* dir = opendir(mp.c_str());
+  if (dir == nullptr) return "";
+  uint64_t n = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ++n;
+  }
+  closedir(dir);
+  if (n == 0) return "";
+  return "mount point " + mp + " is not empty: the mount hides its " + std::to_string(n) +
+         (n == 1 ? " entry" : " entries") + " until it is unmounted";
+}
+
 // FUSE worker threads. On the embedded default (SQLite and a local directory) a handler
 // is CPU work that never waits on a network, and workers beyond a couple per CPU only add
 // sleeps, wake-ups and lock contention (measured: 16 workers made 4-thread small-file
@@ -153,6 +171,8 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (IsMountPoint(mp)) {
     return fail(Status::Err(EBUSY, mp + " is already mounted (is a mount point); unmount it first"));
   }
+  std::string hidden = HiddenEntriesWarning(mp);
+  if (!hidden.empty()) spdlog::warn("{}", hidden);
 
   auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
   if (!meta.ok()) return fail(meta.status());
@@ -303,9 +323,12 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
 // on_mounted: called once the mount is ready.
 int RunForeground(const Args& a, const std::function<void()>& on_mounted) {
   SetupLogging(a.log_file, true);
+  // Without --log the log is stderr already.
+  std::string hidden = a.log_file.empty() ? "" : HiddenEntriesWarning(a.mountpoint);
   bool reported = false;
   int rc = Serve(a, [&](const Status& st) {
     if (!st.ok() && !reported) std::cerr << "tierfs: mount: " << st.message() << std::endl;
+    if (st.ok() && !reported && !hidden.empty()) std::cerr << "tierfs: mount: warning: " << hidden << std::endl;
     if (st.ok() && !reported) on_mounted();
     reported = true;
   });
@@ -315,6 +338,8 @@ int RunForeground(const Args& a, const std::function<void()>& on_mounted) {
 // Forks; the child mounts and tells the parent through a pipe whether mounting worked, so
 // the parent returns only when the mount is ready (exit 0) or with the error.
 int RunBackground(const Args& a) {
+  // Counted before mounting: the background process cannot write to the terminal.
+  std::string hidden = HiddenEntriesWarning(a.mountpoint);
   int fds[2];
   if (pipe(fds) != 0) return Fail("mount", Status::Err(errno, "pipe failed"));
   pid_t pid = fork();
@@ -329,7 +354,10 @@ int RunBackground(const Args& a) {
       if (msg.find('\n') != std::string::npos) break;
     }
     close(fds[0]);
-    if (msg.rfind("OK", 0) == 0) return 0;
+    if (msg.rfind("OK", 0) == 0) {
+      if (!hidden.empty()) std::cerr << "tierfs: mount: warning: " << hidden << std::endl;
+      return 0;
+    }
     if (msg.empty()) {
       int status = 0;
       waitpid(pid, &status, 0);
@@ -373,7 +401,9 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   auto* sub = app.add_subcommand("mount", "Mount a volume (foreground unless -d)");
   sub->add_option("META-URL", a->meta_url, "Metadata engine of the volume, e.g. sqlite3:///var/lib/tierfs/vol.db")
       ->required();
-  sub->add_option("MOUNTPOINT", a->mountpoint, "Existing empty directory to mount on")->required();
+  sub->add_option("MOUNTPOINT", a->mountpoint,
+                  "Existing directory to mount on (an empty one: the mount hides what it holds)")
+      ->required();
   sub->add_flag("-d,--background", a->background, "Run in the background; return once the mount is ready");
   sub->add_option("--log", a->log_file, "Log file (background default: /var/log/tierfs.log)");
   sub->add_option("--attr-cache", a->attr_cache, "Kernel attribute cache timeout, seconds")->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "common/secret.h"
 #include "common/size.h"
+#include "common/url.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "meta/timed_engine.h"
@@ -33,12 +35,30 @@ int Fail(const std::string& what, const Status& st) {
 }
 
 Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns) {
-  ASSIGN_OR_RETURN(auto engine, OpenKvEngine(meta_url));
+  ASSIGN_OR_RETURN(auto engine, OpenKvEngine(meta_url, MissingDatabase::kMustExist));
   engine = WithTxnMetrics(std::move(engine));
   MetaOptions opts;
   opts.read_only = read_only;
   opts.dir_attr_cache_ns = dir_attr_cache_ns;
   return Meta::Open(std::move(engine), opts);
+}
+
+NewDatabaseFile::NewDatabaseFile(const std::string& meta_url) {
+  auto url = ParseUrl(meta_url);
+  if (!url.ok() || url->scheme != "sqlite3" || url->path.empty()) return;
+  struct stat st;
+  if (lstat(url->path.c_str(), &st) != 0 && errno == ENOENT) path_ = AbsPath(url->path);
+}
+
+void NewDatabaseFile::RemoveIfCreated() {
+  if (path_.empty()) return;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    std::string p = path_ + suffix;
+    if (unlink(p.c_str()) != 0 && errno != ENOENT) {
+      std::cerr << "tierfs: cannot remove " << p << ": " << strerror(errno) << std::endl;
+    }
+  }
+  path_.clear();
 }
 
 Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes, std::optional<int64_t>* cap,

@@ -30,9 +30,23 @@ void SetupLogging(const std::string& file, bool foreground);
 SessionInfo ThisProcessSession(const std::string& mountpoint);
 // Prints "tierfs: <message>" to stderr and returns 1.
 int Fail(const std::string& what, const Status& st);
-// Opens the engine at meta_url and the volume in it.
+// Opens the engine at meta_url and the volume in it (a sqlite3:// file must exist: only
+// format and load create one).
 // dir_attr_cache_ns: see MetaOptions (0 for tools that must always read the engine).
 Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns = 0);
+// The database file of a sqlite3:// META-URL that format or load may create. If it did not
+// exist when this object was made, RemoveIfCreated() deletes it and its -wal, -shm and
+// -journal files (call it once the engine is closed), so that a command that failed
+// leaves nothing behind. A file that existed before is never touched; other URLs need
+// nothing.
+class NewDatabaseFile {
+ public:
+  explicit NewDatabaseFile(const std::string& meta_url);
+  void RemoveIfCreated();
+
+ private:
+  std::string path_;  // empty: not a sqlite3:// URL, or the file existed
+};
 // Opens the object store a volume's format record describes, with TIERFS_ACCESS_KEY and
 // TIERFS_SECRET_KEY (or TIERFS_SECRET_KEY_FILE) overriding the stored credentials.
 // sync_puts: see StorageSpec::sync_puts (only `mount --no-sync-blocks` turns it off).

@@ -563,7 +563,7 @@ void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
 
 void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   OpTimer timer(kOpStatfs, req, ino);
-  // The path's nearest directory quota, else the volume.
+  // The path's nearest directory quota, else the volume (on a local disk: that disk).
   auto r = V(req)->GetStatFs(In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   constexpr uint64_t kBsize = 4096;
@@ -576,6 +576,9 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   uint64_t used = std::min(r->used_bytes, kCapacity);
   s.f_blocks = kCapacity / kBsize;
   s.f_bfree = s.f_bavail = (kCapacity - used) / kBsize;
+  // df shows used = blocks - bfree (the volume's usage) and avail = bavail (also bounded
+  // by the store's room).
+  if (r->available_bytes) s.f_bavail = std::min<uint64_t>(s.f_bavail, *r->available_bytes / kBsize);
   s.f_files = kInodes;
   s.f_ffree = s.f_favail = kInodes - std::min(r->inodes, kInodes);
   s.f_namemax = 255;

@@ -18,7 +18,7 @@ constexpr char kExpectedForms[] =
 
 }  // namespace
 
-Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url) {
+Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url, MissingDatabase missing) {
   auto parsed = ParseUrl(meta_url);
   if (!parsed.ok()) {
     return Status::Err(EINVAL, parsed.status().message() + "; " + kExpectedForms);
@@ -33,7 +33,7 @@ Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url) {
       return Status::Err(
           EINVAL, "metadata URL '" + url.original + "' has no database path; " + kExpectedForms);
     }
-    ASSIGN_OR_RETURN(auto engine, SqliteEngine::Open(url.path));
+    ASSIGN_OR_RETURN(auto engine, SqliteEngine::Open(url.path, missing == MissingDatabase::kCreate));
     return std::unique_ptr<KvEngine>(std::move(engine));
   }
   if (url.scheme == "redis" || url.scheme == "rediss") return OpenRedisEngine(url);

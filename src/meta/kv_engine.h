@@ -59,7 +59,12 @@ class KvEngine {
 // "redis://[USER:PASSWORD@]HOST:PORT/DB", "postgres://USER:PASSWORD@HOST:PORT/DB". A
 // password missing from the URL comes from $TIERFS_META_PASSWORD or the file named by
 // $TIERFS_META_PASSWORD_FILE. Errors never include the password.
-Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url);
+// A sqlite3:// database file that does not exist is created with kCreate (format, load,
+// tests) and refused with ENOENT naming the path with kMustExist (commands that need a
+// volume: a typo must not leave an empty database behind).
+enum class MissingDatabase { kCreate, kMustExist };
+Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url,
+                                               MissingDatabase missing = MissingDatabase::kCreate);
 
 // The smallest key greater than every key starting with prefix ("" when none exists).
 std::string PrefixEnd(std::string_view prefix);

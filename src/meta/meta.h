@@ -116,6 +116,12 @@ struct StatFs {
   uint64_t used_bytes = 0;
   uint64_t inodes = 0;
   uint64_t max_inodes = 0;  // 0: no limit
+  // capacity_bytes is a limit (the volume's --capacity or a directory quota), not
+  // kVolumeCapacity: what the object store has room for does not matter then.
+  bool capacity_limited = false;
+  // Bytes the store has room for, when less than capacity - used (a bucket directory on a
+  // disk that holds other data too); nullopt: capacity - used.
+  std::optional<uint64_t> available_bytes;
 };
 
 // What a volume may hold (statfs, and what fallocate may reserve) until volumes get a

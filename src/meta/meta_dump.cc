@@ -4,6 +4,7 @@
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 #include <vector>
 
 #include "common/base64.h"
@@ -376,6 +377,30 @@ Status LoadInode(const json& j, BatchWriter& w, DumpStats* stats) {
   return Status::OK();
 }
 
+// Before anything is written: every directory entry must point at an inode of the dump
+// (a damaged or hand-edited dump would otherwise load as a volume whose names lead
+// nowhere), and the root must be there.
+Status CheckEntries(const json& inodes) {
+  std::set<Ino> present;
+  for (const auto& j : inodes) present.insert(j.at("ino").get<Ino>());
+  if (!present.count(kRootIno)) {
+    return Status::Err(EINVAL, "the dump has no root directory (inode " + std::to_string(kRootIno) +
+                                   "); nothing was loaded");
+  }
+  for (const auto& j : inodes) {
+    if (!j.contains("entries")) continue;
+    for (const auto& e : j["entries"]) {
+      Ino target = e.at("ino").get<Ino>();
+      if (present.count(target)) continue;
+      ASSIGN_OR_RETURN(std::string name, GetBytes(e, "name"));
+      return Status::Err(EINVAL, "the dump is damaged: entry '" + name + "' of directory inode " +
+                                     std::to_string(j.at("ino").get<Ino>()) + " points at inode " +
+                                     std::to_string(target) + ", which the dump does not contain; nothing was loaded");
+    }
+  }
+  return Status::OK();
+}
+
 Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, DumpStats* stats) {
   if (!doc.is_object() || doc.value("tierfs_dump", 0) != kDumpVersion) {
     return Status::Err(EINVAL, "not a TierFS dump (version " + std::to_string(kDumpVersion) + ")");
@@ -394,6 +419,7 @@ Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, 
     return Status::Err(EEXIST, engine->Describe() +
                                    " is not empty; load needs an empty engine (erase it with `tierfs load --force`)");
   }
+  RETURN_IF_ERROR(CheckEntries(doc.at("inodes")));
   BatchWriter w(engine, stats);
   uint64_t n = 0;
   for (const auto& ino : doc.at("inodes")) {
@@ -453,12 +479,29 @@ Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, 
 
 }  // namespace
 
-Status LoadVolume(KvEngine* engine, std::istream& in, const DumpProgress& progress, DumpStats* stats) {
+Status LoadVolume(KvEngine* engine, std::istream& in, const DumpProgress& progress, DumpStats* stats,
+                  bool skip_dangling) {
   DumpStats local;
   if (stats == nullptr) stats = &local;
   json doc = json::parse(in, nullptr, false);
   if (doc.is_discarded()) return Status::Err(EINVAL, "the dump is not valid JSON");
   try {
+    if (skip_dangling && doc.is_object() && doc.contains("inodes")) {
+      std::set<Ino> present;
+      for (const auto& j : doc["inodes"]) present.insert(j.at("ino").get<Ino>());
+      for (auto& j : doc["inodes"]) {
+        if (!j.contains("entries")) continue;
+        json kept = json::array();
+        for (auto& e : j["entries"]) {
+          if (present.count(e.at("ino").get<Ino>())) {
+            kept.push_back(std::move(e));
+          } else {
+            stats->dropped_entries++;
+          }
+        }
+        j["entries"] = std::move(kept);
+      }
+    }
     return LoadDoc(engine, doc, progress, stats);
   } catch (const json::exception& e) {
     return Status::Err(EINVAL, std::string("malformed dump: ") + e.what());

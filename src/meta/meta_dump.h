@@ -26,13 +26,17 @@ struct DumpStats {
   uint64_t entries = 0;
   uint64_t slices = 0;  // chunk records
   uint64_t keys = 0;    // engine keys written (load) or read (dump)
+  uint64_t dropped_entries = 0;  // load with skip_dangling: entries whose inode was missing
 };
 
 using DumpProgress = std::function<void(const DumpStats&)>;
 
 Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const DumpProgress& progress,
                   DumpStats* stats);
-// Loads a dump into an engine that holds no keys at all.
-Status LoadVolume(KvEngine* engine, std::istream& in, const DumpProgress& progress, DumpStats* stats);
+// Loads a dump into an engine that holds no keys at all. A directory entry pointing at an
+// inode the dump lacks makes it refuse, unless skip_dangling: then such entries are left
+// out (a backup taken while files were being deleted; fsck then fixes link counts).
+Status LoadVolume(KvEngine* engine, std::istream& in, const DumpProgress& progress, DumpStats* stats,
+                  bool skip_dangling = false);
 
 }  // namespace tierfs

@@ -413,7 +413,10 @@ Result<StatFs> Meta::GetStatFs(Ino ino) {
     fs.used_bytes = static_cast<uint64_t>(std::max<int64_t>(0, limit->used_bytes));
     fs.inodes = static_cast<uint64_t>(std::max<int64_t>(0, limit->used_inodes));
   }
-  if (limit->max_bytes > 0) fs.capacity_bytes = static_cast<uint64_t>(limit->max_bytes);
+  if (limit->max_bytes > 0) {
+    fs.capacity_bytes = static_cast<uint64_t>(limit->max_bytes);
+    fs.capacity_limited = true;
+  }
   if (limit->max_inodes > 0) fs.max_inodes = static_cast<uint64_t>(limit->max_inodes);
   return fs;
 }

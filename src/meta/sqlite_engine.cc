@@ -354,12 +354,12 @@ class SqliteTxn final : public KvTxn {
 
 }  // namespace
 
-SqliteEngine::SqliteEngine(std::string path, std::string abs_path)
-    : path_(std::move(path)), abs_path_(std::move(abs_path)) {}
+SqliteEngine::SqliteEngine(std::string path, std::string abs_path, bool create)
+    : path_(std::move(path)), abs_path_(std::move(abs_path)), create_(create) {}
 
 SqliteEngine::~SqliteEngine() = default;
 
-Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path) {
+Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path, bool create) {
   namespace fs = std::filesystem;
   if (path.empty()) {
     return Status::Err(EINVAL, "empty SQLite database path: expected sqlite3://PATH");
@@ -407,6 +407,10 @@ Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path
                   std::memcmp(header, kSqliteMagic, sizeof(header)) != 0)) {
       return Status::Err(EINVAL, NotOurs(path, "not an SQLite file"));
     }
+  } else if (errno == ENOENT && !create) {
+    return Status::Err(ENOENT, "metadata database " + path +
+                                   " does not exist: no TierFS volume there (check the path, or create a "
+                                   "volume with `tierfs format`)");
   }
 
   // Resolved now: a daemon may chdir("/") later, and connections open lazily.
@@ -416,7 +420,7 @@ Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path
     return Status::Err(ec.value(),
                        "cannot resolve metadata database path " + path + ": " + ec.message());
   }
-  std::unique_ptr<SqliteEngine> engine(new SqliteEngine(path, abs.string()));
+  std::unique_ptr<SqliteEngine> engine(new SqliteEngine(path, abs.string(), create));
   RETURN_IF_ERROR(engine->InitSchema());
   spdlog::debug("opened metadata database {} (SQLite {})", abs.string(), sqlite3_libversion());
   return engine;
@@ -493,7 +497,7 @@ Status SqliteEngine::WithRetry(const char* what, F&& attempt) {
 
 SqliteEngine::Attempt SqliteEngine::OpenConn(bool prepare, std::unique_ptr<Conn>* out) {
   auto conn = std::make_unique<Conn>();
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create_ ? SQLITE_OPEN_CREATE : 0);
   int rc = sqlite3_open_v2(abs_path_.c_str(), &conn->db, flags, nullptr);
   if (rc != SQLITE_OK) return Attempt::Done(SqlError(rc, conn->db, path_, "opening the database"));
   sqlite3_extended_result_codes(conn->db, 1);

@@ -32,11 +32,13 @@ namespace tierfs {
 // all transactions running on it.
 class SqliteEngine final : public KvEngine {
  public:
-  // Opens (creating if missing) the database at path, which may be relative (resolved
-  // against the current directory now, so later chdir() calls do not matter). Fails with
-  // ENOENT when the parent directory is missing and EINVAL when the file exists but is
-  // not a TierFS metadata database; such a file is never modified.
-  static Result<std::unique_ptr<SqliteEngine>> Open(const std::string& path);
+  // Opens the database at path, which may be relative (resolved against the current
+  // directory now, so later chdir() calls do not matter), creating it if missing when
+  // `create` (else a missing file is ENOENT naming the path, and no connection of the
+  // engine ever creates one). Fails with ENOENT when the parent directory is missing and
+  // EINVAL when the file exists but is not a TierFS metadata database; such a file is
+  // never modified.
+  static Result<std::unique_ptr<SqliteEngine>> Open(const std::string& path, bool create = true);
   ~SqliteEngine() override;
   SqliteEngine(const SqliteEngine&) = delete;
   SqliteEngine& operator=(const SqliteEngine&) = delete;
@@ -53,7 +55,7 @@ class SqliteEngine final : public KvEngine {
   struct Attempt;
 
  private:
-  SqliteEngine(std::string path, std::string abs_path);
+  SqliteEngine(std::string path, std::string abs_path, bool create);
 
   Status InitSchema();
   // One try at opening a connection with pragmas set and statements prepared.
@@ -69,6 +71,7 @@ class SqliteEngine final : public KvEngine {
 
   const std::string path_;      // as given, for messages and Describe()
   const std::string abs_path_;  // what connections open
+  const bool create_;           // connections may create the file
 
   std::mutex write_mu_;  // held from BEGIN IMMEDIATE to COMMIT/ROLLBACK, and while main_ is in use
   // The connection of every write, and of every read that finds it free: its page cache stays

@@ -71,6 +71,7 @@ class ChecksumStore : public ObjectStore {
   std::string Describe() const override;
   Status Init() override;
   Status Sync() override { return inner_->Sync(); }
+  std::optional<StoreSpace> Space() const override { return inner_->Space(); }
   Status Put(const std::string& key, std::string_view data) override;
   Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) override;
   Result<ObjectInfo> Head(const std::string& key) override;

@@ -5,6 +5,7 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <climits>
@@ -334,6 +335,15 @@ Status FileStore::Init() {
                                 std::strerror(errno));
   }
   return Status::OK();
+}
+
+std::optional<StoreSpace> FileStore::Space() const {
+  struct statvfs fs;
+  if (statvfs(root_.c_str(), &fs) != 0) return std::nullopt;
+  StoreSpace space;
+  space.total_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+  space.free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  return space;
 }
 
 Status FileStore::Sync() {

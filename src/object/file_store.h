@@ -48,6 +48,8 @@ class FileStore : public ObjectStore {
   // syncfs() of the file system holding the bucket: one call covers every object written;
   // callers arriving while one runs share the next. Nothing to do with options.fsync.
   Status Sync() override;
+  // statvfs of the bucket directory: the file system holding it.
+  std::optional<StoreSpace> Space() const override;
   Status Put(const std::string& key, std::string_view data) override;
   Status PutParts(const std::string& key, const std::vector<std::string_view>& parts) override;
   Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) override;

@@ -68,6 +68,7 @@ class SharedStore : public ObjectStore {
     return s_->AbortMultipart(key, upload_id);
   }
   Status Sync() override { return s_->Sync(); }
+  std::optional<StoreSpace> Space() const override { return s_->Space(); }
 
  private:
   std::shared_ptr<ObjectStore> s_;

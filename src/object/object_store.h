@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,11 @@ struct ObjectInfo {
   std::string key;
   uint64_t size = 0;
   int64_t mtime_ns = 0;  // last modification, 0 when the backend does not know
+};
+
+struct StoreSpace {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;  // available to unprivileged writers
 };
 
 class ObjectStore {
@@ -68,6 +74,11 @@ class ObjectStore {
   // Makes every Put that has returned durable against a power loss of the machine holding
   // the objects. Stores whose puts are durable when they return (S3, RADOS) need nothing.
   virtual Status Sync() { return Status::OK(); }
+
+  // The size and free space of what holds the objects, when the store knows them (a local
+  // directory: its file system), for statfs of a volume without a capacity limit. nullopt
+  // when unknown (S3, RADOS, memory). Wrappers forward it.
+  virtual std::optional<StoreSpace> Space() const { return std::nullopt; }
 };
 
 // Where a volume's objects live, as chosen at format time (and changed by `tierfs config`).

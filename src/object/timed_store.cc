@@ -144,6 +144,7 @@ class TimedStore final : public ObjectStore {
     return r;
   }
   Status Sync() override { return in_->Sync(); }
+  std::optional<StoreSpace> Space() const override { return in_->Space(); }
 
  private:
   std::unique_ptr<ObjectStore> in_;

@@ -623,7 +623,17 @@ Status Vfs::Releasedir(uint64_t fh) {
   return meta_->Release(ino);
 }
 
-Result<StatFs> Vfs::GetStatFs(Ino ino) { return meta_->GetStatFs(ino); }
+Result<StatFs> Vfs::GetStatFs(Ino ino) {
+  ASSIGN_OR_RETURN(StatFs fs, meta_->GetStatFs(ino));
+  if (fs.capacity_limited) return fs;
+  // Without a limit, a store that knows its room (a bucket directory: its disk) is the
+  // size and free space shown; the used bytes stay the volume's own.
+  if (auto space = store_->store()->Space()) {
+    fs.capacity_bytes = space->total_bytes;
+    fs.available_bytes = space->free_bytes;
+  }
+  return fs;
+}
 
 
 

@@ -119,6 +119,8 @@ class Vfs {
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus);
   Status Releasedir(uint64_t fh);
 
+  // statfs of a path: its nearest capacity limit (Meta::GetStatFs), else the room of the
+  // object store when it knows it (ObjectStore::Space), else kVolumeCapacity.
   Result<StatFs> GetStatFs(Ino ino = kRootIno);
 
   Result<std::string> GetXattr(const Ctx& ctx, Ino ino, const std::string& name);
@@ -168,8 +170,12 @@ class Vfs {
   // the next read of the same xattr returns it instead of acting again.
   void KeepCacheAnswer(Ino ino, const std::string& name, std::string answer);
 
-  // The layout of a file as JSON (the "tierfs.info" xattr and `tierfs info`).
-  Result<std::string> LayoutJson(Ino ino);
+  // The layout of a file as JSON (the "tierfs.info" xattr and `tierfs info`). With
+  // page_bytes > 0, one page of it ("tierfs.info@FROM"): the slices from the file's
+  // FROM-th on (counted over its chunks in order) that fit in about page_bytes, and
+  // "page": {"next": N (absent on the last page), "ctime_ns": ...} so that the reader can
+  // ask for the rest and tell whether the file changed between pages.
+  Result<std::string> LayoutJson(Ino ino, uint64_t from = 0, size_t page_bytes = 0);
   // Opens served by the open cache (stats, tests).
   uint64_t cached_opens() const { return cached_opens_.load(); }
   // Commits every buffered write (unmount).

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -190,6 +191,64 @@ TEST_F(VfsTest, LayoutJsonNamesSlices) {
   ASSERT_TRUE(j.ok());
   EXPECT_NE(j->find("\"length\":102400"), std::string::npos) << *j;
   EXPECT_NE(j->find("\"slices\""), std::string::npos);
+}
+
+// "tierfs.info@N" pages the layout (an xattr value is at most 64 KiB): the pages put
+// together are the whole document, each slice once, chunks split across pages included.
+TEST_F(VfsTest, LayoutPagesAddUpToTheWholeLayout) {
+  uint64_t fh = Create("f");
+  for (uint64_t i = 0; i < 120; ++i) {
+    ASSERT_TRUE(vfs_->Write(fh, (i / 3) * kChunkSize + (i % 3) * 4096, "z", 1).ok());
+  }
+  ASSERT_TRUE(vfs_->Release(fh).ok());
+  Ino ino = vfs_->Lookup(ctx_, kRootIno, "f")->ino;
+  auto whole = vfs_->LayoutJson(ino);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  nlohmann::json merged;
+  uint64_t from = 0;
+  int pages = 0;
+  for (;;) {
+    auto text = vfs_->GetXattr(ctx_, ino, "tierfs.info@" + std::to_string(from));
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    ASSERT_LT(text->size(), 64u << 10);
+    auto page = nlohmann::json::parse(*text);
+    ++pages;
+    nlohmann::json info = page["page"];
+    page.erase("page");
+    if (from == 0) {
+      merged = page;
+    } else {
+      for (auto& c : page["chunks"]) {
+        if (merged["chunks"].back()["index"] == c["index"]) {
+          for (auto& sl : c["slices"]) merged["chunks"].back()["slices"].push_back(sl);
+        } else {
+          merged["chunks"].push_back(c);
+        }
+      }
+    }
+    if (!info.contains("next")) break;
+    ASSERT_GT(info["next"].get<uint64_t>(), from);
+    from = info["next"];
+  }
+  EXPECT_EQ(pages, 1) << "120 small slices fit in one page";
+  EXPECT_EQ(merged, nlohmann::json::parse(*whole));
+  // Pages of about 1000 bytes: many, each ending wherever the budget runs out.
+  merged = nlohmann::json();
+  from = 0;
+  pages = 0;
+  size_t slices = 0;
+  for (;;) {
+    auto text = vfs_->LayoutJson(ino, from, 1000);
+    ASSERT_TRUE(text.ok());
+    auto page = nlohmann::json::parse(*text);
+    ++pages;
+    for (auto& c : page["chunks"]) slices += c["slices"].size();
+    if (!page["page"].contains("next")) break;
+    from = page["page"]["next"];
+  }
+  EXPECT_GT(pages, 5);
+  EXPECT_EQ(slices, 120u);
+  EXPECT_EQ(vfs_->GetXattr(ctx_, ino, "tierfs.info@x").status().code(), EINVAL);
 }
 
 // The kernel sends CREATE after a lookup that found nothing; another client may have made
