@@ -1,6 +1,7 @@
 #include "vfs/vfs.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -542,6 +543,15 @@ Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint6
   if (!h) return Status::Err(EBADF, "bad file handle");
   if ((h->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "file not open for writing");
   RETURN_IF_ERROR(FlushInode(*h->state));
+  if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+    // The room df shows (a local bucket's disk) bounds what may be reserved, as Meta's own
+    // check does for the volume's capacity.
+    ASSIGN_OR_RETURN(StatFs fs, GetStatFs(h->ino));
+    if (!fs.capacity_limited && fs.available_bytes && len > *fs.available_bytes) {
+      return Status::Err(ENOSPC, "fallocate of " + std::to_string(len) + " bytes: the bucket's disk has " +
+                                     std::to_string(*fs.available_bytes) + " free");
+    }
+  }
   RETURN_IF_ERROR(meta_->Fallocate(ctx, h->ino, mode, off, len));
   return h->state->Refresh().status();
 }
