@@ -573,7 +573,7 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name, bool tr
       RETURN_IF_ERROR(quota.ChargeIn(parent, a.uid, a.gid, -QuotaBytes(a), -1, false));
     }
     bool trashed = false;
-    RETURN_IF_ERROR(TrashTx(t, parent, name, ino, &a, now, spare, &trashed));
+    RETURN_IF_ERROR(TrashTx(t, parent, pa, name, ino, &a, now, spare, &trashed));
     if (trashed) return Status::OK();
     RETURN_IF_ERROR(DropLink(t, ino, &a, now));
     if (a.nlink == 0 && !(a.IsRegular() && IsOpen(ino))) {
@@ -622,7 +622,7 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name, bool tra
       RETURN_IF_ERROR(quota.ChargeIn(parent, a.uid, a.gid, 0, -1, false));
     }
     bool trashed = false;
-    RETURN_IF_ERROR(TrashTx(t, parent, name, ino, &a, now, spare, &trashed));
+    RETURN_IF_ERROR(TrashTx(t, parent, pa, name, ino, &a, now, spare, &trashed));
     if (trashed) {
       inodes = 0;  // still held by the volume
       return Status::OK();

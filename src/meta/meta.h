@@ -487,10 +487,10 @@ class Meta {
   Status ApplyTruncRule(Ino ino, uint64_t seq, bool* done);
   Status UnrefSlice(KvTxn& t, uint64_t id, uint32_t size);
   // meta_trash.cc: instead of dropping the last link of `ino` (named `name` in `parent`,
-  // already removed from it by the caller), moves it to the current hour directory of the
+  // already removed from it by the caller; pa: the directory's attributes), moves it to the current hour directory of the
   // trash when the trash is on and the entry is not in the trash already; *moved tells.
   // spare: an inode number for the hour directory, should it not exist yet.
-  Status TrashTx(KvTxn& t, Ino parent, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
+  Status TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
                  bool* moved);
   // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
   Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,

@@ -65,6 +65,11 @@ std::vector<std::pair<QuotaKind, uint64_t>> DecodeQuotaList(std::string_view v) 
   return out;
 }
 
+std::string QuotaName(QuotaKind kind, uint64_t id) {
+  const char* what = kind == QuotaKind::kDir ? "directory inode " : kind == QuotaKind::kUser ? "user " : "group ";
+  return what + std::to_string(id);
+}
+
 int64_t QuotaBytes(const Attr& a) { return a.IsRegular() ? ChargedBytes(a.length) : 0; }
 
 Status QuotaTx::Load() {
@@ -122,10 +127,7 @@ Status QuotaTx::Apply(QuotaKind kind, uint64_t id, int64_t bytes, int64_t inodes
   if (!v) return Status::OK();  // listed but not written: cannot happen; count nothing
   Quota q;
   if (!DecodeQuota(*v, &q)) return Status::Err(EIO, "corrupt quota record");
-  auto name = [&] {
-    const char* what = kind == QuotaKind::kDir ? "directory inode " : kind == QuotaKind::kUser ? "user " : "group ";
-    return std::string(what) + std::to_string(id);
-  };
+  auto name = [&] { return QuotaName(kind, id); };
   if (enforce && bytes > 0 && q.max_bytes > 0 && q.used_bytes + bytes > q.max_bytes) {
     return Status::Err(EDQUOT, "quota of " + name() + " exceeded: " + std::to_string(q.used_bytes) + " of " +
                                    std::to_string(q.max_bytes) + " bytes used, " + std::to_string(bytes) + " more asked");
@@ -199,11 +201,6 @@ Status SubtreeUsageTx(KvTxn& t, Ino dir, uint64_t limit, int64_t* bytes, int64_t
 }  // namespace internal
 
 namespace {
-
-std::string QuotaName(QuotaKind kind, uint64_t id) {
-  const char* what = kind == QuotaKind::kDir ? "directory inode " : kind == QuotaKind::kUser ? "user " : "group ";
-  return what + std::to_string(id);
-}
 
 // Whether an inode counts in user and group quotas: in the namespace, not the trash.
 bool CountsForOwner(Ino ino, const Attr& a) {

@@ -185,7 +185,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
           if (!empty) return Status::Err(ENOTEMPTY, "directory '" + new_name + "' is not empty");
           dpa.nlink--;
           bool trashed = false;
-          RETURN_IF_ERROR(TrashTx(t, new_parent, new_name, dino, &da, now, spare, &trashed));
+          RETURN_IF_ERROR(TrashTx(t, new_parent, dpa, new_name, dino, &da, now, spare, &trashed));
           if (!trashed) {
             da.nlink = 0;
             inodes = -1;
@@ -193,7 +193,7 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
           }
         } else {
           bool trashed = false;
-          RETURN_IF_ERROR(TrashTx(t, new_parent, new_name, dino, &da, now, spare, &trashed));
+          RETURN_IF_ERROR(TrashTx(t, new_parent, dpa, new_name, dino, &da, now, spare, &trashed));
           if (!trashed) {
             RETURN_IF_ERROR(DropLink(t, dino, &da, now));
             if (da.nlink == 0 && !(da.IsRegular() && IsOpen(dino))) {

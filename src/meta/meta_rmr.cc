@@ -66,7 +66,7 @@ Result<Meta::RemoveProgress> Meta::RemoveContents(const Ctx& ctx, Ino dir, uint6
         RETURN_IF_ERROR(t.Delete(keys::Dentry(top.ino, name)));
         if (counted && a.nlink <= 1) RETURN_IF_ERROR(quota.Charge(quotas, a.uid, a.gid, -QuotaBytes(a), -1, false));
         bool trashed = false;
-        RETURN_IF_ERROR(TrashTx(t, top.ino, name, ino, &a, now, spare, &trashed));
+        RETURN_IF_ERROR(TrashTx(t, top.ino, pa, name, ino, &a, now, spare, &trashed));
         if (trashed) {
           removed++;
           continue;

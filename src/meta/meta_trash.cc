@@ -74,14 +74,12 @@ bool Meta::ParseTrashName(const std::string& entry, Ino* parent, Ino* ino, std::
   return true;
 }
 
-Status Meta::TrashTx(KvTxn& t, Ino parent, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
-                     bool* moved) {
+Status Meta::TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& name, Ino ino, Attr* a, int64_t now,
+                     Ino spare, bool* moved) {
   *moved = false;
   if (!TrashOn() || spare == 0 || parent == kTrashIno) return Status::OK();
   if (!a->IsDir() && a->nlink > 1) return Status::OK();  // not the last link
   if (a->flags & kAttrInTrash) return Status::OK();
-  Attr pa;
-  RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
   if (pa.parent == kTrashIno || (pa.flags & kAttrInTrash)) return Status::OK();  // removed from the trash
 
   Attr trash;
