@@ -266,6 +266,7 @@ class Volume:
         self.pid = None
         self._pids = set()          # every mount daemon this object started
         self._mountpoints = {self.mnt}
+        self._logs = {}  # mount point -> its client log
         os.mkdir(self.mnt)
         _live_volumes.add(self)
 
@@ -302,7 +303,8 @@ class Volume:
         mount and its daemon are cleaned up with the volume. prefix: a command the mount
         runs under (a network namespace: netns.Network.prefix)."""
         self._mountpoints.add(mountpoint)
-        args = ["mount", self.meta_url, mountpoint, "-d", "--log", log or (mountpoint + ".log")] + list(extra)
+        self._logs[mountpoint] = log or (mountpoint + ".log")
+        args = ["mount", self.meta_url, mountpoint, "-d", "--log", self._logs[mountpoint]] + list(extra)
         if "--cache-dir" not in extra:
             # Each mount point its own disk cache, kept across remounts, gone with the test.
             args += ["--cache-dir", mountpoint.rstrip("/") + ".cache"]
@@ -333,6 +335,7 @@ class Volume:
     def cleanup(self):
         """Unmounts by any means and removes the temporary directory. Never raises."""
         try:
+            self._report_dead_mounts()
             self.force_unmount()
         finally:
             _live_volumes.discard(self)
@@ -344,6 +347,25 @@ class Volume:
                     if m.startswith(self.dir + os.sep):
                         run("umount", "-l", m, timeout=30)
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _report_dead_mounts(self):
+        """A mount whose daemon died is still mounted but answers ENOTCONN: show the end of
+        its log (a crashed client writes its crash report there) before it is removed."""
+        for mp in sorted(self._mountpoints):
+            try:
+                if not is_mounted(mp):
+                    continue
+                os.stat(mp)
+            except OSError as e:
+                if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED):
+                    continue
+                try:
+                    with open(self._logs.get(mp, self.log), errors="replace") as f:
+                        tail = "\n".join(f.read().splitlines()[-40:])
+                except OSError:
+                    tail = "(no log)"
+                sys.stderr.write("\nthe client of %s is gone (%s); the end of its log:\n%s\n"
+                                 % (mp, os.strerror(e.errno), tail))
 
     def force_unmount(self, kill_first=False):
         if kill_first:

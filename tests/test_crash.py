@@ -242,5 +242,40 @@ class FsyncDurabilityTest(harness.TierFSTestCase):
         self.check_metadata_sync(calls, objects[0], "fsync with --no-sync-blocks")
         self.check_sqlite_untouched()
 
+
+class CrashReportTest(harness.TierFSTestCase):
+    """A client that dies of a fatal signal writes which signal, which thread and a
+    backtrace to its log (standard error of a background mount goes there), so a crash
+    is explained by the log, not only by users' ENOTCONN."""
+
+    PER_TEST = True
+
+    def test_fatal_signals_leave_a_backtrace_in_the_log(self):
+        for sig, name in ((signal.SIGSEGV, "SEGV"), (signal.SIGABRT, "ABRT")):
+            p = os.path.join(self.mnt, "kept-" + name)
+            with open(p, "wb") as f:
+                f.write(b"x" * 100000)
+                f.flush()
+                os.fsync(f.fileno())
+            pid = self.vol.pid
+            os.kill(pid, sig)
+            self.assertTrue(wait_for(lambda: not pid_alive(pid), timeout=60), "daemon survived %s" % name)
+            with self.assertRaises(OSError) as cm:
+                os.stat(self.mnt)
+            self.assertIn(cm.exception.errno, (errno.ENOTCONN, errno.ECONNABORTED))
+            log = self.vol.read_log()
+            self.assertIn("tierfs: fatal signal %d (%s) in thread" % (sig, name), log)
+            report = log[log.rindex("fatal signal %d" % sig):]
+            self.assertIn("backtrace", report)
+            frames = [l for l in report.splitlines()[1:] if "[0x" in l]
+            self.assertGreater(len(frames), 2, "no backtrace frames:\n" + report)
+            # The README's way to detach a dead mount.
+            res = tierfs("umount", self.mnt, "--force")
+            self.assertEqual(res[0], 0, msg(*res))
+            self.assertFalse(is_mounted(self.mnt))
+            self.vol.mount()
+            with open(p, "rb") as f:
+                self.assertEqual(f.read(), b"x" * 100000)
+
 if __name__ == "__main__":
     harness.main()

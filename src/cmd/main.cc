@@ -8,8 +8,10 @@
 #include "cmd/commands.h"
 #include "cmd/mount_helper.h"
 #include "cmd/util.h"
+#include "common/crash_report.h"
 
 int main(int argc, char** argv) {
+  tierfs::InstallCrashReport();
   // Commands print their results on stdout (often JSON); warnings from the layers below
   // go to stderr. `mount` replaces this logger with its log file.
   spdlog::set_default_logger(spdlog::stderr_color_mt("cli"));

@@ -370,13 +370,21 @@ int RunBackground(const Args& a) {
   }
   close(fds[0]);
   setsid();
-  SetupLogging(a.log_file.empty() ? "/var/log/tierfs.log" : a.log_file, false);
+  const std::string log_file = a.log_file.empty() ? "/var/log/tierfs.log" : a.log_file;
+  SetupLogging(log_file, false);
   int devnull = open("/dev/null", O_RDWR);
   if (devnull >= 0) {
     dup2(devnull, 0);
     dup2(devnull, 1);
     dup2(devnull, 2);
     if (devnull > 2) close(devnull);
+  }
+  // Standard error goes to the log too: what the runtime says as the process dies (a
+  // crash report, see common/crash_report.h) must not go to /dev/null.
+  int errfd = open(log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (errfd >= 0) {
+    dup2(errfd, 2);
+    close(errfd);
   }
   if (chdir("/") != 0) {
     // Not fatal: the mount works from any directory.
