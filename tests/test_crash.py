@@ -276,6 +276,20 @@ class CrashReportTest(harness.TierFSTestCase):
             self.vol.mount()
             with open(p, "rb") as f:
                 self.assertEqual(f.read(), b"x" * 100000)
+    def test_the_log_says_why_the_session_ended(self):
+        with open(os.path.join(self.mnt, "f"), "wb") as f:
+            f.write(b"y" * 5000)
+        pid = self.vol.pid
+        os.kill(pid, signal.SIGTERM)
+        self.assertTrue(wait_for(lambda: not pid_alive(pid), timeout=60), "daemon survived SIGTERM")
+        self.assertFalse(is_mounted(self.mnt), "SIGTERM unmounts")
+        self.assertIn("FUSE session ended: got signal 15 (SIGTERM)", self.vol.read_log())
+        self.vol.mount()
+        with open(os.path.join(self.mnt, "f"), "rb") as f:
+            self.assertEqual(f.read(), b"y" * 5000)
+        self.vol.umount()
+        self.assertIn("FUSE session ended: the kernel closed it", self.vol.read_log())
+
 
 if __name__ == "__main__":
     harness.main()

@@ -5,6 +5,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,7 @@ void Worker(Pool* p) {
   int error = 0;
   while (!fuse_session_exited(p->se)) {
     int res = fuse_session_receive_buf(p->se, &buf);
-    if (res == -EINTR) continue;
+    if (res == -EINTR || res == -EAGAIN) continue;
     if (res <= 0) {
       if (res < 0) {
         error = res;
@@ -61,6 +62,33 @@ void Worker(Pool* p) {
   p->cv.notify_all();
 }
 
+// Which stop signal ended the session, for the log: libfuse's handlers (installed before
+// the loop) still do the stopping; ours, in front of them, only remember the signal.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_stop_signal{0};
+struct sigaction g_libfuse_handlers[3];
+
+void NoteStopSignal(int sig) {
+  g_stop_signal.store(sig, std::memory_order_relaxed);
+  for (int i = 0; i < 3; ++i) {
+    if (kStopSignals[i] != sig) continue;
+    const auto& h = g_libfuse_handlers[i];
+    if (h.sa_handler != SIG_DFL && h.sa_handler != SIG_IGN) h.sa_handler(sig);
+  }
+}
+
+void InstallStopSignalNotes() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = NoteStopSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; ++i) sigaction(kStopSignals[i], &sa, &g_libfuse_handlers[i]);
+}
+
+void RemoveStopSignalNotes() {
+  for (int i = 0; i < 3; ++i) sigaction(kStopSignals[i], &g_libfuse_handlers[i], nullptr);
+}
+
 }  // namespace
 
 int ServeSession(fuse_session* se, int threads, const RawHandler& raw) {
@@ -72,6 +100,8 @@ int ServeSession(fuse_session* se, int threads, const RawHandler& raw) {
     sigemptyset(&sa.sa_mask);
     sigaction(kWakeSignal, &sa, nullptr);
   });
+  g_stop_signal.store(0);
+  InstallStopSignalNotes();
   Pool p{se, &raw, {}, {}, 0, 0};
   std::vector<std::thread> workers;
   {
@@ -90,6 +120,16 @@ int ServeSession(fuse_session* se, int threads, const RawHandler& raw) {
   }
   l.unlock();
   for (auto& w : workers) w.join();
+  RemoveStopSignalNotes();
+  // Why the session ended, for whoever reads the log after a mount went away.
+  if (int sig = g_stop_signal.load(); sig != 0) {
+    spdlog::info("FUSE session ended: got signal {} (SIG{})", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+  } else if (p.error != 0) {
+    spdlog::error("FUSE session ended: reading the FUSE device failed: {}", strerror(-p.error));
+  } else {
+    spdlog::info("FUSE session ended: the kernel closed it (unmounted, or aborted through "
+                 "/sys/fs/fuse/connections)");
+  }
   return p.error;
 }
 

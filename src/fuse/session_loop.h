@@ -6,6 +6,7 @@
 // The loop ends when the kernel unmounts the file system (reading the device fails with
 // ENODEV) or the session is told to exit (libfuse's signal handlers call
 // fuse_session_exit); workers blocked reading the device are then woken with a signal.
+// It logs which of these ended it (the signal, the read error, or the kernel).
 //
 // Threads: ServeSession blocks its caller; the handler runs on the workers, several at once.
 #pragma once
