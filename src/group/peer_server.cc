@@ -135,6 +135,13 @@ Status PeerServer::Start() {
                                return true;
                              });
   });
+  // Not cpp-httplib's default SO_REUSEPORT: a second member on this host given the same
+  // --group-addr would share the port, and the kernel would hand each peer connection to
+  // either process; it must fail to start instead.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+  });
   if (opts_.port == 0) {
     port_ = server_->bind_to_any_port(opts_.host);
     if (port_ <= 0) return Status::Err(EADDRNOTAVAIL, "cannot listen on " + opts_.host + " for the cache group");

@@ -246,5 +246,21 @@ TEST_F(PeerTest, ASilentMemberLeavesTheRing) {
   EXPECT_EQ(Get(&strict, AddBlock(7, 1000), 1000).status().code(), ENODATA);
 }
 
+TEST_F(PeerTest, ASecondServerOnATakenPortFailsToStart) {
+  StartOwner();
+  PeerServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = server_->port();
+  o.volume_name = "vol";
+  o.volume_uuid = "uuid-" + name_;
+  o.secret = secret_;
+  PeerServer second(o, [](const std::string&, uint32_t) -> Result<std::shared_ptr<const std::string>> {
+    return Status::Err(EIO, "never asked");
+  });
+  Status st = second.Start();
+  EXPECT_EQ(st.code(), EADDRINUSE) << st.ToString();
+  EXPECT_NE(st.message().find("in use"), std::string::npos) << st.ToString();
+}
+
 }  // namespace
 }  // namespace tierfs::group
