@@ -2,7 +2,9 @@
 (naming it) and without --yes off a terminal, with nothing deleted; on a terminal it asks for
 the volume's name; then every object of the volume goes from the bucket and the metadata
 from the engine (status finds no volume), while another volume's objects in the same bucket
-stay.
+stay. A client cannot mount while a destroy runs: one that mounted during the
+confirmation makes the destroy refuse, and a destroy that stopped half-way keeps clients
+out until it is run again.
 """
 
 import os
@@ -86,8 +88,51 @@ class DestroyTest(harness.TierFSTestCase):
         rc, out, err = tierfs("fsck", other_meta, "--deep")
         self.assertEqual(rc, 0, msg(rc, out, err))
 
-    def on_terminal(self, meta_url, uuid, typed):
-        """Runs destroy with a terminal as stdin and stderr; returns (rc, everything printed)."""
+    def test_no_client_starts_while_a_destroy_runs(self):
+        vol = self.new_volume(name="doomed")
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        with open(vol.path("f"), "wb") as f:
+            f.write(os.urandom(300000))
+        uuid = vol.status_json()["uuid"]
+        vol.umount()
+        doomed_dir = os.path.join(vol.bucket, "doomed")
+        before = files_under(doomed_dir)
+
+        # A client that mounts while destroy waits for its confirmation is seen by the second
+        # look: refused, nothing deleted, and the mount goes on working.
+        rc, out = self.on_terminal(vol.meta_url, uuid, "doomed\n", before_typing=vol.mount)
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("live client", out)
+        self.assertEqual(files_under(doomed_dir), before)
+        with open(vol.path("g"), "wb") as f:
+            f.write(b"still mounted")
+        vol.umount()
+        vol.mount()  # the mark was taken back
+        vol.umount()
+
+        # A destroy that stops half-way (deletions fail on a read-only bucket) leaves the
+        # volume marked: no client may mount it until destroy is run again.
+        run("mount", "--bind", vol.bucket, vol.bucket)
+        self.addCleanup(run, "umount", "-l", vol.bucket)
+        res = run("mount", "-o", "remount,bind,ro", vol.bucket)
+        self.assertEqual(res[0], 0, msg(*res))
+        rc, out, err = tierfs("destroy", vol.meta_url, uuid, "--yes")
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertIn("run destroy again", err)
+        res = run("umount", vol.bucket)
+        self.assertEqual(res[0], 0, msg(*res))
+        res = vol.mount(check=False)
+        self.assertNotEqual(res[0], 0, msg(*res))
+        self.assertIn("is being destroyed", res[2])
+        rc, out, err = tierfs("destroy", vol.meta_url, uuid, "--yes")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertEqual(files_under(doomed_dir), [])
+
+    def on_terminal(self, meta_url, uuid, typed, before_typing=None):
+        """Runs destroy with a terminal as stdin and stderr; returns (rc, everything printed).
+        before_typing: called once destroy asks for the name, before it is typed."""
         pid, fd = pty.fork()
         if pid == 0:
             os.execv(harness.tierfs_bin(), [harness.tierfs_bin(), "destroy", meta_url, uuid])
@@ -102,6 +147,8 @@ class DestroyTest(harness.TierFSTestCase):
                 break
             out += b
             if not sent and b"Type the volume's name" in out:
+                if before_typing:
+                    before_typing()
                 os.write(fd, typed.encode())
                 sent = True
         _, status = os.waitpid(pid, 0)

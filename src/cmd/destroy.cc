@@ -2,8 +2,10 @@
 // it has in the object store (the VOLUME/ prefix: blocks, packs, metadata backups), then
 // all of its metadata. The UUID must be the volume's, no client may be mounted (a live
 // session: a heartbeat younger than the session timeout), and on a terminal the volume's
-// name must be typed unless --yes. Objects go first, so an interrupted destroy can be run
-// again; the metadata goes last, in one reset of the engine.
+// name must be typed unless --yes. Before deleting, the volume is marked (Meta::
+// MarkDestroying): no client can mount it from then on, so none starts while the objects
+// go. Objects go first, so an interrupted destroy can be run again; the metadata goes last,
+// in one reset of the engine.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -63,15 +65,9 @@ void RemoveEmptyDirs(const std::string& dir) {
   std::filesystem::remove(dir, ec);  // only when empty
 }
 
-int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads) {
-  auto meta = OpenVolume(meta_url, true);
-  if (!meta.ok()) return Fail("destroy", meta.status());
-  const FormatRecord fmt = (*meta)->format();
-  if (uuid != fmt.uuid) {
-    return Fail("destroy", Status::Err(EINVAL, "UUID " + uuid + " is not the UUID of volume " + fmt.name +
-                                                   " (see `tierfs status " + meta_url + "`); nothing deleted"));
-  }
-  auto sessions = (*meta)->ListSessions();
+// Exit code 1 with the live clients named, or 0 when there are none.
+int RefuseLiveClients(Meta* meta, const FormatRecord& fmt) {
+  auto sessions = meta->ListSessions();
   if (!sessions.ok()) return Fail("destroy", sessions.status());
   const int64_t now = NowNanos(), timeout = int64_t{fmt.session_timeout_s} * 1000000000;
   std::string live;
@@ -86,6 +82,18 @@ int Run(const std::string& meta_url, const std::string& uuid, bool yes, int thre
     return Fail("destroy", Status::Err(EBUSY, "volume " + fmt.name + " is in use by " + std::to_string(n_live) +
                                                   " live client(s); unmount them first; nothing deleted:" + live));
   }
+  return 0;
+}
+
+int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads) {
+  auto meta = OpenVolume(meta_url, true);
+  if (!meta.ok()) return Fail("destroy", meta.status());
+  const FormatRecord fmt = (*meta)->format();
+  if (uuid != fmt.uuid) {
+    return Fail("destroy", Status::Err(EINVAL, "UUID " + uuid + " is not the UUID of volume " + fmt.name +
+                                                   " (see `tierfs status " + meta_url + "`); nothing deleted"));
+  }
+  if (int rc = RefuseLiveClients(meta->get(), fmt); rc != 0) return rc;
   const std::string where = fmt.storage + " " + fmt.bucket;
   if (!yes) {
     if (!isatty(STDIN_FILENO)) {
@@ -101,6 +109,15 @@ int Run(const std::string& meta_url, const std::string& uuid, bool yes, int thre
   }
   auto store = OpenStore(fmt);
   if (!store.ok()) return Fail("destroy", store.status());
+  // From here on no client may start (the mark), and one that started since the first look
+  // is caught by the second.
+  Status marked = (*meta)->MarkDestroying(true);
+  if (!marked.ok()) return Fail("destroy", marked.With("marking the volume; nothing deleted"));
+  if (int rc = RefuseLiveClients(meta->get(), fmt); rc != 0) {
+    Status st = (*meta)->MarkDestroying(false);
+    if (!st.ok()) Fail("destroy", st.With("taking the destroy mark back (clients cannot mount until it goes)"));
+    return rc;
+  }
   uint64_t deleted = 0;
   Status st = DeleteAll(store->get(), fmt.name + "/", threads, isatty(STDERR_FILENO), &deleted);
   if (!st.ok()) {

@@ -86,6 +86,7 @@ std::string Staged(uint64_t id) {
   return k;
 }
 std::string BackupTurn() { return "BK"; }
+std::string Destroying() { return "SD"; }
 std::string PackLocation(uint64_t id) {
   std::string k("PL");
   PutU64(&k, id);

@@ -85,6 +85,8 @@ constexpr std::string_view kSessionPrefix = "SE";
 std::string Heartbeat(uint64_t sid);
 std::string Sustained(uint64_t sid, Ino ino);
 std::string SustainedPrefix(uint64_t sid);
+// "SD" -> u64 ns: `tierfs destroy` began at that time; no new session may start.
+std::string Destroying();
 // "SL" sid ino -> empty: the session holds locks on ino (so a dead session's locks are found).
 std::string SessionLock(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);

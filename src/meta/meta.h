@@ -192,7 +192,12 @@ class Meta {
   KvEngine* engine() { return engine_.get(); }
 
   // ---- sessions and background work ----
+  // EBUSY once a destroy has begun (MarkDestroying).
   Status NewSession(SessionInfo info);
+  // `tierfs destroy` marks the volume before it looks for live sessions: a session that
+  // starts after the mark is refused, one that started before is seen by the look (both are
+  // transactions on the mark). on=false takes the mark back (the destroy was refused).
+  Status MarkDestroying(bool on);
   uint64_t sid() const { return sid_; }
   Status CloseSession();
   Result<std::vector<SessionInfo>> ListSessions();

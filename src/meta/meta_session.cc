@@ -241,6 +241,12 @@ Status Meta::UpdateSession(const std::function<void(SessionInfo&)>& edit) {
 Status Meta::NewSession(SessionInfo info) {
   info.started_ns = NowNanos();
   return engine_->Txn([&](KvTxn& t) {
+    auto d = t.Get(keys::Destroying());
+    if (!d.ok()) return d.status();
+    if (d->has_value()) {
+      return Status::Err(EBUSY, "volume " + format_.name + " is being destroyed (run `tierfs destroy` again to "
+                                "finish); it cannot be used");
+    }
     auto v = t.Get(keys::Counter("nextSession"));
     if (!v.ok()) return v.status();
     uint64_t sid = v->has_value() ? keys::DecodeU64(**v) : 1;
@@ -251,6 +257,13 @@ Status Meta::NewSession(SessionInfo info) {
     std::lock_guard<std::mutex> l(usage_mu_);
     usage_slots_.clear();  // a new session's slots start at zero
     return Status::OK();
+  });
+}
+
+Status Meta::MarkDestroying(bool on) {
+  return engine_->Txn([&](KvTxn& t) {
+    if (!on) return t.Delete(keys::Destroying());
+    return t.Put(keys::Destroying(), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
   });
 }
 

@@ -519,6 +519,20 @@ TYPED_TEST(MetaTest, DeadSessionIsCleaned) {
   EXPECT_TRUE((*cleaner)->Flock(f, 1, F_WRLCK).ok());
 }
 
+TYPED_TEST(MetaTest, NoSessionStartsOnAVolumeBeingDestroyed) {
+  ASSERT_TRUE(this->m_->MarkDestroying(true).ok());
+  auto engine = OpenKvEngine(this->url_);
+  ASSERT_TRUE(engine.ok());
+  auto other = Meta::Open(std::move(*engine));
+  ASSERT_TRUE(other.ok());
+  Status st = (*other)->NewSession(SessionInfo{});
+  EXPECT_EQ(st.code(), EBUSY) << st.ToString();
+  EXPECT_NE(st.message().find("being destroyed"), std::string::npos) << st.ToString();
+  EXPECT_EQ((*other)->ListSessions()->size(), 1u);  // this client's own, from before the mark
+  ASSERT_TRUE(this->m_->MarkDestroying(false).ok());
+  EXPECT_TRUE((*other)->NewSession(SessionInfo{}).ok());
+}
+
 // Usage is counted by the transactions that change it: a client killed right after its
 // writes loses none of it, and folding a dead session's counts keeps the total.
 TYPED_TEST(MetaTest, UsageSurvivesAKilledClient) {
