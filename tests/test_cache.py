@@ -145,6 +145,29 @@ class DiskCacheTest(TmpfsMixin, harness.TierFSTestCase):
         drop_kernel_cache()
         self.assertEqual(read(self.vol.path("f")), data)
 
+    def test_a_disk_filled_by_others_stops_the_cache_with_a_warning(self):
+        # Another program fills the cache's disk past the --free-space-ratio floor (10%):
+        # the cache stops filling and says so once; it resumes when the room comes back.
+        cache = self.tmpfs(os.path.join(self.vol.dir, "shareddisk"), "32m")
+        filler = os.path.join(cache, "someone-elses-file")
+        with open(filler, "wb") as f:
+            f.write(b"\0" * (30 * MiB))
+        self.vol.umount()
+        self.vol.mount("--cache-dir", cache)
+        data = write_random(self.vol.path("f"), 4 * MiB, 12)
+        drop_kernel_cache()
+        self.assertEqual(read(self.vol.path("f")), data)
+        self.assertTrue(wait_for(lambda: "under the --free-space-ratio floor" in self.vol.read_log(), timeout=30),
+                        self.vol.log_tail())
+        self.assertEqual(self.vol.read_log().count("under the --free-space-ratio floor"), 1)
+        self.assertEqual(stats(self.vol.mnt)["disk"]["blocks"], 0)
+        os.unlink(filler)
+        drop_kernel_cache()
+        self.assertEqual(read(self.vol.path("f")), data)
+        self.assertTrue(wait_for(lambda: stats(self.vol.mnt)["disk"]["blocks"] > 0, timeout=30))
+        self.assertTrue(wait_for(lambda: "has room again" in self.vol.read_log(), timeout=10))  # flushed each second
+        self.vol.umount()
+
     def test_cache_directory_on_a_failing_disk_is_taken_out_of_use(self):
         # ext4 on a loop device, shut down under the running client: every I/O then fails
         # with EIO, as on a dying disk.

@@ -329,7 +329,14 @@ bool CacheDir::CheckFreeSpace(uint64_t incoming) {
   uint64_t total = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
   uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
   uint64_t floor = static_cast<uint64_t>(free_space_ratio_ * static_cast<double>(total));
-  if (avail >= floor + incoming) return true;
+  if (avail >= floor + incoming) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (space_low_) {
+      space_low_ = false;
+      spdlog::info("disk cache {}: the disk has room again; caching resumes", root_);
+    }
+    return true;
+  }
   uint64_t need = floor + incoming - avail;
   std::vector<uint64_t> evicted;
   bool enough;
@@ -338,6 +345,14 @@ bool CacheDir::CheckFreeSpace(uint64_t incoming) {
     enough = policy_.bytes() >= need;
     policy_.Trim(policy_.bytes() > need ? policy_.bytes() - need : 0, &evicted);
     JournalEvicted(evicted);
+    if (!enough && !space_low_) {
+      // Said once per episode: otherwise a cache that silently stops filling looks like a
+      // cache that does not work.
+      space_low_ = true;
+      spdlog::warn("disk cache {}: {} of {} bytes free on its disk, under the --free-space-ratio floor of {:.0f}%, "
+                   "and the cache holds too little to make room; blocks are not cached until the disk has room",
+                   root_, avail, total, free_space_ratio_ * 100);
+    }
   }
   Unlink(evicted);
   return enough;

@@ -106,8 +106,7 @@ class CacheDir {
   S3Fifo policy_;
   int journal_fd_ = -1;
   uint64_t journal_records_ = 0;
-  int64_t next_space_check_ns_ = 0;
-  bool space_low_ = false;
+  bool space_low_ = false;  // the disk was under the free-space floor (warned once)
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0, writes_ = 0, corrupt_ = 0, errors_ = 0;
 
   std::thread sweeper_;
