@@ -86,7 +86,12 @@ void InstallCrashReport() {
   sa.sa_sigaction = OnFatalSignal;
   sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' own reports of these faults say more.
+  for (int sig : {SIGABRT}) sigaction(sig, &sa, nullptr);
+#else
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
+#endif
   std::set_terminate(OnTerminate);
 }
 
