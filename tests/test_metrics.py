@@ -247,5 +247,41 @@ class MetricsTest(harness.TierFSTestCase):
         self.assertGreaterEqual({o["op"]: o for o in prof["ops"]}["opendir"]["count"], 5)
 
 
+    def test_access_log_paths_come_from_names_the_kernel_was_given(self):
+        # A path found by scanning the parent's entries costs a read of the whole directory:
+        # files listed (readdirplus) or looked up by this mount are named from what it told
+        # the kernel instead, checked with one read.
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        d = os.path.join(vol.mnt, "dataset")
+        os.mkdir(d)
+        for i in range(300):
+            with open(os.path.join(d, "s%04d" % i), "wb") as f:
+                f.write(b"%d" % i)
+        vol.umount()
+        addr = "127.0.0.1:%d" % free_port()
+        vol.mount("--metrics", addr)
+        saved = os.path.join(vol.dir, "access.log")
+        reader = subprocess.Popen(["sh", "-c", "exec cat %s/.accesslog > %s" % (vol.mnt, saved)])
+        self.addCleanup(lambda: reader.poll() is None and reader.kill())
+        self.assertTrue(harness.wait_for(lambda: os.path.exists(saved), timeout=5))
+        time.sleep(0.5)
+        names = sorted(os.listdir(d))
+        for n in names:
+            with open(os.path.join(d, n), "rb") as f:
+                self.assertEqual(f.read(), b"%d" % int(n[1:]))
+        self.assertTrue(harness.wait_for(lambda: "read /dataset/s0299" in slurp(saved), timeout=10))
+        reader.kill()
+        reader.wait()
+        samples = scrape(addr)
+        self.assertEqual(total(samples, "tierfs_path_resolutions_total", by="scan"), 0)
+        self.assertGreaterEqual(total(samples, "tierfs_path_resolutions_total", by="name_hint"), 300)
+        log = slurp(saved)
+        for n in ("s0000", "s0150", "s0299"):
+            self.assertRegex(log, r"open /dataset/%s \(\d+\): OK" % n)
+
+
 if __name__ == "__main__":
     harness.main()

@@ -26,6 +26,7 @@
 #include "chunk/read_pieces.h"
 #include "fuse/access_log.h"
 #include "fuse/fuse_internal.h"
+#include "fuse/name_hints.h"
 #include "meta/meta.h"
 #include "vfs/vfs.h"
 
@@ -53,6 +54,13 @@ Ctx MakeCtx(fuse_req_t req) {
 }
 
 thread_local int g_reply_err = 0;
+thread_local Ino g_req_parent = 0;
+thread_local const char* g_req_name = nullptr;
+
+void NoteReplyName(Ino ino) {
+  // Before the reply: the kernel may send the next request on the inode at once.
+  if (g_req_name) NoteName(ino, g_req_parent, g_req_name);
+}
 
 void Reply(fuse_req_t req, const Status& st) {
   int err = st.ok() ? 0 : st.code();
@@ -94,6 +102,7 @@ void ReplyEntry(fuse_req_t req, const Entry& e) {
   ToStat(p.ino, e.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
   p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+  NoteReplyName(e.ino);
   fuse_reply_entry(req, &p);
 }
 
@@ -416,6 +425,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   ToStat(p.ino, r->first.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
   p.entry_timeout = O(req).entry_timeout;
+  NoteReplyName(r->first.ino);
   if (fuse_reply_create(req, &p, fi) == -ENOENT) V(req)->Release(r->second.fh).ok();
 }
 
@@ -524,6 +534,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
       } else {
         ToStat(Out(req, e.ino), e.attr, &p.attr);
         if (!dots) {
+          NoteName(e.ino, In(req, ino), e.name);  // the kernel now knows the name: no lookup follows
           p.ino = Out(req, e.ino);
           p.generation = 1;
           p.attr_timeout = O(req).attr_timeout;

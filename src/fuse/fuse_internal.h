@@ -107,6 +107,12 @@ class OpTimer {
 // The errno of the last reply this thread sent through Reply/ReplyErr (0: success), for
 // the access log.
 extern thread_local int g_reply_err;
+// The directory and name of this thread's request (set by its OpTimer; name null when the
+// request names none): an entry reply (ReplyEntry, create) remembers the name it gives the
+// kernel (name_hints.h).
+extern thread_local Ino g_req_parent;
+extern thread_local const char* g_req_name;
+void NoteReplyName(Ino ino);
 
 inline Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
 inline const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }

@@ -10,6 +10,7 @@
 #include "fuse/access_log.h"
 
 #include "fuse/fuse_internal.h"
+#include "fuse/name_hints.h"
 #include "meta/meta.h"
 #include "metrics/metrics.h"
 #include "vfs/vfs.h"
@@ -21,6 +22,7 @@ namespace {
 // Paths for the access log, remembered for a second (every request of a busy file would
 // otherwise resolve it again); slow requests always resolve afresh.
 std::string PathFor(Vfs* vfs, Ino ino, bool cached) {
+  if (ino == kAccessLogIno) return "/.accesslog";  // answered by the adapter, not in the metadata
   static std::mutex mu;
   static std::unordered_map<Ino, std::pair<std::string, int64_t>> cache;
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -30,7 +32,19 @@ std::string PathFor(Vfs* vfs, Ino ino, bool cached) {
     auto it = cache.find(ino);
     if (it != cache.end() && it->second.second > now) return it->second.first;
   }
-  auto path = vfs->meta()->PathOf(ino);
+  // Per level of the path: a remembered name (one read to check it) or a scan of the
+  // parent's entries; counted, since the scans are what makes this expensive.
+  static metrics::Counter* by_hint = &metrics::Default().GetCounter(
+      "tierfs_path_resolutions_total", "Path levels resolved for the access log and slow-request lines",
+      {{"by", "name_hint"}});
+  static metrics::Counter* by_scan = &metrics::Default().GetCounter(
+      "tierfs_path_resolutions_total", "Path levels resolved for the access log and slow-request lines",
+      {{"by", "scan"}});
+  auto path = vfs->meta()->PathOf(ino, kRootIno, [](Ino i, Ino* parent, std::string* name) {
+    bool found = FindName(i, parent, name);
+    (found ? by_hint : by_scan)->Add();
+    return found;
+  });
   std::string p = path.ok() ? *path : "<inode " + std::to_string(ino) + ">";
   std::lock_guard<std::mutex> l(mu);
   if (cache.size() > 10000) cache.clear();
@@ -57,13 +71,15 @@ OpTimer::OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
 
 OpTimer::OpTimer(Op op, fuse_req_t req, uint64_t kernel_ino, const char* name)
     : op_(op), start_(std::chrono::steady_clock::now()) {
+  ino_ = In(req, kernel_ino);
+  name_ = name;
+  g_req_parent = ino_;
+  g_req_name = name;
   slow_ns_ = O(req).slow_op_ns;
   log_ = kernel_ino != kAccessLogIno && AccessLog::Active();
   if (slow_ns_ <= 0 && !log_) return;
   if (slow_ns_ <= 0) slow_ns_ = INT64_MAX;
   vfs_ = V(req);
-  ino_ = In(req, kernel_ino);
-  name_ = name;
   g_reply_err = 0;
   if (log_) {
     const fuse_ctx* c = fuse_req_ctx(req);

@@ -243,8 +243,11 @@ class Meta {
   Result<StatFs> GetStatFs(Ino ino);
 
   // The path of ino below root (meta_path.cc), for logs: "/a/b"; a prefix "<inode N>" when
-  // the chain up is broken (an unlinked inode) or a name was not found.
-  Result<std::string> PathOf(Ino ino, Ino root = kRootIno);
+  // the chain up is broken (an unlinked inode) or a name was not found. Finding a name
+  // scans the parent's entries; hint, when given, may propose an inode's parent and name
+  // (remembered from lookups), checked with one read of that entry instead.
+  using PathHint = std::function<bool(Ino ino, Ino* parent, std::string* name)>;
+  Result<std::string> PathOf(Ino ino, Ino root = kRootIno, const PathHint& hint = nullptr);
 
   // ---- quotas (quota_tx.h explains them; meta_quota.cc) ----
   // Sets the limits of a quota (nullopt: unchanged; 0: none), creating it when absent. A new

@@ -14,17 +14,29 @@ constexpr size_t kMaxScan = 100000;  // entries scanned per directory before giv
 constexpr int kMaxDepth = 256;
 }  // namespace
 
-Result<std::string> Meta::PathOf(Ino ino, Ino root) {
+Result<std::string> Meta::PathOf(Ino ino, Ino root, const PathHint& hint) {
   if (ino == root) return std::string("/");
   std::string path;
   Ino cur = ino;
   for (int depth = 0; depth < kMaxDepth && cur != root; ++depth) {
     Attr a;
-    std::string name;
-    Ino parent = 0;
+    std::string name, hinted_name;
+    Ino parent = 0, hinted_parent = 0;
+    const bool hinted = hint && hint(cur, &hinted_parent, &hinted_name);
     RETURN_IF_ERROR(engine_->Txn(
         [&](KvTxn& t) -> Status {
           name.clear();
+          if (hinted) {
+            // The hint holds if its entry still names this inode (a rename since makes
+            // it stale: then the scan below).
+            auto d = t.Get(keys::Dentry(hinted_parent, hinted_name));
+            if (!d.ok()) return d.status();
+            if (d->has_value() && (*d)->size() >= 8 && keys::DecodeU64(std::string_view(**d).substr(0, 8)) == cur) {
+              name = hinted_name;
+              parent = hinted_parent;
+              return Status::OK();
+            }
+          }
           RETURN_IF_ERROR(GetAttrTx(t, cur, &a));
           parent = cur == kTrashIno ? kRootIno : a.parent;
           if (parent == 0) return Status::OK();
