@@ -9,6 +9,7 @@ out until it is run again.
 
 import os
 import pty
+import socket
 
 import harness
 from harness import msg, run, tierfs
@@ -126,8 +127,13 @@ class DestroyTest(harness.TierFSTestCase):
         res = vol.mount(check=False)
         self.assertNotEqual(res[0], 0, msg(*res))
         self.assertIn("is being destroyed", res[2])
-        rc, out, err = tierfs("destroy", vol.meta_url, uuid, "--yes")
+        # A long destroy serves metrics while it runs, like gc and fsck.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        rc, out, err = tierfs("destroy", vol.meta_url, uuid, "--yes", "--metrics", "127.0.0.1:%d" % port)
         self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertIn("tierfs destroy: metrics on http://127.0.0.1:%d/metrics" % port, err)
         self.assertEqual(files_under(doomed_dir), [])
 
     def on_terminal(self, meta_url, uuid, typed, before_typing=None):

@@ -150,6 +150,17 @@ class MetricsTest(harness.TierFSTestCase):
         self.assertEqual(rc, 0, msg(rc, out, err))
         self.assertRegex(err, r"tierfs fsck: metrics on http://127\.0\.0\.1:\d+/metrics")
         self.assertNotIn("127.0.0.1:%d/" % port, err)
+        dump = os.path.join(vol.dir, "dump.json")
+        rc, out, err = tierfs("dump", vol.meta_url, dump, "--metrics", "127.0.0.1:%d" % port)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertRegex(err, r"tierfs dump: metrics on http://127\.0\.0\.1:\d+/metrics")
+        rc, out, err = tierfs("load", "sqlite3://" + os.path.join(vol.dir, "copy.db"), dump,
+                              "--metrics", "127.0.0.1:%d" % port)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertRegex(err, r"tierfs load: metrics on http://127\.0\.0\.1:\d+/metrics")
+        rc, out, err = tierfs("dump", vol.meta_url, dump, "--metrics", "nonsense")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--metrics", err)
         server = subprocess.Popen([harness.tierfs_bin(), "cache-server", vol.meta_url, "--cache-group", "m",
                                    "--cache-dir", os.path.join(vol.dir, "cs"), "--metrics", "127.0.0.1:%d" % port],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

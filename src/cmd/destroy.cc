@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "common/clock.h"
 #include "meta/meta.h"
@@ -85,7 +86,7 @@ int RefuseLiveClients(Meta* meta, const FormatRecord& fmt) {
   return 0;
 }
 
-int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads) {
+int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads, const std::string& metrics) {
   auto meta = OpenVolume(meta_url, true);
   if (!meta.ok()) return Fail("destroy", meta.status());
   const FormatRecord fmt = (*meta)->format();
@@ -109,6 +110,8 @@ int Run(const std::string& meta_url, const std::string& uuid, bool yes, int thre
   }
   auto store = OpenStore(fmt);
   if (!store.ok()) return Fail("destroy", store.status());
+  auto exporter = StartCommandMetrics(metrics, fmt.name, "destroy");
+  if (!exporter.ok()) return Fail("destroy", exporter.status().With("--metrics; nothing deleted"));
   // From here on no client may start (the mark), and one that started since the first look
   // is caught by the second.
   Status marked = (*meta)->MarkDestroying(true);
@@ -140,12 +143,14 @@ void RegisterDestroy(CLI::App& app, int* exit_code) {
   auto uuid = std::make_shared<std::string>();
   auto yes = std::make_shared<bool>(false);
   auto threads = std::make_shared<int>(16);
+  auto metrics = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("destroy", "Delete a whole volume: its objects in the store and all its metadata");
   sub->add_option("META-URL", *url, "Metadata engine of the volume")->required();
   sub->add_option("UUID", *uuid, "The volume's UUID (tierfs status), as a check")->required();
   sub->add_flag("--yes", *yes, "Do not ask for confirmation (which needs a terminal)");
   sub->add_option("--threads", *threads, "Concurrent object deletions")->capture_default_str()->check(CLI::Range(1, 256));
-  sub->callback([=] { *exit_code = Run(*url, *uuid, *yes, *threads); });
+  AddCommandMetricsOption(sub, metrics.get());
+  sub->callback([=] { *exit_code = Run(*url, *uuid, *yes, *threads, *metrics); });
 }
 
 }  // namespace tierfs::cmd

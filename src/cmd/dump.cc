@@ -8,9 +8,12 @@
 #include <iostream>
 
 #include "cmd/commands.h"
+#include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "meta/kv_engine.h"
+#include "meta/meta.h"
 #include "meta/meta_dump.h"
+#include "meta/timed_engine.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -18,11 +21,16 @@ namespace {
 struct Args {
   std::string meta_url, file;
   bool keep_secrets = false, quiet = false;
+  std::string metrics;  // --metrics ADDR:PORT while it runs ("": none)
 };
 
 int Run(const Args& a) {
   auto engine = OpenKvEngine(a.meta_url, MissingDatabase::kMustExist);
   if (!engine.ok()) return Fail("dump", engine.status());
+  *engine = WithTxnMetrics(std::move(*engine));
+  auto fmt = Meta::ReadFormat(engine->get());  // for the label; DumpVolume reports a missing volume
+  auto exporter = StartCommandMetrics(a.metrics, fmt.ok() ? fmt->name : (*engine)->Describe(), "dump");
+  if (!exporter.ok()) return Fail("dump", exporter.status().With("--metrics"));
   std::ofstream file;
   std::ostream* out = &std::cout;
   std::string tmp = a.file + ".tmp";
@@ -62,6 +70,7 @@ void RegisterDump(CLI::App& app, int* exit_code) {
   sub->add_option("FILE", args->file, "Output file, or - for standard output")->required();
   sub->add_flag("--keep-secret-key", args->keep_secrets, "Include the object store's secret key");
   sub->add_flag("-q,--quiet", args->quiet, "No progress or summary");
+  AddCommandMetricsOption(sub, &args->metrics);
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

@@ -28,9 +28,8 @@ int Run(const Args& a) {
   const FormatRecord& f = (*meta)->format();
   auto store = OpenStore(f);
   if (!store.ok()) return Fail("fsck", store.status());
-  auto exporter = StartMetrics(a.metrics, f.name, "fsck", nullptr);
+  auto exporter = StartCommandMetrics(a.metrics, f.name, "fsck");
   if (!exporter.ok()) return Fail("fsck", exporter.status().With("--metrics"));
-  if (*exporter) std::cerr << "tierfs fsck: metrics on http://" << (*exporter)->address() << "/metrics" << std::endl;
   FsckOptions opts;
   opts.path = a.path;
   opts.repair = a.repair;
@@ -73,7 +72,7 @@ void RegisterFsck(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand("fsck", "Check a volume's namespace, link counts and block objects");
   sub->add_option("META-URL", a->meta_url, "Metadata engine of the volume")->required();
-  sub->add_option("--metrics", a->metrics, "Serve Prometheus metrics at http://ADDR:PORT/metrics while it runs");
+  AddCommandMetricsOption(sub, &a->metrics);
   sub->add_option("--path", a->path, "Check only this directory tree of the volume")->capture_default_str();
   sub->add_flag("--repair", a->repair, "Fix link counts and remove entries whose inode is gone");
   sub->add_flag("--skip-objects", a->skip_objects, "Do not check that block objects exist");

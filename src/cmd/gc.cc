@@ -48,9 +48,8 @@ int Run(const Args& a) {
   const FormatRecord& f = (*meta)->format();
   auto store = OpenStore(f);
   if (!store.ok()) return Fail("gc", store.status());
-  auto exporter = StartMetrics(a.metrics, f.name, "gc", nullptr);
+  auto exporter = StartCommandMetrics(a.metrics, f.name, "gc");
   if (!exporter.ok()) return Fail("gc", exporter.status().With("--metrics"));
-  if (*exporter) std::cerr << "tierfs gc: metrics on http://" << (*exporter)->address() << "/metrics" << std::endl;
   GcOptions opts;
   opts.delete_garbage = a.delete_garbage;
   opts.min_age_ns = *age;
@@ -100,7 +99,7 @@ void RegisterGc(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<Args>();
   auto* sub = app.add_subcommand("gc", "Find (and with --delete remove) objects no file refers to");
   sub->add_option("META-URL", a->meta_url, "Metadata engine of the volume")->required();
-  sub->add_option("--metrics", a->metrics, "Serve Prometheus metrics at http://ADDR:PORT/metrics while it runs");
+  AddCommandMetricsOption(sub, &a->metrics);
   sub->add_flag("--delete", a->delete_garbage, "Delete leaked objects and carry out pending deletions");
   sub->add_option("--min-age", a->min_age, "Never touch objects younger than this (s, m, h, d)")
       ->capture_default_str();

@@ -12,10 +12,12 @@
 #include <sstream>
 
 #include "cmd/commands.h"
+#include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "common/zstd_stream.h"
 #include "meta/kv_engine.h"
 #include "meta/meta_dump.h"
+#include "meta/timed_engine.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -23,6 +25,7 @@ namespace {
 struct Args {
   std::string meta_url, file;
   bool force = false, quiet = false, skip_dangling = false;
+  std::string metrics;  // --metrics ADDR:PORT while it runs ("": none)
 };
 
 // Returns with the engine closed.
@@ -48,6 +51,10 @@ int Load(const Args& a) {
   }
   auto engine = OpenKvEngine(a.meta_url);
   if (!engine.ok()) return Fail("load", engine.status());
+  *engine = WithTxnMetrics(std::move(*engine));
+  // The volume is named inside the dump; the series are labelled with the engine instead.
+  auto exporter = StartCommandMetrics(a.metrics, (*engine)->Describe(), "load");
+  if (!exporter.ok()) return Fail("load", exporter.status().With("--metrics"));
   if (a.force) {
     Status st = (*engine)->Reset();
     if (!st.ok()) return Fail("load", st);
@@ -87,6 +94,7 @@ void RegisterLoad(CLI::App& app, int* exit_code) {
   sub->add_option("FILE", args->file, "Dump file, or - for standard input")->required();
   sub->add_flag("--force", args->force, "Erase whatever the engine holds first");
   sub->add_flag("-q,--quiet", args->quiet, "No progress or summary");
+  AddCommandMetricsOption(sub, &args->metrics);
   sub->add_flag("--skip-dangling", args->skip_dangling,
                 "Leave out directory entries whose inode the dump lacks (a metadata backup taken while files were "
                 "being deleted) instead of refusing the dump");

@@ -1,5 +1,9 @@
 #include "cmd/mount_metrics.h"
 
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
 #include "chunk/block_cache.h"
 #include "chunk/cached_store.h"
 #include "metrics/metrics.h"
@@ -72,6 +76,17 @@ Result<std::unique_ptr<metrics::Exporter>> StartMetrics(const std::string& addr,
   if (store) r.AddCollector(StoreCollector(store));
   // Without an address the registry still answers tierfs.stats (`tierfs stats`).
   return metrics::Exporter::Start(addr, &r);
+}
+
+void AddCommandMetricsOption(CLI::App* sub, std::string* addr) {
+  sub->add_option("--metrics", *addr, "Serve Prometheus metrics at http://ADDR:PORT/metrics while it runs");
+}
+
+Result<std::unique_ptr<metrics::Exporter>> StartCommandMetrics(const std::string& addr, const std::string& volume,
+                                                                const std::string& command) {
+  ASSIGN_OR_RETURN(auto exporter, StartMetrics(addr, volume, command, nullptr));
+  if (exporter) std::cerr << "tierfs " << command << ": metrics on http://" << exporter->address() << "/metrics" << std::endl;
+  return exporter;
 }
 
 }  // namespace tierfs::cmd

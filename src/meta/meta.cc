@@ -163,6 +163,11 @@ Status Meta::Format(KvEngine* engine, const FormatRecord& rec, bool force) {
 }
 
 Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaOptions opts) {
+  ASSIGN_OR_RETURN(FormatRecord format, ReadFormat(engine.get()));
+  return std::unique_ptr<Meta>(new Meta(std::move(engine), opts, std::move(format)));
+}
+
+Result<FormatRecord> Meta::ReadFormat(KvEngine* engine) {
   std::optional<std::string> rec;
   RETURN_IF_ERROR(engine->Txn(
       [&](KvTxn& t) {
@@ -176,8 +181,7 @@ Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaO
     return Status::Err(ENOENT, engine->Describe() +
                                    " holds no TierFS volume (not formatted); create one with `tierfs format`");
   }
-  ASSIGN_OR_RETURN(FormatRecord format, FormatRecord::FromJson(*rec));
-  return std::unique_ptr<Meta>(new Meta(std::move(engine), opts, std::move(format)));
+  return FormatRecord::FromJson(*rec);
 }
 
 Meta::Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format)

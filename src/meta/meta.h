@@ -186,6 +186,8 @@ class Meta {
   // current record and may change it (`tierfs config`). The name, uuid, block size and
   // format version are fixed for the life of a volume; edit must not change them.
   static Result<FormatRecord> UpdateFormat(KvEngine* engine, const std::function<Status(FormatRecord&)>& edit);
+  // The format record, without opening the volume; ENOENT when the engine holds none.
+  static Result<FormatRecord> ReadFormat(KvEngine* engine);
   ~Meta();
 
   const FormatRecord& format() const { return format_; }
