@@ -294,5 +294,36 @@ class MetricsTest(harness.TierFSTestCase):
             self.assertRegex(log, r"open /dataset/%s \(\d+\): OK" % n)
 
 
+    def test_more_access_log_readers_than_fuse_threads(self):
+        # A reader waiting for lines must not hold a FUSE worker: with as many readers as
+        # workers, the requests that make the lines could never be served (the mount hung).
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount("--fuse-threads", "2", "--metrics", "0")
+        saved = [os.path.join(vol.dir, "reader%d.log" % i) for i in range(3)]
+        readers = [subprocess.Popen(["sh", "-c", "exec cat %s/.accesslog > %s" % (vol.mnt, p)]) for p in saved]
+        for r in readers:
+            self.addCleanup(lambda r=r: r.poll() is None and r.kill())
+        time.sleep(1)
+        work = subprocess.run([sys.executable, "-c", """if True:
+            import os, sys
+            m = sys.argv[1]
+            for i in range(20):
+                os.listdir(m)
+                with open(os.path.join(m, "f%d" % i), "wb") as f:
+                    f.write(b"x" * 100)
+                with open(os.path.join(m, "f%d" % i), "rb") as f:
+                    assert f.read() == b"x" * 100
+            """, vol.mnt], capture_output=True, text=True, timeout=60)
+        self.assertEqual(work.returncode, 0, work.stderr)
+        for p in saved:
+            self.assertTrue(harness.wait_for(lambda p=p: "create /f19" in slurp(p), timeout=10), slurp(p))
+        for r in readers:  # readers stop at once when killed, and the mount unmounts
+            r.kill()
+            r.wait(timeout=10)
+        vol.umount()
+
+
 if __name__ == "__main__":
     harness.main()

@@ -439,16 +439,7 @@ thread_local std::vector<iovec> tls_read_iov;
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   OpTimer timer(kOpRead, req, ino);
   timer.SetArgs(static_cast<uint64_t>(off), size);
-  if (ino == kAccessLogIno) {
-    // A stream: wait for lines, a second at a time, until some come or the reader gives up.
-    std::string lines;
-    while (lines.empty() && !fuse_req_interrupted(req)) {
-      lines = AccessLog::Read(fi->fh, size, std::chrono::seconds(1));
-    }
-    if (lines.empty()) return ReplyErr(req, EINTR);
-    fuse_reply_buf(req, lines.data(), lines.size());
-    return;
-  }
+  if (ino == kAccessLogIno) return ReadAccessLog(req, fi->fh, size);
   if (tls_read_buf.size() < size) tls_read_buf.resize(size);
   tls_read_pieces.Clear();
   auto r = V(req)->Read(fi->fh, static_cast<uint64_t>(off), size, tls_read_buf.data(), &tls_read_pieces);

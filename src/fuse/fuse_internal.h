@@ -21,9 +21,10 @@
 
 namespace tierfs::fuse_internal {
 
-// Blocking lock requests (flock, F_SETLKW) that could not be granted at once wait on a
-// thread of their own, not on a FUSE worker: with every worker waiting for a lock, the
-// request that releases it could never be served.
+// Blocking lock requests (flock, F_SETLKW) that could not be granted at once, and reads of
+// .accesslog with nothing to read yet, wait on a thread of their own, not on a FUSE worker:
+// with every worker waiting, the request that releases the lock (or makes the line) could
+// never be served.
 struct LockWaiters {
   std::mutex mu;
   std::condition_variable cv;
@@ -136,6 +137,9 @@ void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a);
 
 // Requests libfuse does not know (fuse_tmpfile.cc): true when it answered this one.
 bool HandleRawRequest(Ctxt* c, const RawRequest& r);
+
+// A read of .accesslog (fuse_access_log.cc): replies now, or later from a waiter thread.
+void ReadAccessLog(fuse_req_t req, uint64_t fh, size_t size);
 
 // Advisory locks (fuse_locks.cc).
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
