@@ -20,11 +20,7 @@ void ReadAccessLog(fuse_req_t req, uint64_t fh, size_t size) {
     return;
   }
   LockWaiters* w = &static_cast<Ctxt*>(fuse_req_userdata(req))->waiters;
-  {
-    std::lock_guard<std::mutex> l(w->mu);
-    ++w->running;
-  }
-  std::thread([req, fh, size, w] {
+  w->Spawn([req, fh, size, w] {
     std::string got;
     while (got.empty() && !fuse_req_interrupted(req) && !w->stopping) {
       got = AccessLog::Read(fh, size, std::chrono::seconds(1));
@@ -34,10 +30,7 @@ void ReadAccessLog(fuse_req_t req, uint64_t fh, size_t size) {
     } else {
       fuse_reply_buf(req, got.data(), got.size());
     }
-    std::lock_guard<std::mutex> l(w->mu);
-    --w->running;
-    w->cv.notify_all();
-  }).detach();
+  });
 }
 
 }  // namespace tierfs::fuse_internal

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <functional>
 #include <thread>
 
 #include "common/status.h"
@@ -30,6 +31,20 @@ struct LockWaiters {
   std::condition_variable cv;
   int running = 0;        // guarded by mu
   std::atomic<bool> stopping{false};  // set once the session has ended; waiters then give up
+
+  // Runs wait (which replies to its request) on a detached thread the session's end waits for.
+  void Spawn(std::function<void()> wait) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      ++running;
+    }
+    std::thread([this, wait = std::move(wait)] {
+      wait();
+      std::lock_guard<std::mutex> l(mu);
+      --running;
+      cv.notify_all();
+    }).detach();
+  }
 };
 
 // Replies to O_DIRECT writes after dropping the kernel's cached pages of the range.

@@ -51,18 +51,11 @@ static void LockOrWait(fuse_req_t req, fuse_ino_t ino, LockAttempt attempt, bool
   Status st = attempt(&changed);
   if (st.code() != EAGAIN || !blocking) return ReplyLock(req, ino, st, unlock, flock, changed);
   LockWaiters* w = &static_cast<Ctxt*>(fuse_req_userdata(req))->waiters;
-  {
-    std::lock_guard<std::mutex> l(w->mu);
-    ++w->running;
-  }
-  std::thread([=, attempt = std::move(attempt)] {
+  w->Spawn([=, attempt = std::move(attempt)] {
     bool changed = false;
     Status r = RetryUntilGranted(req, attempt, *w, &changed);
     ReplyLock(req, ino, r, unlock, flock, changed);
-    std::lock_guard<std::mutex> l(w->mu);
-    --w->running;
-    w->cv.notify_all();
-  }).detach();
+  });
 }
 
 void OpFlock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {

@@ -34,12 +34,13 @@ std::string PathFor(Vfs* vfs, Ino ino, bool cached) {
   }
   // Per level of the path: a remembered name (one read to check it) or a scan of the
   // parent's entries; counted, since the scans are what makes this expensive.
-  static metrics::Counter* by_hint = &metrics::Default().GetCounter(
-      "tierfs_path_resolutions_total", "Path levels resolved for the access log and slow-request lines",
-      {{"by", "name_hint"}});
-  static metrics::Counter* by_scan = &metrics::Default().GetCounter(
-      "tierfs_path_resolutions_total", "Path levels resolved for the access log and slow-request lines",
-      {{"by", "scan"}});
+  auto series = [](const char* by) {
+    return &metrics::Default().GetCounter(
+        "tierfs_path_resolutions_total", "Path levels resolved for the access log and slow-request lines",
+        {{"by", by}});
+  };
+  static metrics::Counter* by_hint = series("name_hint");
+  static metrics::Counter* by_scan = series("scan");
   auto path = vfs->meta()->PathOf(ino, kRootIno, [](Ino i, Ino* parent, std::string* name) {
     bool found = FindName(i, parent, name);
     (found ? by_hint : by_scan)->Add();
