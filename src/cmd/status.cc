@@ -35,6 +35,8 @@ int Run(const std::string& meta_url, bool json) {
   const FormatRecord& f = (*meta)->format();
   auto sessions = (*meta)->ListSessions();
   if (!sessions.ok()) return Fail("status", sessions.status());
+  auto purged = (*meta)->ListPurgedSessions();
+  if (!purged.ok()) return Fail("status", purged.status());
   auto usage = (*meta)->GetStatFs();
   if (!usage.ok()) return Fail("status", usage.status());
   auto trash = (*meta)->GetTrashUsage();
@@ -66,6 +68,12 @@ int Run(const std::string& meta_url, bool json) {
                   {"started_ns", s.started_ns},
                   {"heartbeat_age_s", s.heartbeat_ns ? (now - s.heartbeat_ns) / 1e9 : -1.0},
                   {"staged_bytes", s.staged_bytes}});
+    if (s.resumed_from) {
+      ss.back()["resumed_from"] = s.resumed_from;
+      ss.back()["lost_ns"] = s.lost_ns;
+      ss.back()["lost_files"] = s.lost_files;
+      ss.back()["lost_locks"] = s.lost_locks;
+    }
     if (auto st = MountStats(s); !st.is_null()) ss.back()["cache"] = st;
     if (!s.cache_group.empty()) {
       ss.back()["cache_group"] = s.cache_group;
@@ -83,6 +91,19 @@ int Run(const std::string& meta_url, bool json) {
     }
   }
   j["sessions"] = ss;
+  nlohmann::json ended = nlohmann::json::array();
+  for (const auto& p : *purged) {
+    ended.push_back({{"sid", p.info.sid},
+                     {"host", p.info.host},
+                     {"pid", p.info.pid},
+                     {"mountpoint", p.info.mountpoint},
+                     {"last_heartbeat_ns", p.info.heartbeat_ns},
+                     {"ended_ns", p.purged_ns},
+                     {"ended_by", p.purged_by},
+                     {"ended_by_host", p.purged_by_host},
+                     {"cleaned", p.done}});
+  }
+  j["ended_sessions"] = ended;
   j["cache_groups"] = groups;
   if (!f.access_key.empty()) j["access_key"] = f.access_key;
   if (!f.secret_key.empty()) j["secret_key"] = Redact(f.secret_key);
@@ -106,6 +127,12 @@ int Run(const std::string& meta_url, bool json) {
   for (const auto& s : *sessions) {
     std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "
               << s.version << ")\n";
+    if (s.resumed_from) {
+      std::cout << "      resumed:      its session #" << s.resumed_from << " was ended by another client "
+                << (now - s.lost_ns) / 1000000000 << " s ago (no heartbeat for the session timeout); "
+                << s.lost_locks << " open files lost their locks, " << s.lost_files
+                << " open unlinked files were freed (EIO)\n";
+    }
     if (s.staged_bytes > 0) {
       std::cout << "      write-back:   " << FormatSize(s.staged_bytes) << " staged, not yet in the object store\n";
     }
@@ -139,6 +166,14 @@ int Run(const std::string& meta_url, bool json) {
                 << FormatSize(m.value("used", uint64_t{0})) << " of " << FormatSize(m.value("capacity", uint64_t{0}))
                 << "\n";
     }
+  }
+  if (!purged->empty()) std::cout << "sessions ended by other clients in the last day (no heartbeat for the timeout):\n";
+  for (const auto& p : *purged) {
+    std::cout << "  #" << p.info.sid << " " << p.info.host << " pid " << p.info.pid << " on " << p.info.mountpoint
+              << ": silent " << (p.purged_ns - p.info.heartbeat_ns) / 1000000000 << " s, ended "
+              << (now - p.purged_ns) / 1000000000 << " s ago by "
+              << (p.purged_by_host.empty() ? std::string("an offline tool") : p.purged_by_host) << " #" << p.purged_by
+              << (p.done ? "" : " (cleanup pending)") << "\n";
   }
   return 0;
 }

@@ -17,4 +17,12 @@ inline int64_t MonoNanos() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
+// Monotonic, and counting the time the host was suspended (session leases: a client that
+// slept through its session timeout must know it).
+inline int64_t BootNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
 }  // namespace tierfs

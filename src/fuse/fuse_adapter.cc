@@ -136,7 +136,7 @@ void DirectWriteLoop(Ctxt* c) {
     l.unlock();
     // After the session ended the kernel is gone: the notification fails, the reply too.
     fuse_lowlevel_notify_inval_inode(c->se, it.ino, it.off, static_cast<off_t>(it.size));
-    fuse_reply_write(it.req, it.size);
+    if (it.req) fuse_reply_write(it.req, it.size);
     l.lock();
   }
 }
@@ -743,6 +743,15 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   RaiseReadahead(opts.mountpoint);
   on_ready(Status::OK());
   ctxt.direct.thread = std::thread(DirectWriteLoop, &ctxt);
+  // The pages of files the vfs fences (Vfs::OnSessionLost) are dropped, so that reads reach
+  // it and fail instead of being served from the page cache; on the same thread, for the
+  // same reason.
+  vfs->SetPageInvalidator([&ctxt](Ino ino) {
+    std::lock_guard<std::mutex> l(ctxt.direct.mu);
+    if (ctxt.direct.stopping) return;
+    ctxt.direct.queue.push_back({nullptr, InoOut(ctxt.opts.root, ino), 0, 0});
+    ctxt.direct.cv.notify_all();
+  });
   int rc = ServeSession(se, opts.max_threads, [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); });
   {
     // Lock waiters use the session and the Vfs: they end (EINTR) before either goes.
@@ -750,6 +759,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     ctxt.waiters.stopping = true;
     ctxt.waiters.cv.wait(l, [&] { return ctxt.waiters.running == 0; });
   }
+  vfs->SetPageInvalidator(nullptr);
   {
     std::lock_guard<std::mutex> l(ctxt.direct.mu);
     ctxt.direct.stopping = true;

@@ -59,7 +59,7 @@ struct LockWaiters {
 // free workers.
 struct DirectWriteReplies {
   struct Item {
-    fuse_req_t req;
+    fuse_req_t req;  // null: only the invalidation (pages of a fenced file)
     fuse_ino_t ino;
     off_t off;
     size_t size;

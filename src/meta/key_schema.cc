@@ -129,6 +129,11 @@ std::string Heartbeat(uint64_t sid) {
   PutU64(&k, sid);
   return k;
 }
+std::string PurgedSession(uint64_t sid) {
+  std::string k("SP");
+  PutU64(&k, sid);
+  return k;
+}
 std::string Sustained(uint64_t sid, Ino ino) {
   std::string k = SustainedPrefix(sid);
   PutU64(&k, ino);

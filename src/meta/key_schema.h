@@ -85,6 +85,10 @@ constexpr std::string_view kSessionPrefix = "SE";
 std::string Heartbeat(uint64_t sid);
 std::string Sustained(uint64_t sid, Ino ino);
 std::string SustainedPrefix(uint64_t sid);
+// "SP" sid -> JSON: a session another client ended because its heartbeats stopped
+// (PurgedSession), kept a day after its leftovers were cleaned.
+std::string PurgedSession(uint64_t sid);
+constexpr std::string_view kPurgedSessionPrefix = "SP";
 // "SD" -> u64 ns: `tierfs destroy` began at that time; no new session may start.
 std::string Destroying();
 // "SL" sid ino -> empty: the session holds locks on ino (so a dead session's locks are found).

@@ -109,6 +109,32 @@ struct SessionInfo {
   uint64_t group_capacity = 0;  // bytes of cache it offers (the ring weight)
   uint64_t group_used = 0;      // bytes cached, as of its last heartbeat
   uint64_t staged_bytes = 0;    // write-back: bytes staged and not yet uploaded (refreshed while mounted)
+  // A client whose session another client ended (Meta::SessionLoss) registers anew and says
+  // so here: the session it lost, when it found out, and what it lost with it.
+  uint64_t resumed_from = 0;
+  int64_t lost_ns = 0;
+  uint64_t lost_files = 0;  // open files unlinked earlier: their data may be gone (EIO)
+  uint64_t lost_locks = 0;  // open files that held locks (EIO from then on)
+};
+
+// What is left of a session another client ended because its heartbeats stopped
+// (`SP` key): kept a day for `tierfs status` and for the client itself, should it wake up.
+struct PurgedSession {
+  SessionInfo info;  // as it was; heartbeat_ns: its last heartbeat
+  int64_t purged_ns = 0;
+  uint64_t purged_by = 0;  // the session that ended it (0: an offline tool such as gc)
+  std::string purged_by_host;
+  bool done = false;  // its locks, open-unlinked files and usage shares are cleaned up
+};
+
+// This client's session was ended by another client (its heartbeats had stopped for longer
+// than the session timeout) and it registered a new one (Meta::SetSessionLossHandler).
+struct SessionLoss {
+  uint64_t old_sid = 0, new_sid = 0;
+  int64_t found_ns = 0;      // when this client found out
+  int64_t last_beat_ns = 0;  // the last heartbeat of the old session that committed
+  std::string purged_by;     // "host (session N)", when the other client left a record
+  std::set<Ino> sustained;   // inodes unlinked while open here: the purge freed them
 };
 
 struct StatFs {
@@ -200,20 +226,51 @@ class Meta {
   // starts after the mark is refused, one that started before is seen by the look (both are
   // transactions on the mark). on=false takes the mark back (the destroy was refused).
   Status MarkDestroying(bool on);
-  uint64_t sid() const { return sid_; }
+  uint64_t sid() const { return sid_.load(); }
   Status CloseSession();
   Result<std::vector<SessionInfo>> ListSessions();
+  // Sessions ended by other clients in the last day (newest first).
+  Result<std::vector<PurgedSession>> ListPurgedSessions();
+
+  // ---- liveness of this client's session (fencing) ----
+  // The heartbeat has a thread of its own (StartBackground), so that no cleanup, trash
+  // expiry, compaction or backup can delay it. Another client ends this session only after
+  // seeing no heartbeat for the session timeout, and only in a transaction that reads the
+  // heartbeat again and removes the session record first; the heartbeat transaction reads
+  // that record, so each of the two sees the other or comes first.
+  //
+  // The lease: for half the session timeout after the start of its last heartbeat that
+  // committed, this client knows that nobody can have ended its session (clocks between
+  // hosts agreeing within that margin), and writes records that name its session (locks,
+  // usage shares, open-unlinked and staged marks) without looking. Past that, every such
+  // transaction also reads the session record and fails with EIO when it is gone, so a
+  // client that was silent (stopped, partitioned, starved) never writes records that the
+  // purge has already swept, whatever its heartbeat thread is doing.
+  bool LeaseFresh() const;
+  // When the lease is not fresh: beats now (at most once a second across callers); if the
+  // session turns out to be gone, the loss is handled (below) before this returns.
+  Status CheckSession();
+  // Called on the thread that found this client's session gone, after a new session was
+  // registered (new opens, locks and writes use it). The handler fences what the loss broke:
+  // handles of files that held locks and of the open-unlinked files (whose data the purge
+  // may have deleted) must fail with EIO from then on. nullptr: none.
+  void SetSessionLossHandler(std::function<void(const SessionLoss&)> fn);
+  // How many times this client lost its session.
+  uint64_t session_losses() const { return session_losses_.load(); }
   // The volume's cache-group secret, made (32 random bytes, hex) and stored the first time
   // it is asked for.
   static Result<std::string> GroupSecret(KvEngine* engine);
   // Edits this client's session record in one transaction (its cache-group fields change
-  // while mounted). ENOENT when the session was cleaned as dead.
+  // while mounted). ENOENT when the session was ended by another client (the heartbeat then
+  // registers a new one, which keeps the edit).
   Status UpdateSession(const std::function<void(SessionInfo&)>& edit);
   void StartBackground(DeleteSliceFn delete_slice);
   void StopBackground();
   // Runs one round of background work now (tests, `gc`). A round deletes at most 1000
-  // unlinked files and 1000 unreferenced slices.
+  // unlinked files and 1000 unreferenced slices, and stops deleting blocks after
+  // kCleanupRoundNs (a slow store makes rounds shorter, not longer).
   Status RunCleanupOnce();
+  static constexpr int64_t kCleanupRoundNs = 10'000'000'000;
   // Whether unlinked files or truncations still await the cleaner (gc runs rounds until not).
   Result<bool> HasPendingFiles();
   // Metadata backups (tools/meta_backup.h): true when the last backup of any client is at
@@ -505,7 +562,20 @@ class Meta {
   // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
   Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,
                       int64_t* usage);
+  // Removes what session sid left: sustained inodes, locks, usage shares (its own clean end,
+  // and the second step of ending a dead session, after EndDeadSession).
   Status PurgeSession(uint64_t sid);
+  // Ends session sid if its heartbeat is still older than the timeout, in one transaction
+  // that removes its records and leaves a `SP` record; *ended says whether it did.
+  Status EndDeadSession(uint64_t sid, bool* ended);
+  // In a transaction that writes records naming session sid: fails with EIO when the lease
+  // is not fresh and the session is gone.
+  Status SessionGuardTx(KvTxn& t, uint64_t sid);
+  void HeartbeatLoop();
+  // One heartbeat; *gone: the session record was not there.
+  Status Beat(bool* gone);
+  // Registers a new session after the old one was ended, and fences what it held.
+  Status HandleSessionLoss(uint64_t old_sid);
   Status ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags);
   Status CleanDeadSessions();
   Status CleanPendingSlices();
@@ -517,12 +587,23 @@ class Meta {
   FormatRecord format_;
   std::atomic<int> trash_days_{0};
   int64_t trash_checked_mono_ns_ = 0;  // background thread: when it last refreshed and expired
-  uint64_t sid_ = 0;
+  std::atomic<uint64_t> sid_{0};
+  // Monotonic time (CLOCK_BOOTTIME, so a suspended host counts the sleep) of the start of
+  // the last heartbeat that committed (or of NewSession).
+  std::atomic<int64_t> lease_start_ns_{0};
+  std::atomic<int64_t> last_check_ns_{0};  // CheckSession's rate limit
+  std::atomic<bool> session_gone_{false};  // a guard found it gone: beat now
+  std::atomic<uint64_t> session_losses_{0};
+  std::mutex beat_mu_;                     // one Beat (and loss handling) at a time
+  std::mutex session_mu_;
+  SessionInfo session_info_;               // as registered and edited; guarded by session_mu_
+  std::function<void(const SessionLoss&)> loss_fn_;  // guarded by session_mu_
   struct UsageSlot {
     int64_t bytes = 0, inodes = 0;
   };
   std::mutex usage_mu_;
   std::map<uint32_t, UsageSlot> usage_slots_;  // this session's slots as committed; guarded by usage_mu_
+  uint64_t usage_sid_ = 0;                     // the session usage_slots_ belong to; guarded by usage_mu_
 
   std::mutex id_mu_;
   uint64_t next_ino_ = 0, end_ino_ = 0, next_slice_ = 0, end_slice_ = 0;
@@ -559,6 +640,7 @@ class Meta {
   DeleteSliceFn delete_slice_;
   DeletePackFn delete_pack_;
   std::thread bg_;
+  std::thread hb_;
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool bg_stop_ = false;

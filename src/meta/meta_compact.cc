@@ -83,6 +83,7 @@ Status Meta::SwapChunkRecords(Ino ino, uint32_t index, const std::vector<SliceRe
     // Swap.
     for (const auto& r : old) RETURN_IF_ERROR(t.Delete(keys::ChunkRecord(ino, index, r.seq)));
     for (const auto& r : fresh) RETURN_IF_ERROR(t.Put(keys::ChunkRecord(ino, index, r.seq), EncodeSliceRecord(r)));
+    if (!staged.empty()) RETURN_IF_ERROR(SessionGuardTx(t, sid_));
     for (uint64_t id : staged) RETURN_IF_ERROR(t.Put(keys::Staged(id), keys::EncodeU64(sid_)));
     for (const auto& r : old) {
       if (r.id == 0) continue;

@@ -13,7 +13,15 @@
 #include "meta/kv_engine.h"
 #include "meta/quota_tx.h"
 
+namespace tierfs {
+struct SessionInfo;
+}  // namespace tierfs
+
 namespace tierfs::internal {
+
+// meta_session.cc: a session record's JSON (key "SE").
+std::string SessionJson(const SessionInfo& info);
+SessionInfo ParseSession(uint64_t sid, std::string_view v);
 
 // meta_pack.cc. Fills the pack location of every record flagged kRecordMayBePacked whose
 // slice has one.

@@ -87,6 +87,8 @@ Status Meta::Flock(Ino ino, uint64_t owner, int type) {
       return true;
     }));
     if (conflict) return Status::Err(EAGAIN, "file is locked by another owner");
+    // A lock of an ended session would be found by nobody (its purge has run).
+    RETURN_IF_ERROR(SessionGuardTx(t, sid));
     RETURN_IF_ERROR(t.Put(keys::SessionLock(sid, ino), ""));
     return t.Put(mine, std::string(1, static_cast<char>(type)));
   });
@@ -137,6 +139,7 @@ Status Meta::SetLk(Ino ino, uint64_t owner, LockRange want) {
     if (conflict) return Status::Err(EAGAIN, "range is locked by another owner");
     std::vector<Range> next = Update(cur, want);
     if (next.empty()) return t.Delete(mine);
+    RETURN_IF_ERROR(SessionGuardTx(t, sid));
     RETURN_IF_ERROR(t.Put(keys::SessionLock(sid, ino), ""));
     return t.Put(mine, EncodeRanges(next));
   });

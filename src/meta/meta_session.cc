@@ -85,12 +85,15 @@ Status Meta::ChargedTxn(const int64_t* bytes, const int64_t* inodes, const std::
   Usage base;
   {
     std::lock_guard<std::mutex> l(usage_mu_);
-    base = Usage{usage_slots_[slot].bytes, usage_slots_[slot].inodes};
+    if (usage_sid_ == sid) base = Usage{usage_slots_[slot].bytes, usage_slots_[slot].inodes};
   }
   Usage applied;
   Status st = engine_->Txn([&](KvTxn& t) {
     applied = Usage{};
     RETURN_IF_ERROR(fn(t));
+    // The shard is written blind (its value is base + delta): were the session ended and
+    // its shards folded meanwhile, this would count base twice. The guard refuses then.
+    RETURN_IF_ERROR(SessionGuardTx(t, sid));
     Usage d = delta();
     if (d.bytes == 0 && d.inodes == 0) return Status::OK();
     applied = d;
@@ -98,8 +101,10 @@ Status Meta::ChargedTxn(const int64_t* bytes, const int64_t* inodes, const std::
   });
   if (st.ok() && (applied.bytes || applied.inodes)) {
     std::lock_guard<std::mutex> l(usage_mu_);
-    usage_slots_[slot].bytes += applied.bytes;
-    usage_slots_[slot].inodes += applied.inodes;
+    if (usage_sid_ == sid) {
+      usage_slots_[slot].bytes += applied.bytes;
+      usage_slots_[slot].inodes += applied.inodes;
+    }
   }
   return st;
 }
@@ -114,9 +119,9 @@ Status Meta::FoldUsage(uint64_t sid) {
     RETURN_IF_ERROR(AddCounter(t, "usedSpace", sum.bytes));
     return AddCounter(t, "totalInodes", sum.inodes);
   }));
-  if (sid == sid_) {
+  {
     std::lock_guard<std::mutex> l(usage_mu_);
-    usage_slots_.clear();
+    if (sid == usage_sid_) usage_slots_.clear();
   }
   return Status::OK();
 }
@@ -170,7 +175,7 @@ Result<StatFs> Meta::GetStatFs() {
   return s;
 }
 
-namespace {
+namespace internal {
 std::string SessionJson(const SessionInfo& info) {
   nlohmann::json j = {{"host", info.host},         {"pid", info.pid},
                       {"mountpoint", info.mountpoint}, {"version", info.version},
@@ -182,6 +187,12 @@ std::string SessionJson(const SessionInfo& info) {
     j["group_used"] = info.group_used;
   }
   if (info.staged_bytes) j["staged_bytes"] = info.staged_bytes;
+  if (info.resumed_from) {
+    j["resumed_from"] = info.resumed_from;
+    j["lost_ns"] = info.lost_ns;
+    j["lost_files"] = info.lost_files;
+    j["lost_locks"] = info.lost_locks;
+  }
   return j.dump();
 }
 
@@ -200,10 +211,14 @@ SessionInfo ParseSession(uint64_t sid, std::string_view v) {
     s.group_capacity = j.value("group_capacity", uint64_t{0});
     s.group_used = j.value("group_used", uint64_t{0});
     s.staged_bytes = j.value("staged_bytes", uint64_t{0});
+    s.resumed_from = j.value("resumed_from", uint64_t{0});
+    s.lost_ns = j.value("lost_ns", int64_t{0});
+    s.lost_files = j.value("lost_files", uint64_t{0});
+    s.lost_locks = j.value("lost_locks", uint64_t{0});
   }
   return s;
 }
-}  // namespace
+}  // namespace internal
 
 Result<std::optional<Meta::StagedMark>> Meta::StagedBy(uint64_t id) {
   std::optional<StagedMark> out;
@@ -226,21 +241,34 @@ Result<std::optional<Meta::StagedMark>> Meta::StagedBy(uint64_t id) {
 }
 
 Status Meta::UpdateSession(const std::function<void(SessionInfo&)>& edit) {
-  if (sid_ == 0) return Status::Err(EINVAL, "no session to update");
+  const uint64_t sid = sid_;
+  if (sid == 0) return Status::Err(EINVAL, "no session to update");
+  {
+    // The local copy keeps the edit for the session registered after a loss.
+    std::lock_guard<std::mutex> l(session_mu_);
+    edit(session_info_);
+  }
   return engine_->Txn([&](KvTxn& t) {
-    auto cur = t.Get(keys::Session(sid_));
+    auto cur = t.Get(keys::Session(sid));
     if (!cur.ok()) return cur.status();
-    // A session cleaned as dead (this client was silent too long) is not brought back.
-    if (!cur->has_value()) return Status::Err(ENOENT, "session " + std::to_string(sid_) + " is gone");
-    SessionInfo info = ParseSession(sid_, **cur);
+    // A session ended by another client (this one was silent too long) is not brought
+    // back: the heartbeat registers a new one (HandleSessionLoss).
+    if (!cur->has_value()) {
+      session_gone_ = true;
+      bg_cv_.notify_all();
+      return Status::Err(ENOENT, "session " + std::to_string(sid) + " is gone");
+    }
+    SessionInfo info = ParseSession(sid, **cur);
     edit(info);
-    return t.Put(keys::Session(sid_), SessionJson(info));
+    return t.Put(keys::Session(sid), SessionJson(info));
   });
 }
 
 Status Meta::NewSession(SessionInfo info) {
   info.started_ns = NowNanos();
-  return engine_->Txn([&](KvTxn& t) {
+  const int64_t lease_start = BootNanos();
+  uint64_t new_sid = 0;
+  RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {
     auto d = t.Get(keys::Destroying());
     if (!d.ok()) return d.status();
     if (d->has_value()) {
@@ -253,11 +281,23 @@ Status Meta::NewSession(SessionInfo info) {
     RETURN_IF_ERROR(t.Put(keys::Counter("nextSession"), keys::EncodeU64(sid + 1)));
     RETURN_IF_ERROR(t.Put(keys::Session(sid), SessionJson(info)));
     RETURN_IF_ERROR(t.Put(keys::Heartbeat(sid), keys::EncodeU64(static_cast<uint64_t>(info.started_ns))));
-    sid_ = sid;
+    new_sid = sid;
+    return Status::OK();
+  }));
+  {
     std::lock_guard<std::mutex> l(usage_mu_);
     usage_slots_.clear();  // a new session's slots start at zero
-    return Status::OK();
-  });
+    usage_sid_ = new_sid;
+  }
+  {
+    std::lock_guard<std::mutex> l(session_mu_);
+    info.sid = new_sid;
+    session_info_ = info;
+  }
+  lease_start_ns_ = lease_start;
+  session_gone_ = false;
+  sid_ = new_sid;
+  return Status::OK();
 }
 
 Status Meta::MarkDestroying(bool on) {
@@ -361,29 +401,6 @@ Status Meta::CloseSession() {
   return Status::OK();
 }
 
-Status Meta::CleanDeadSessions() {
-  int64_t now = NowNanos();
-  std::vector<uint64_t> dead;
-  RETURN_IF_ERROR(engine_->Txn(
-      [&](KvTxn& t) {
-        dead.clear();
-        return ScanPrefix(t, "SH", 0, [&](std::string_view k, std::string_view v) {
-          uint64_t sid = 0;
-          keys::ParseInoKey(k, &sid);
-          int64_t hb = static_cast<int64_t>(keys::DecodeU64(v));
-          if (sid != sid_ && now - hb > opts_.session_timeout_ns) dead.push_back(sid);
-          return true;
-        });
-      },
-      true));
-  for (uint64_t sid : dead) {
-    spdlog::warn("session {} missed its heartbeats for {} s: cleaning its locks and open files", sid,
-                 opts_.session_timeout_ns / 1000000000);
-    RETURN_IF_ERROR(PurgeSession(sid));
-  }
-  return Status::OK();
-}
-
 Status Meta::CleanPendingSlices() {
   if (!delete_slice_) return Status::OK();
   std::vector<std::pair<uint64_t, uint32_t>> pending;
@@ -409,7 +426,11 @@ Status Meta::CleanPendingSlices() {
   // deleted blocks.
   RETURN_IF_ERROR(engine_->Sync());
   std::vector<std::pair<uint64_t, uint32_t>> deleted;
+  // A round stops deleting after kCleanupRoundNs: on a store where each DELETE takes 75 ms,
+  // 1000 slices would hold the round for over a minute (the next round goes on).
+  const int64_t deadline = MonoNanos() + kCleanupRoundNs;
   for (auto [id, size] : pending) {
+    if (MonoNanos() > deadline) break;
     Status st = delete_slice_(id, size);
     if (!st.ok()) {
       spdlog::warn("deleting the blocks of slice {} failed, will retry: {}", id, st.ToString());
@@ -524,6 +545,7 @@ Result<bool> Meta::HasPendingFiles() {
 void Meta::StartBackground(DeleteSliceFn delete_slice) {
   delete_slice_ = std::move(delete_slice);
   bg_stop_ = false;
+  hb_ = std::thread([this] { HeartbeatLoop(); });
   bg_ = std::thread([this] { BackgroundLoop(); });
 }
 
@@ -534,11 +556,14 @@ void Meta::StopBackground() {
   }
   bg_cv_.notify_all();
   if (bg_.joinable()) bg_.join();
+  if (hb_.joinable()) hb_.join();
 }
 
+// Cleanup, trash expiry: long work on a slow store, never in the heartbeat's way (that has
+// a thread of its own, meta_liveness.cc).
 void Meta::BackgroundLoop() {
   pthread_setname_np(pthread_self(), "meta-bg");
-  int64_t last_hb = MonoNanos(), last_cleanup = 0;
+  int64_t last_cleanup = 0;
   std::unique_lock<std::mutex> l(bg_mu_);
   while (!bg_stop_) {
     bg_cv_.wait_for(l, std::chrono::seconds(1));
@@ -546,18 +571,10 @@ void Meta::BackgroundLoop() {
     l.unlock();
     int64_t now = MonoNanos();
     Status st;
-    if (sid_ && now - last_hb >= opts_.heartbeat_ns) {
-      last_hb = now;
-      uint64_t sid = sid_;
-      st = engine_->Txn([&](KvTxn& t) {
-        return t.Put(keys::Heartbeat(sid), keys::EncodeU64(static_cast<uint64_t>(NowNanos())));
-      });
-      if (!st.ok()) spdlog::warn("session heartbeat failed: {}", st.ToString());
-    }
     if (now - last_cleanup >= 2'000'000'000) {
-      last_cleanup = now;
       st = RunCleanupOnce();
       if (!st.ok()) spdlog::warn("background cleanup failed: {}", st.ToString());
+      last_cleanup = MonoNanos();
     }
     if (!opts_.read_only && now - trash_checked_mono_ns_ >= 60'000'000'000) {
       trash_checked_mono_ns_ = now;

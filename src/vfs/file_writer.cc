@@ -76,6 +76,19 @@ Status FileWriter::Flush() {
   return FlushLocked();
 }
 
+void FileWriter::Discard() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& s : slices_) s.writer->Abort();
+  bool had_slices = !slices_.empty();
+  slices_.clear();
+  pending_length_ = 0;
+  pending_bytes_ = 0;
+  dirty_since_ns_ = 0;
+  error_ = Status::OK();
+  if (hook_ && had_slices) hook_(nullptr);
+  dirty_ = false;
+}
+
 Status FileWriter::FlushLocked() {
   if (!dirty_) return Status::OK();
   Status first = error_;

@@ -44,6 +44,9 @@ class FileWriter {
   Status Write(uint64_t off, const char* data, size_t len);
   // Uploads and commits everything buffered. Returns (and clears) a sticky error.
   Status Flush();
+  // Drops everything buffered without committing it (the handles that wrote it were fenced:
+  // Vfs::OnSessionLost); its uploaded blocks are left to gc.
+  void Discard();
   // Highest end offset written since the last commit (0 when clean).
   uint64_t PendingLength() const { return pending_length_.load(); }
   // Bytes written since the last commit (overwrites count again).

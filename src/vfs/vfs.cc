@@ -26,6 +26,7 @@ Vfs::Vfs(Meta* meta, CachedStore* store, VfsOptions opts) : meta_(meta), store_(
     compactor_ = std::make_unique<Compactor>(meta_, store_, [this](Ino ino) { DropMaps(ino); }, opts_.compactor);
   }
   flusher_ = std::thread([this] { FlusherLoop(); });
+  meta_->SetSessionLossHandler([this](const SessionLoss& loss) { OnSessionLost(loss); });
 }
 
 void Vfs::DropMaps(Ino ino) {
@@ -41,6 +42,7 @@ void Vfs::DropMaps(Ino ino) {
 }
 
 Vfs::~Vfs() {
+  meta_->SetSessionLossHandler(nullptr);
   {
     std::lock_guard<std::mutex> l(flusher_mu_);
     stopping_ = true;
@@ -188,6 +190,7 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
     auto st = State(ino);
     RETURN_IF_ERROR(FlushInode(*st));
   }
+  if (fh != 0 && GetHandle(fh)) RETURN_IF_ERROR(UsableHandle(fh).status());  // ftruncate of a fenced file
   if (mask & kSetSize) {
     auto st = State(ino);
     RETURN_IF_ERROR(FlushInode(*st));
@@ -291,7 +294,7 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
     // Permission to write was checked by Meta::Open.
     Attr zero;
-    auto t = SetAttr(Ctx::Root(), ino, kSetSize, zero, /*fh=*/1);
+    auto t = SetAttr(Ctx::Root(), ino, kSetSize, zero, /*fh=*/UINT64_MAX);  // through this open, no handle yet
     if (!t.ok()) {
       meta_->Release(ino).ok();
       return t.status();
@@ -383,8 +386,7 @@ Result<std::pair<Entry, OpenResult>> Vfs::Tmpfile(const Ctx& ctx, Ino parent, ui
 }
 
 Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return Status::Err(EINVAL, "unsupported whence");
   InodeState& st = *h->state;
   RETURN_IF_ERROR(FlushInode(st));
@@ -418,8 +420,7 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
 }
 
 Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf, ReadPieces* pieces) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   if (!h->reader) return Status::Err(EISDIR, "a directory handle");
   InodeState& st = *h->state;
   // Read-your-writes: commit buffered writes of this inode first.
@@ -443,8 +444,7 @@ Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf, Read
 }
 
 Status Vfs::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
   InodeState& st = *h->state;
   std::shared_ptr<FileWriter> w = Writer(st);
@@ -466,9 +466,12 @@ Status Vfs::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
 }
 
 Status Vfs::Flush(uint64_t fh, uint64_t lock_owner) {
+  auto usable = UsableHandle(fh);
+  if (!usable.ok() && usable.status().code() == EBADF) return usable.status();
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
-  Status s = FlushInode(*h->state);
+  // close(2) of a fenced file reports the loss (its buffered writes were dropped).
+  Status s = usable.ok() ? FlushInode(*h->state) : usable.status();
   bool owned;
   {
     std::lock_guard<std::mutex> l(h->state->mu);
@@ -483,8 +486,7 @@ Status Vfs::Flush(uint64_t fh, uint64_t lock_owner) {
 }
 
 Status Vfs::Fsync(uint64_t fh) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   RETURN_IF_ERROR(FlushInode(*h->state));
   RETURN_IF_ERROR(store_->store()->Sync());
   return meta_->Sync();
@@ -501,7 +503,7 @@ Status Vfs::Release(uint64_t fh) {
     h = it->second;
     handles_.erase(it);
   }
-  Status s = FlushInode(*h->state);
+  Status s = h->lost ? Status::OK() : FlushInode(*h->state);
   if (h->flocked) {
     // The last descriptor of an open file description is gone: its flock goes with it.
     Status ls = meta_->Flock(h->ino, fh, F_UNLCK);
@@ -539,8 +541,7 @@ Status Vfs::Release(uint64_t fh) {
 }
 
 Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   if ((h->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "file not open for writing");
   RETURN_IF_ERROR(FlushInode(*h->state));
   if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
@@ -558,9 +559,8 @@ Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint6
 
 Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off_in, uint64_t fh_out,
                                     uint64_t off_out, uint64_t len) {
-  auto hi = GetHandle(fh_in);
-  auto ho = GetHandle(fh_out);
-  if (!hi || !ho) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto hi, UsableHandle(fh_in));
+  ASSIGN_OR_RETURN(auto ho, UsableHandle(fh_out));
   if ((ho->flags & O_ACCMODE) == O_RDONLY) return Status::Err(EBADF, "destination not open for writing");
   RETURN_IF_ERROR(FlushInode(*hi->state));
   RETURN_IF_ERROR(FlushInode(*ho->state));

@@ -180,6 +180,17 @@ class Vfs {
   uint64_t cached_opens() const { return cached_opens_.load(); }
   // Commits every buffered write (unmount).
   Status FlushAll();
+  // This client's session was ended by another client (Meta::SessionLoss): its locks are
+  // gone and the files it held open after their unlink may be freed. Handles that held a
+  // lock, and handles of those files, are fenced: their buffered writes are dropped and
+  // every further read, write, fsync, lock or close fails with EIO (as an NFS client does
+  // after losing its lock state), never returning zeros or writing under a lock another
+  // client may now hold. Other handles go on, in the new session.
+  void OnSessionLost(const SessionLoss& loss);
+  // Drops the kernel's cached pages of an inode (set by the FUSE adapter; nullptr: none).
+  void SetPageInvalidator(std::function<void(Ino)> fn);
+  // Handles fenced so far (tests, tierfs.stats).
+  uint64_t fenced_handles() const { return fenced_handles_.load(); }
 
  private:
   // Opens with attributes read from the engine while the state's generation was `gen`.
@@ -188,6 +199,10 @@ class Vfs {
   Result<OpenResult> OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr_out);
   std::shared_ptr<InodeState> State(Ino ino);
   std::shared_ptr<Handle> GetHandle(uint64_t fh);
+  // The handle for a data operation: EBADF when unknown; EIO when fenced, after making
+  // sure (Meta::CheckSession) that a session loss this client has not noticed yet is
+  // handled first.
+  Result<std::shared_ptr<Handle>> UsableHandle(uint64_t fh);
   uint64_t AddHandle(std::shared_ptr<Handle> h);
   Status FlushInode(InodeState& st);
   // The inode's writer, made on first use; its commits drop what the state caches.
@@ -215,6 +230,9 @@ class Vfs {
   uint64_t next_fh_ = 1;
 
   std::atomic<uint64_t> cached_opens_{0};
+  std::atomic<uint64_t> fenced_handles_{0};
+  std::mutex invalidator_mu_;
+  std::function<void(Ino)> invalidate_pages_;  // guarded by invalidator_mu_
   std::mutex cache_ops_mu_;  // recent answers of the acting cache xattrs (vfs_cache.cc)
   std::map<std::pair<Ino, std::string>, std::pair<int64_t, std::string>> cache_ops_;
   std::mutex summaries_mu_;  // the walks of `tierfs summary`, by token

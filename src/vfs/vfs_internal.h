@@ -2,6 +2,7 @@
 // in inode_state.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,10 @@ struct Handle {
   int flags = 0;
   bool is_dir = false;
   bool flocked = false;  // took a flock: dropped when the open file description goes
+  // Fenced (Vfs::OnSessionLost): the session it was opened in was ended by another client
+  // while it held a lock, or its file was unlinked while open; every further use but close
+  // fails with EIO.
+  std::atomic<bool> lost{false};
   std::shared_ptr<InodeState> state;
   std::unique_ptr<FileReader> reader;  // files only: null for directories
   // directory snapshot

@@ -24,9 +24,11 @@ Status Vfs::AfterLock(Handle& h, bool* changed) {
 // file object, reused as soon as the file is closed, while the RELEASE that drops the old
 // flock may still be on its way and would then drop the new holder's lock.
 Status Vfs::Flock(uint64_t fh, int op, bool* changed) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
   int type = (op & LOCK_UN) ? F_UNLCK : (op & LOCK_EX) ? F_WRLCK : F_RDLCK;
+  auto usable = UsableHandle(fh);
+  // Unlocking a fenced file succeeds: its lock is gone already.
+  if (!usable.ok()) return type == F_UNLCK && usable.status().code() == EIO ? Status::OK() : usable.status();
+  auto h = *usable;
   if (type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
   RETURN_IF_ERROR(meta_->Flock(h->ino, fh, type));
   if (type == F_UNLCK) return Status::OK();
@@ -35,14 +37,14 @@ Status Vfs::Flock(uint64_t fh, int op, bool* changed) {
 }
 
 Result<Meta::LockRange> Vfs::GetLk(uint64_t fh, uint64_t owner, Meta::LockRange want) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   return meta_->GetLk(h->ino, owner, want);
 }
 
 Status Vfs::SetLk(uint64_t fh, uint64_t owner, Meta::LockRange want, bool* changed) {
-  auto h = GetHandle(fh);
-  if (!h) return Status::Err(EBADF, "bad file handle");
+  auto usable = UsableHandle(fh);
+  if (!usable.ok()) return want.type == F_UNLCK && usable.status().code() == EIO ? Status::OK() : usable.status();
+  auto h = *usable;
   if (want.type == F_UNLCK) RETURN_IF_ERROR(BeforeUnlock(*h));
   RETURN_IF_ERROR(meta_->SetLk(h->ino, owner, want));
   if (want.type == F_UNLCK) return Status::OK();
