@@ -381,7 +381,7 @@ int RunBackground(const Args& a) {
   }
   // Standard error goes to the log too: what the runtime says as the process dies (a
   // crash report, see common/crash_report.h) must not go to /dev/null.
-  int errfd = open(log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int errfd = OpenLogFile(log_file);
   if (errfd >= 0) {
     dup2(errfd, 2);
     close(errfd);

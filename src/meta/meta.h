@@ -502,9 +502,10 @@ class Meta {
   // spare: an inode number for the hour directory, should it not exist yet.
   Status TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
                  bool* moved);
-  // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
-  Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,
-                      int64_t* usage);
+  // meta_clone.cc: copies one inode (not a directory's entries) for the caller ctx (who owns
+  // the copy unless root); *usage gains its bytes, *copy receives the copy's attributes.
+  Status CloneInodeTx(KvTxn& t, const Ctx& ctx, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name,
+                      int64_t now, int64_t* usage, Attr* copy);
   Status PurgeSession(uint64_t sid);
   Status ChangeXattr(const Ctx& ctx, Ino ino, const std::string& name, const std::string* value, int flags);
   Status CleanDeadSessions();
