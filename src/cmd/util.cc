@@ -70,10 +70,9 @@ Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes,
     *cap = static_cast<int64_t>(*c);
   }
   if (!inodes.empty()) {
-    char* end = nullptr;
-    long long v = std::strtoll(inodes.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) return Status::Err(EINVAL, "--inodes must be a count, not " + inodes);
-    *n = v;
+    auto v = ParseCount(inodes);
+    if (!v.ok()) return v.status().With("--inodes");
+    *n = static_cast<int64_t>(*v);
   }
   return Status::OK();
 }

@@ -239,6 +239,12 @@ class Meta {
   Status RepairRemoveEntry(Ino parent, const std::string& name);
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
+  struct PendingSlice {
+    uint64_t id = 0;
+    uint32_t size = 0;
+    int64_t due_ns = 0;  // the blocks may go from then on (compaction sets it ahead: --compact-grace)
+  };
+  Result<std::vector<PendingSlice>> PendingSlicesDue();
   Result<StatFs> GetStatFs();
   // statfs of a path: the nearest directory quota with a limit at or above ino (a file:
   // its directory), else the volume (whose limits are the root's quota).
