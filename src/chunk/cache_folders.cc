@@ -4,13 +4,17 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace tierfs {
 
@@ -39,6 +43,29 @@ int TryLock(const std::string& dir, bool* busy, bool create = false) {
     return -1;
   }
   return fd;
+}
+
+// Whether some process holds a flock on the file, read from /proc/locks without taking a
+// lock: a probe with flock would itself make a mount that starts at that moment fail to
+// take its cache or staging lock.
+bool FlockHeld(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return false;
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream in(line);
+    std::string n, type, mode, access, pid, id;
+    in >> n >> type;
+    if (type == "->") in >> type;  // a waiter
+    if (type != "FLOCK") continue;
+    in >> mode >> access >> pid >> id;
+    unsigned major = 0, minor = 0;
+    unsigned long long ino = 0;
+    if (std::sscanf(id.c_str(), "%x:%x:%llu", &major, &minor, &ino) != 3) continue;
+    if (ino == st.st_ino && major == ::major(st.st_dev) && minor == ::minor(st.st_dev)) return true;
+  }
+  return false;
 }
 
 // Entries of dir/staging other than its lock (0 when there is no staging area).
@@ -110,12 +137,7 @@ std::vector<CacheFolder> ListCacheFolders(const std::vector<std::string>& dirs, 
         f.last_used_ns = std::max(f.last_used_ns, MtimeNs(path + p));
       }
       f.staged_files = StagedFiles(path);
-      for (const std::string& area : {path, path + "/staging"}) {
-        bool busy = false;
-        int fd = TryLock(area, &busy);
-        if (fd >= 0) close(fd);
-        f.in_use = f.in_use || busy;
-      }
+      f.in_use = FlockHeld(path + "/lock") || FlockHeld(path + "/staging/lock");
       if (measure) f.bytes = TreeBytes(path);
       out.push_back(std::move(f));
     }

@@ -34,7 +34,8 @@ struct CacheFolder {
                                // mount's start and end, blocks cached or evicted), staging
   uint64_t bytes = 0;          // what its files hold, when measured
   uint64_t staged_files = 0;   // entries of staging/ other than its lock (never removed)
-  bool in_use = false;         // a process holds its cache or staging lock
+  bool in_use = false;         // a process holds its cache or staging lock (read from
+                               // /proc/locks: listing takes no lock a mount could run into)
   std::string path() const { return dir + "/" + uuid; }
 };
 
