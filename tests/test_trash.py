@@ -3,7 +3,8 @@ file replaced by `mv` land in MOUNTPOINT/.trash/HOUR (hidden from the root's lis
 read-only, readable only by owner and root); the data stays in the store; `status` shows
 the trash's size; `tierfs restore` puts the tree back byte-exact and refuses to overwrite;
 turning the trash off (`config --trash-days 0`) expires it and `gc` then finds every block
-freed; fsck is clean throughout. The retention by hour is covered by meta_trash_test.
+freed; fsck is clean throughout. An hour shows each user only the entries that user owns.
+The retention by hour is covered by meta_trash_test.
 """
 
 import errno
@@ -177,6 +178,55 @@ class TrashTest(harness.TierFSTestCase):
         vol2.mount()
         with open(os.path.join(vol2.mnt, "d", "f"), "rb") as f:
             self.assertEqual(f.read(), b"x" * 10000)
+
+    def test_an_hour_lists_only_what_the_user_owns(self):
+        # Alice must not learn the names of what Bob removed from his private directory;
+        # each sees their own entries, root sees all, also right after root listed them (the
+        # kernel's name cache, shared by all users, is not given trash names).
+        vol = self.new_volume(mount_args=["-o", "allow_other"])
+        self.addCleanup(vol.cleanup)
+        vol.format(trash_days=1)
+        vol.mount()
+        os.chmod(vol.dir, 0o755)
+        os.chmod(vol.mnt, 0o755)
+        pub = vol.path("pub")
+        os.mkdir(pub)
+        os.chmod(pub, 0o1777)
+
+        def as_user(uid, *cmd):
+            return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + list(cmd),
+                                  capture_output=True, text=True, timeout=60)
+
+        bob_dir = os.path.join(pub, "bob")
+        for cmd in (["mkdir", "-m", "700", bob_dir], ["sh", "-c", "echo secret > %s/salary-2026.xlsx" % bob_dir],
+                    ["rm", "-r", bob_dir]):
+            res = as_user(1001, *cmd)
+            self.assertEqual(res.returncode, 0, res)
+        for cmd in (["sh", "-c", "echo hi > %s/alice.txt" % pub], ["rm", "%s/alice.txt" % pub]):
+            res = as_user(1000, *cmd)
+            self.assertEqual(res.returncode, 0, res)
+        trash = os.path.join(vol.mnt, ".trash")
+        hours = as_user(1000, "ls", trash).stdout.split()
+        self.assertEqual(len(hours), 1, hours)
+        hour = os.path.join(trash, hours[0])
+
+        def names(uid):
+            res = as_user(uid, "ls", "-1", hour)
+            self.assertEqual(res.returncode, 0, res)
+            return sorted(n.split("-", 2)[2] for n in res.stdout.split())
+
+        self.assertEqual(names(1000), ["alice.txt"])
+        self.assertEqual(names(1001), ["bob", "salary-2026.xlsx"])
+        everything = sorted(os.listdir(hour))
+        self.assertEqual(sorted(n.split("-", 2)[2] for n in everything), ["alice.txt", "bob", "salary-2026.xlsx"])
+        # Asked by name, Bob's entries are not there for Alice either.
+        for entry in everything:
+            res = as_user(1000, "stat", "-c", "%n", os.path.join(hour, entry))
+            if entry.endswith("alice.txt"):
+                self.assertEqual(res.returncode, 0, res)
+            else:
+                self.assertNotEqual(res.returncode, 0, res)
+                self.assertIn("No such file", res.stderr)
 
     def trash_hours(self, meta_url):
         mnt = os.path.join(self.local_tmpdir(), "peek")

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -36,7 +37,18 @@ Status ApplyCacheOptions(const CacheArgs& args, const FormatRecord& fmt, StoreCo
 // Where `--writeback` stages blocks: FIRST-CACHE-DIR/VOLUME-UUID/staging (EINVAL with
 // --cache-dir memory: write-back needs a disk).
 Result<std::string> StagingDirFor(const CacheArgs& args, const FormatRecord& fmt);
-// Logs what the disk cache holds at start, or warns that no directory is usable.
+// `tierfs gc --cache` removes folders of other volumes unused for this many days (by
+// default); a mount reports them from this age on.
+constexpr int64_t kUnusedCacheDays = 30;
+constexpr int64_t kDayNs = 86400LL * 1000000000;
+
+// Logs what the disk cache holds at start, or warns that no directory is usable, and the
+// folders of other volumes in its directories (chunk/cache_folders.h): a mount cannot know
+// whether their volumes exist, so it only reports them.
 void LogCacheState(CachedStore* store, const StoreConfig& cfg);
+// The default cache directory (--cache-dir): /var/cache/tierfs for root, ~/.cache/tierfs else.
+std::string DefaultCacheDir();
+// --cache-dir's list of directories (DIR[:DIR...]).
+std::vector<std::string> SplitDirs(const std::string& dirs);
 
 }  // namespace tierfs::cmd

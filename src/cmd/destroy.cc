@@ -5,7 +5,8 @@
 // name must be typed unless --yes. Before deleting, the volume is marked (Meta::
 // MarkDestroying): no client can mount it from then on, so none starts while the objects
 // go. Objects go first, so an interrupted destroy can be run again; the metadata goes last,
-// in one reset of the engine.
+// in one reset of the engine. Then the volume's folders in this host's cache directories go
+// (not one in use or holding staged writes).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,8 @@
 #include <mutex>
 #include <thread>
 
+#include "chunk/cache_folders.h"
+#include "cmd/cache_options.h"
 #include "cmd/commands.h"
 #include "cmd/mount_metrics.h"
 #include "cmd/util.h"
@@ -86,7 +89,23 @@ int RefuseLiveClients(Meta* meta, const FormatRecord& fmt) {
   return 0;
 }
 
-int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads, const std::string& metrics) {
+// The volume's folders in this host's cache directories (CACHE-DIR/UUID): removed, except
+// one a running process uses or whose staging area holds written data (never removed
+// automatically: chunk/cache_folders.h). Other hosts' caches are theirs to clean (`tierfs
+// gc --cache`).
+void RemoveLocalCacheFolders(const std::string& cache_dir, const std::string& uuid) {
+  for (const std::string& dir : SplitDirs(cache_dir.empty() ? DefaultCacheDir() : cache_dir)) {
+    Status st = RemoveCacheFolder(dir, uuid);
+    if (st.ok()) {
+      std::cout << "removed the volume's cache folder " << dir << "/" << uuid << "\n";
+    } else if (st.code() != ENOENT) {
+      std::cerr << "tierfs: destroy: the volume's cache folder was not removed: " << st.message() << std::endl;
+    }
+  }
+}
+
+int Run(const std::string& meta_url, const std::string& uuid, bool yes, int threads, const std::string& metrics,
+        const std::string& cache_dir) {
   auto meta = OpenVolume(meta_url, true);
   if (!meta.ok()) return Fail("destroy", meta.status());
   const FormatRecord fmt = (*meta)->format();
@@ -133,6 +152,7 @@ int Run(const std::string& meta_url, const std::string& uuid, bool yes, int thre
   if (!st.ok()) return Fail("destroy", st.With("erasing the metadata (the objects are deleted)"));
   std::cout << "destroyed volume " << fmt.name << " (" << fmt.uuid << "): " << deleted << " objects deleted from "
             << where << ", metadata erased\n";
+  RemoveLocalCacheFolders(cache_dir, fmt.uuid);
   return 0;
 }
 
@@ -144,13 +164,17 @@ void RegisterDestroy(CLI::App& app, int* exit_code) {
   auto yes = std::make_shared<bool>(false);
   auto threads = std::make_shared<int>(16);
   auto metrics = std::make_shared<std::string>();
+  auto cache_dir = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("destroy", "Delete a whole volume: its objects in the store and all its metadata");
   sub->add_option("META-URL", *url, "Metadata engine of the volume")->required();
   sub->add_option("UUID", *uuid, "The volume's UUID (tierfs status), as a check")->required();
   sub->add_flag("--yes", *yes, "Do not ask for confirmation (which needs a terminal)");
   sub->add_option("--threads", *threads, "Concurrent object deletions")->capture_default_str()->check(CLI::Range(1, 256));
+  sub->add_option("--cache-dir", *cache_dir,
+                  "This host's cache directories DIR[:DIR...] whose folder of the volume goes too (default: the "
+                  "default --cache-dir of mounts)");
   AddCommandMetricsOption(sub, metrics.get());
-  sub->callback([=] { *exit_code = Run(*url, *uuid, *yes, *threads, *metrics); });
+  sub->callback([=] { *exit_code = Run(*url, *uuid, *yes, *threads, *metrics, *cache_dir); });
 }
 
 }  // namespace tierfs::cmd

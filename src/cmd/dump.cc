@@ -1,6 +1,8 @@
 // tierfs dump META-URL FILE [--keep-secret-key]: writes the whole volume's metadata as JSON
 // (see meta/meta_dump.h); FILE "-" is standard output.
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -35,6 +37,14 @@ int Run(const Args& a) {
   std::ostream* out = &std::cout;
   std::string tmp = a.file + ".tmp";
   if (a.file != "-") {
+    // A dump names every file of the volume (and may hold the secret key): private.
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      if (fchmod(fd, 0600) != 0) {
+        // Not ours to change: the dump still goes there, as the user asked.
+      }
+      close(fd);
+    }
     file.open(tmp, std::ios::binary | std::ios::trunc);
     if (!file) return Fail("dump", Status::Err(errno, "cannot create " + tmp + ": " + strerror(errno)));
     out = &file;

@@ -20,6 +20,7 @@
 #include "cmd/commands.h"
 #include "cmd/fstab.h"
 #include "cmd/group_member.h"
+#include "cmd/mount_checks.h"
 #include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "common/size.h"
@@ -106,6 +107,26 @@ std::string HiddenEntriesWarning(const std::string& mp) {
          (n == 1 ? " entry" : " entries") + " until it is unmounted";
 }
 
+// Options that contradict each other or do nothing together, and -o options FUSE does not
+// know (mount_checks.h).
+Status CheckOptions(const Args& a, const CLI::App& sub) {
+  MountChoices c;
+  c.read_only = a.read_only;
+  Status st = CheckFuseOptions(SplitMountOptions(a.options, &c.read_only));
+  if (!st.ok()) return st;
+  auto given = [&](const char* name) { return sub.count(name) > 0; };
+  c.writeback = a.writeback;
+  c.pack_below = given("--pack-below");
+  c.upload_delay = given("--upload-delay");
+  auto size = ParseSize(a.cache.cache_size);
+  c.cache_in_memory = a.cache.cache_dir == "memory" || (size.ok() && *size == 0);
+  c.cache_writes = a.cache.cache_writes;
+  c.cache_group = !a.group.name.empty();
+  c.group_addr = given("--group-addr");
+  c.no_sharing = a.group.no_sharing;
+  return CheckMountChoices(c);
+}
+
 // FUSE worker threads. On the embedded default (SQLite and a local directory) a handler
 // is CPU work that never waits on a network, and workers beyond a couple per CPU only add
 // sleeps, wake-ups and lock contention (measured: 16 workers made 4-thread small-file
@@ -129,20 +150,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   mallopt(M_ARENA_MAX, 4);
   std::string mp = AbsPath(a.mountpoint);
   bool ro = a.read_only;
-  std::vector<std::string> mount_opts;
-  for (const auto& o : a.options) {
-    size_t pos = 0;
-    while (pos <= o.size()) {
-      size_t comma = o.find(',', pos);
-      std::string one = o.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      if (!one.empty()) {
-        if (one == "ro") ro = true;
-        else if (one != "rw") mount_opts.push_back(one);
-      }
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
-  }
+  std::vector<std::string> mount_opts = SplitMountOptions(a.options, &ro);
   if (ro) mount_opts.push_back("ro");
   // The kernel checks permissions with the attributes it caches, including for paths it
   // resolves from its own dentry cache without asking us; TierFS checks them again.
@@ -279,7 +287,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     fopts.mountpoint = mp;
     fopts.root = root;
     fopts.slow_op_ns = static_cast<int64_t>(a.slow_op * 1e9);
-    fopts.fsname = "tierfs:" + fmt.name;
+    fopts.fsname = MountSource(a.meta_url, fmt.name);
     fopts.attr_timeout = a.attr_cache;
     fopts.entry_timeout = a.entry_cache;
     fopts.dir_entry_timeout = a.dir_entry_cache;
@@ -381,7 +389,7 @@ int RunBackground(const Args& a) {
   }
   // Standard error goes to the log too: what the runtime says as the process dies (a
   // crash report, see common/crash_report.h) must not go to /dev/null.
-  int errfd = open(log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int errfd = OpenLogFile(log_file);
   if (errfd >= 0) {
     dup2(errfd, 2);
     close(errfd);
@@ -414,10 +422,15 @@ void RegisterMount(CLI::App& app, int* exit_code) {
       ->required();
   sub->add_flag("-d,--background", a->background, "Run in the background; return once the mount is ready");
   sub->add_option("--log", a->log_file, "Log file (background default: /var/log/tierfs.log)");
-  sub->add_option("--attr-cache", a->attr_cache, "Kernel attribute cache timeout, seconds")->capture_default_str();
-  sub->add_option("--entry-cache", a->entry_cache, "Kernel file entry cache timeout, seconds")->capture_default_str();
+  sub->add_option("--attr-cache", a->attr_cache, "Kernel attribute cache timeout, seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  sub->add_option("--entry-cache", a->entry_cache, "Kernel file entry cache timeout, seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--dir-entry-cache", a->dir_entry_cache, "Kernel directory entry cache timeout, seconds")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--buffer-size", a->buffer_size,
                   "Memory for data in flight: 1/2 for written data awaiting upload, 1/2 for prefetches and "
                   "recycled buffers")
@@ -428,8 +441,12 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "asking the metadata engine (other clients' changes show after at most this long)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
-  sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")->capture_default_str();
-  sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")->capture_default_str();
+  sub->add_option("--upload-threads", a->upload_threads, "Concurrent block uploads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--download-threads", a->download_threads, "Concurrent block downloads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--fuse-threads", a->fuse_threads,
                   "FUSE worker threads (default: 2 per CPU, at least 4, with SQLite and a local bucket; 16 otherwise)")
       ->check(CLI::Range(1, 1024));
@@ -470,7 +487,8 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                   "when taken; 0: off)");
   sub->add_option("--slow-op", a->slow_op,
                   "Log requests slower than this many seconds, with their path and where the time went (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   sub->add_option("--subdir", a->subdir,
                   "Mount this directory of the volume (a path from its root) as the mount's root; nothing "
                   "above it is reachable through the mount");
@@ -484,6 +502,12 @@ void RegisterMount(CLI::App& app, int* exit_code) {
                 "META-URL, type tierfs, _netdev and the options given here, so that `mount MOUNTPOINT` and boot "
                 "mount it again (through mount.tierfs)");
   sub->callback([a, exit_code, sub] {
+    // Refused here, on the caller's terminal, before anything is opened.
+    Status checked = CheckOptions(*a, *sub);
+    if (!checked.ok()) {
+      *exit_code = Fail("mount", checked);
+      return;
+    }
     // The background process works from "/", so relative paths are resolved here, in the
     // caller's directory.
     a->mountpoint = AbsPath(a->mountpoint);

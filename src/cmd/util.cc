@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -69,10 +70,9 @@ Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes,
     *cap = static_cast<int64_t>(*c);
   }
   if (!inodes.empty()) {
-    char* end = nullptr;
-    long long v = std::strtoll(inodes.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) return Status::Err(EINVAL, "--inodes must be a count, not " + inodes);
-    *n = v;
+    auto v = ParseCount(inodes);
+    if (!v.ok()) return v.status().With("--inodes");
+    *n = static_cast<int64_t>(*v);
   }
   return Status::OK();
 }
@@ -205,10 +205,28 @@ bool IsMountPoint(const std::string& abs_path) {
   return false;
 }
 
+int OpenLogFile(const std::string& file) {
+  int fd = open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 007) != 0) {
+    // An older log, readable by everybody: other users lose access (the group keeps what
+    // an administrator gave it). A file of another user that root may not change stays.
+    if (fchmod(fd, st.st_mode & 07770) != 0) {
+      std::cerr << "tierfs: warning: log file " << file << " is readable by other users and cannot be made "
+                << "private: " << strerror(errno) << std::endl;
+    }
+  }
+  return fd;
+}
+
 void SetupLogging(const std::string& file, bool foreground) {
   try {
     std::shared_ptr<spdlog::logger> logger;
     if (!file.empty()) {
+      // Created (or made) private before spdlog opens it with the umask's mode.
+      int fd = OpenLogFile(file);
+      if (fd >= 0) close(fd);
       logger = spdlog::basic_logger_mt("tierfs", file);
     } else if (foreground) {
       logger = spdlog::stderr_color_mt("tierfs");

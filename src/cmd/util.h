@@ -22,8 +22,12 @@ struct SessionInfo;
 
 namespace tierfs::cmd {
 
-// Logs to `file` when given, else to stderr when in the foreground (a daemon without a
-// file logs nowhere).
+// Opens (creating) a log file for appending, private: a new file is 0600 and an existing
+// one readable by other users loses their access (logs name private paths). -1 on errors.
+int OpenLogFile(const std::string& file);
+
+// Logs to `file` when given (through OpenLogFile), else to stderr when in the foreground
+// (a daemon without a file logs nowhere).
 void SetupLogging(const std::string& file, bool foreground);
 // The session record of this process (host, pid, version) for a mount on `mountpoint`
 // ("" for a cache server).

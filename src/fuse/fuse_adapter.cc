@@ -94,6 +94,14 @@ void ToStat(Ino ino, const Attr& a, struct stat* st) {
   st->st_ctim.tv_nsec = a.ctime_ns % 1000000000;
 }
 
+// How long the kernel may keep a name without asking again. Never for an entry of the
+// trash: the kernel's name cache is shared by all users, and Meta answers each user with
+// only the entries that user owns (docs/design.md, "Local privacy").
+double EntryTimeout(fuse_req_t req, const Attr& a) {
+  if (a.flags & kAttrInTrash) return 0;
+  return a.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+}
+
 void ReplyEntry(fuse_req_t req, const Entry& e) {
   fuse_entry_param p;
   memset(&p, 0, sizeof p);
@@ -101,7 +109,7 @@ void ReplyEntry(fuse_req_t req, const Entry& e) {
   p.generation = 1;
   ToStat(p.ino, e.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
-  p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+  p.entry_timeout = EntryTimeout(req, e.attr);
   NoteReplyName(e.ino);
   fuse_reply_entry(req, &p);
 }
@@ -529,7 +537,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
           p.ino = Out(req, e.ino);
           p.generation = 1;
           p.attr_timeout = O(req).attr_timeout;
-          p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+          p.entry_timeout = EntryTimeout(req, e.attr);
         }
       }
       n = fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &p, static_cast<off_t>(next));

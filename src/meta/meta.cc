@@ -56,6 +56,7 @@ StorageSpec FormatRecord::Spec() const {
   s.session_token = session_token;
   s.ceph_conf = ceph_conf;
   s.checksums_in_meta = version >= 2;
+  s.volume = name;
   return s;
 }
 
@@ -268,6 +269,10 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
           if (!v[2]) return Status::Err(ENOENT, "inode " + std::to_string(out.first) + " does not exist");
           if (!DecodeAttr(*v[2], &out.second)) {
             return Status::Err(EIO, "inode " + std::to_string(out.first) + " has corrupt attributes");
+          }
+          // Other users' entries of a trash hour are not there for this user (see Readdir).
+          if (pa.parent == kTrashIno && ctx.uid != 0 && out.second.uid != ctx.uid) {
+            return Status::Err(ENOENT, "no entry '" + name + "'");
           }
           return Status::OK();
         }
@@ -710,11 +715,19 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
           out.push_back(std::move(e));
           return true;
         }));
-        if (plus) {
+        // An hour of the trash shows a user only the entries the user owns (root sees all):
+        // the names of what others removed, perhaps from directories this user could never
+        // read, are theirs.
+        const bool own_only = a.parent == kTrashIno && ctx.uid != 0;
+        if (plus || own_only) {
           for (auto& e : out) {
             Status st = GetAttrTx(t, e.ino, &e.attr);
             if (!st.ok() && st.code() != ENOENT) return st;
+            if (!st.ok()) e.attr = Attr();
           }
+        }
+        if (own_only) {
+          std::erase_if(out, [&](const DirEntry& e) { return e.attr.nlink == 0 || e.attr.uid != ctx.uid; });
         }
         return Status::OK();
       },

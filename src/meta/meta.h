@@ -296,6 +296,12 @@ class Meta {
   Status RepairRemoveEntry(Ino parent, const std::string& name);
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
+  struct PendingSlice {
+    uint64_t id = 0;
+    uint32_t size = 0;
+    int64_t due_ns = 0;  // the blocks may go from then on (compaction sets it ahead: --compact-grace)
+  };
+  Result<std::vector<PendingSlice>> PendingSlicesDue();
   Result<StatFs> GetStatFs();
   // statfs of a path: the nearest directory quota with a limit at or above ino (a file:
   // its directory), else the volume (whose limits are the root's quota).
@@ -559,9 +565,10 @@ class Meta {
   // spare: an inode number for the hour directory, should it not exist yet.
   Status TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
                  bool* moved);
-  // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
-  Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,
-                      int64_t* usage);
+  // meta_clone.cc: copies one inode (not a directory's entries) for the caller ctx (who owns
+  // the copy unless root); *usage gains its bytes, *copy receives the copy's attributes.
+  Status CloneInodeTx(KvTxn& t, const Ctx& ctx, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name,
+                      int64_t now, int64_t* usage, Attr* copy);
   // Removes what session sid left: sustained inodes, locks, usage shares (its own clean end,
   // and the second step of ending a dead session, after EndDeadSession).
   Status PurgeSession(uint64_t sid);

@@ -500,6 +500,23 @@ Result<std::vector<std::pair<uint64_t, uint32_t>>> Meta::PendingSlices() {
   return out;
 }
 
+Result<std::vector<Meta::PendingSlice>> Meta::PendingSlicesDue() {
+  std::vector<PendingSlice> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 0, [&](std::string_view k, std::string_view v) {
+          PendingSlice p;
+          if (!keys::ParseSliceKey(k, &p.id, &p.size)) return true;
+          p.due_ns = v.size() == 8 ? static_cast<int64_t>(keys::DecodeU64(v)) : 0;
+          out.push_back(p);
+          return true;
+        });
+      },
+      true));
+  return out;
+}
+
 Status Meta::ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn) {
   constexpr size_t kBatch = 10000;
   std::string from = "A";

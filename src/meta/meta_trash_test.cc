@@ -176,6 +176,46 @@ TYPED_TEST(MetaTest, TheTrashIsReadOnlyAndPrivate) {
   EXPECT_TRUE(TrashHour(this->m_.get()).empty());
 }
 
+// An hour of the trash lists, for a user, only what that user owns; root sees everything.
+// Bob's file removed from his private directory is not a name Alice may learn.
+TYPED_TEST(MetaTest, ATrashHourShowsEachUserOnlyTheirOwnEntries) {
+  TrashOn(this->m_.get());
+  Ctx alice;
+  alice.uid = alice.gid = 1000;
+  Ctx bob;
+  bob.uid = bob.gid = 1001;
+  Ino pub = this->Dir("pub", kRootIno, 0777);
+  auto bobs_dir = this->m_->Mkdir(bob, pub, "private", 0700);
+  ASSERT_TRUE(bobs_dir.ok());
+  ASSERT_TRUE(this->m_->Mknod(bob, bobs_dir->first, "salary-2026.xlsx", S_IFREG | 0600, 0).ok());
+  ASSERT_TRUE(this->m_->Mknod(alice, pub, "alice.txt", S_IFREG | 0644, 0).ok());
+  ASSERT_TRUE(this->m_->Unlink(bob, bobs_dir->first, "salary-2026.xlsx").ok());
+  ASSERT_TRUE(this->m_->Unlink(alice, pub, "alice.txt").ok());
+  auto all = TrashHour(this->m_.get());
+  ASSERT_EQ(all.size(), 2u);
+  Ino hour = all[0].attr.parent;
+  auto names = [&](const Ctx& who, bool plus) {
+    std::set<std::string> out;
+    auto r = this->m_->Readdir(who, hour, plus);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) {
+      for (const auto& e : *r) out.insert(e.name.substr(e.name.find('-', e.name.find('-') + 1) + 1));
+    }
+    return out;
+  };
+  for (bool plus : {false, true}) {
+    EXPECT_EQ(names(alice, plus), std::set<std::string>{"alice.txt"});
+    EXPECT_EQ(names(bob, plus), std::set<std::string>{"salary-2026.xlsx"});
+    EXPECT_EQ(names(this->root_, plus), (std::set<std::string>{"alice.txt", "salary-2026.xlsx"}));
+  }
+  for (const auto& e : all) {
+    bool bobs = e.name.ends_with("salary-2026.xlsx");
+    EXPECT_EQ(this->Err(this->m_->Lookup(alice, hour, e.name)), bobs ? ENOENT : 0) << e.name;
+    EXPECT_EQ(this->Err(this->m_->Lookup(bob, hour, e.name)), bobs ? 0 : ENOENT) << e.name;
+    EXPECT_TRUE(this->m_->Lookup(this->root_, hour, e.name).ok()) << e.name;
+  }
+}
+
 TYPED_TEST(MetaTest, TrashExpiryDeletesOldHoursAndTheirBlocks) {
   TrashOn(this->m_.get(), 2);
   auto before = this->m_->GetStatFs();

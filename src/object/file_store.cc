@@ -32,8 +32,12 @@ constexpr size_t kTempBaseMax = 200;
 // past this (a key space with very many directories) it simply starts over.
 constexpr size_t kMaxKnownDirs = 100000;
 constexpr size_t kCopyBuffer = 1 << 20;
-constexpr mode_t kFileMode = 0644;
-constexpr mode_t kDirMode = 0755;
+// Objects and the directories holding them are private to the user running tierfs (other
+// local users could otherwise read any file of the volume from the bucket).
+constexpr mode_t kFileMode = 0600;
+constexpr mode_t kDirMode = 0700;
+// Missing parents of the bucket directory are made as mkdir -p makes them.
+constexpr mode_t kParentDirMode = 0755;
 
 // Closes the descriptor on scope exit unless released.
 class FdCloser {
@@ -201,7 +205,7 @@ void FileStore::ForgetDirs() {
   known_dirs_.clear();
 }
 
-int FileStore::MakeDirs(const std::string& dir) {
+int FileStore::MakeDirs(const std::string& dir, mode_t mode) {
   if (dir.empty()) return 0;  // the file system root
   {
     std::lock_guard<std::mutex> lock(dirs_mu_);
@@ -214,16 +218,16 @@ int FileStore::MakeDirs(const std::string& dir) {
   };
   // EEXIST covers racing creators (other threads or processes). A regular file in the way
   // also gives EEXIST; the following open then fails with ENOTDIR, which is reported.
-  if (mkdir(dir.c_str(), kDirMode) == 0 || errno == EEXIST) {
+  if (mkdir(dir.c_str(), mode) == 0 || errno == EEXIST) {
     remember();
     return 0;
   }
   if (errno != ENOENT) return errno;
   size_t slash = dir.rfind('/');
   if (slash == std::string::npos) return ENOENT;
-  int err = MakeDirs(dir.substr(0, slash));
+  int err = MakeDirs(dir.substr(0, slash), mode);
   if (err != 0) return err;
-  if (mkdir(dir.c_str(), kDirMode) == 0 || errno == EEXIST) {
+  if (mkdir(dir.c_str(), mode) == 0 || errno == EEXIST) {
     remember();
     return 0;
   }
@@ -286,10 +290,34 @@ int FileStore::WriteAtomic(const std::string& path, const std::vector<std::strin
   return CommitTemp(fd, tmp, path);
 }
 
+void FileStore::MakePrivate(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT && mkdir(dir.c_str(), kDirMode) != 0 && errno != EEXIST) {
+      spdlog::warn("cannot create bucket directory {}: {}", dir, std::strerror(errno));
+    }
+    return;
+  }
+  if (!S_ISDIR(st.st_mode) || (st.st_mode & 077) == 0) return;
+  const mode_t was = st.st_mode & 07777, now = st.st_mode & 07700;
+  char modes[32];
+  std::snprintf(modes, sizeof modes, "mode %04o", static_cast<unsigned>(was));
+  if (chmod(dir.c_str(), now) == 0) {
+    spdlog::warn("bucket directory {} was open to other users ({}); it is now {:04o}: a volume's objects are "
+                 "private to the user running tierfs",
+                 dir, modes, static_cast<unsigned>(now));
+  } else {
+    spdlog::warn("bucket directory {} is open to other users ({}) and cannot be made private ({}): run "
+                 "`chmod go= {}` as its owner",
+                 dir, modes, std::strerror(errno), dir);
+  }
+}
+
 Status FileStore::Init() {
   std::string dir = root_.empty() ? "/" : root_;
   ForgetDirs();
-  int err = MakeDirs(root_);
+  int err = MakeDirs(DirName(root_), kParentDirMode);
+  if (err == 0) err = MakeDirs(root_);
   if (err != 0) {
     if (IsPermissionError(err)) {
       return Status::Err(EACCES, "cannot create bucket directory " + dir + ": " + std::strerror(err) +
@@ -334,6 +362,12 @@ Status FileStore::Init() {
     return Status::Err(EIO, "cannot remove probe file " + probe + " from bucket directory " + dir + ": " +
                                 std::strerror(errno));
   }
+  if (!options_.private_dir.empty() && ValidateKey(options_.private_dir).ok() &&
+      options_.private_dir.find('/') == std::string::npos) {
+    MakePrivate(root_ + "/" + options_.private_dir);
+  }
+  std::string multipart = root_ + "/" + kMultipartDir;
+  if (access(multipart.c_str(), F_OK) == 0) MakePrivate(multipart);
   return Status::OK();
 }
 

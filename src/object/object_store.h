@@ -97,6 +97,9 @@ struct StorageSpec {
   // Checksum tables in object metadata where the store has it (format version 2 on S3;
   // see checksum_store.h); otherwise in front of each object's data.
   bool checksums_in_meta = false;
+  // The volume whose objects live under "VOLUME/" (file: that directory is kept private to
+  // the owner, mode 0700, also when an older version made it readable by others).
+  std::string volume{};
 };
 
 // Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within

@@ -68,8 +68,16 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
   referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
   referenced.shrink_to_fit();
   auto in_use = [&](uint64_t id) { return std::binary_search(referenced.begin(), referenced.end(), id); };
-  ASSIGN_OR_RETURN(auto pending_slices, meta->PendingSlices());
-  for (auto [id, size] : pending_slices) pending.insert(id);
+  ASSIGN_OR_RETURN(auto pending_slices, meta->PendingSlicesDue());
+  const int64_t listed_at = NowNanos();
+  for (const auto& p : pending_slices) {
+    pending.insert(p.id);
+    if (p.due_ns > listed_at) {
+      r.held_slices++;
+      r.held_bytes += p.size;
+      r.held_until_ns = std::max(r.held_until_ns, p.due_ns);
+    }
+  }
   r.pending_slices = pending_slices.size();
   say("metadata: " + std::to_string(referenced.size()) + " slices in use, " + std::to_string(pending.size()) +
       " awaiting deletion");
