@@ -11,6 +11,7 @@ from harness import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RA
 
 KiB = 1 << 10
 MiB = 1 << 20
+GiB = 1 << 30
 
 
 
@@ -146,19 +147,22 @@ class SparseTest(harness.TierFSTestCase):
     def test_fallocate_beyond_the_volume_is_enospc(self):
         st = os.statvfs(self.mnt)
         free = st.f_bavail * st.f_frsize
+        # Tests running beside this one free space on the same disk between statvfs and
+        # fallocate (CI once freed more than a MiB in that gap): ask for far more than that.
+        beyond = free + 64 * GiB
         p = os.path.join(self.work, "huge")
         fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             for mode in (0, FALLOC_FL_KEEP_SIZE):
                 with self.assertRaises(OSError) as cm:
-                    fallocate(fd, mode, 0, free + MiB)
+                    fallocate(fd, mode, 0, beyond)
                 self.assertEqual(cm.exception.errno, 28, "ENOSPC expected, got %s" % cm.exception)
             self.assertEqual(os.fstat(fd).st_size, 0)
             fallocate(fd, 0, 0, MiB)  # within the space left: fine
             self.assertEqual(os.fstat(fd).st_size, MiB)
         finally:
             os.close(fd)
-        rc, _, err = harness.run("fallocate", "-l", str(free * 2), p)
+        rc, _, err = harness.run("fallocate", "-l", str(beyond * 2), p)
         self.assertNotEqual(rc, 0)
         self.assertIn("No space left on device", err)
 
