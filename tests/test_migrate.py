@@ -1,7 +1,8 @@
 """A volume moved between metadata engines with `tierfs dump` and `tierfs load`:
 SQLite -> Redis -> PostgreSQL keeps every file, byte, attribute, xattr, POSIX ACL, link and
 inode number; the data stays where it is (one bucket). The dump leaves the secret key out
-unless asked, and load refuses an engine that is not empty."""
+unless asked, and load refuses an engine that is not empty, and a dump holding a name or a
+value no file system holds (naming the entry, writing nothing)."""
 
 import json
 import os
@@ -125,6 +126,64 @@ class MigrateTest(harness.TierFSTestCase):
         rc, out, err = tierfs("load", other, os.path.join(vol.dir, "missing.json"))
         self.assertNotEqual(rc, 0)
         self.assertIn("cannot read", err)
+
+    def test_load_refuses_impossible_names_and_values(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        os.mkdir(os.path.join(vol.mnt, "dir"))
+        with open(os.path.join(vol.mnt, "dir", "file"), "wb") as f:
+            f.write(b"data")
+        ino = os.stat(os.path.join(vol.mnt, "dir", "file")).st_ino
+        vol.umount()
+        path = os.path.join(vol.dir, "d.json")
+        self.dump(vol.meta_url, path)
+        with open(path) as f:
+            good = json.load(f)
+
+        def edit_entry(field, value):
+            def f(doc):
+                for i in doc["inodes"]:
+                    for e in i.get("entries", []):
+                        if e.get("name") == "file":
+                            e.pop("name")
+                            e[field] = value
+            return f
+
+        def edit_inode(field, value):
+            def f(doc):
+                for i in doc["inodes"]:
+                    if i["ino"] == ino:
+                        i[field] = value
+            return f
+        cases = [
+            ("empty name", edit_entry("name", ""), "empty name"),
+            ("dotdot", edit_entry("name", ".."), "'..'"),
+            ("slash", edit_entry("name", "a/b"), "'/'"),
+            ("NUL", edit_entry("name_b64", "YQBi"), "NUL"),  # "a\0b"
+            ("256 bytes", edit_entry("name", "x" * 256), "256 bytes"),
+            ("length 2^64-1", edit_inode("length", 2**64 - 1), "length"),
+            ("uid 2^64-1", edit_inode("uid", 2**64 - 1), "uid"),
+            ("gid -1", edit_inode("gid", -1), "gid"),
+            ("no file type", edit_inode("mode", 0o170644), "mode"),
+            ("nlink", edit_inode("nlink", 4000000000), "link count"),
+        ]
+        for what, edit, says in cases:
+            doc = json.loads(json.dumps(good))
+            edit(doc)
+            bad = os.path.join(vol.dir, "bad.json")
+            with open(bad, "w") as f:
+                json.dump(doc, f)
+            db = os.path.join(vol.dir, "bad.db")
+            rc, out, err = tierfs("load", "sqlite3://" + db, bad)
+            self.assertNotEqual(rc, 0, "%s was loaded\n%s" % (what, msg(rc, out, err)))
+            self.assertIn("the dump is damaged", err, what)
+            self.assertIn(says, err, what)
+            self.assertIn("nothing was loaded", err, what)
+            self.assertFalse(os.path.exists(db), what + ": the database file was left")
+        db = os.path.join(vol.dir, "good.db")
+        self.load("sqlite3://" + db, path)
 
     def test_dump_leaves_secret_key_out_unless_asked(self):
         srv = harness.servers()

@@ -116,4 +116,13 @@ bool ParseInoKey(std::string_view key, Ino* ino);                        // L ke
 uint64_t DecodeU64(std::string_view v);
 std::string EncodeU64(uint64_t v);
 
+// A key described for people, for messages about damaged records: what it is ("attributes
+// of inode 12", "entry 'a' of directory 1", ...) and its bytes in hex, to find it in the
+// engine by hand (sqlite3: `... WHERE k = x'HEX'`; Redis: the string "k" + the bytes).
+std::string Describe(std::string_view key);
+// Bytes as lower-case hex.
+std::string Hex(std::string_view bytes);
+// A name for messages: control bytes, quotes and backslashes as \xNN, the rest as is.
+std::string Quote(std::string_view name);
+
 }  // namespace tierfs::keys

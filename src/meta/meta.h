@@ -283,10 +283,14 @@ class Meta {
   // How dead pack objects are deleted (background work and gc); set before StartBackground.
   void SetPackDeleter(DeletePackFn delete_pack) { delete_pack_ = std::move(delete_pack); }
   // Calls fn for every slice a chunk record refers to (once per record), scanning the whole
-  // namespace in batches of read transactions; for gc and fsck.
-  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn);
-  // Calls fn for every inode with attributes, in inode order (batched read transactions).
-  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn);
+  // namespace in batches of read transactions; for gc and fsck. Records that cannot be
+  // decoded are added to *damaged when given (gc must not delete what they may refer to).
+  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn,
+                         std::vector<DamagedRecord>* damaged = nullptr);
+  // Calls fn for every inode with attributes, in inode order (batched read transactions);
+  // attributes that cannot be decoded go to *damaged when given.
+  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn,
+                      std::vector<DamagedRecord>* damaged = nullptr);
   // fsck repairs, each one transaction: set a link count; drop a directory entry.
   Status RepairLinkCount(Ino ino, uint32_t nlink);
   // Inodes unlinked while some session holds them open (still charged to the volume).
@@ -378,7 +382,12 @@ class Meta {
                 const std::string& new_name, uint32_t flags);
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
-  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+  // A damaged entry (a name or value no entry may have) is left out, and an entry whose
+  // inode's attributes are damaged comes without attributes (mode 0): they go to *damaged
+  // when given (fsck), else to the log (once per key), so that one damaged record never
+  // makes the whole directory unlistable.
+  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus,
+                                        std::vector<DamagedRecord>* damaged = nullptr);
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller
