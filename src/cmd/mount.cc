@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "chunk/cached_store.h"
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/cache_options.h"
 #include "cmd/commands.h"
 #include "cmd/fstab.h"
@@ -31,6 +32,7 @@
 #include "object/object_store.h"
 #include "chunk/writeback.h"
 #include "vfs/vfs.h"
+#include "tools/bucket_owner.h"
 #include "tools/meta_backup.h"
 #include "vfs/writeback_marks.h"
 
@@ -203,6 +205,14 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (fmt.version >= 3) cfg.pack_below = static_cast<uint32_t>(*pack_below);
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
   LogCacheState(cached.get(), cfg);
+  // Only the engine that owns the volume's objects writes and deletes them (a loaded copy
+  // mounts read-only); a running mount stops deleting once another engine took them over.
+  std::unique_ptr<OwnerGuard> owner;
+  if (!ro) {
+    auto g = OwnBucketFor((*meta)->engine(), cached->store(), fmt, a.meta_url, "mounting read-write");
+    if (!g.ok()) return fail(g.status());
+    owner = std::move(*g);
+  }
   if (a.writeback && !ro) {
     auto dir = StagingDirFor(a.cache, fmt);
     if (!dir.ok()) return fail(dir.status());
@@ -238,8 +248,15 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     group = std::move(*joined);
   }
   CachedStore* cs = cached.get();
-  (*meta)->SetPackDeleter([cs](uint64_t pack, uint32_t len) { return cs->DeletePack(pack, len); });
-  (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
+  OwnerGuard* g = owner.get();  // null read-only, where nothing is deleted
+  (*meta)->SetPackDeleter([cs, g](uint64_t pack, uint32_t len) -> Status {
+    if (g) RETURN_IF_ERROR(g->CheckDelete());
+    return cs->DeletePack(pack, len);
+  });
+  (*meta)->StartBackground([cs, g](uint64_t id, uint32_t size) -> Status {
+    if (g) RETURN_IF_ERROR(g->CheckDelete());
+    return cs->DeleteSlice(id, size);
+  });
 
   std::unique_ptr<WritebackMarks> marks;
   if (cached->writeback()) marks = std::make_unique<WritebackMarks>(meta->get(), cached.get());

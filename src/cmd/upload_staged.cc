@@ -9,11 +9,13 @@
 
 #include "chunk/cached_store.h"
 #include "chunk/writeback.h"
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "tools/bucket_owner.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -33,6 +35,8 @@ int Run(const std::string& meta_url, const std::string& dir_arg, int threads) {
   if (IsDir(dir + "/" + fmt.uuid + "/staging")) dir += "/" + fmt.uuid + "/staging";
   auto store = OpenStore(fmt);
   if (!store.ok()) return Fail("upload-staged", store.status());
+  auto owner = OwnBucketFor((*meta)->engine(), store->get(), fmt, meta_url, "upload-staged");
+  if (!owner.ok()) return Fail("upload-staged", owner.status());
   StoreConfig cfg;
   cfg.volume = fmt.name;
   cfg.block_size = fmt.block_size;
