@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -36,6 +37,9 @@ Status ApplyCacheOptions(const CacheArgs& args, const FormatRecord& fmt, StoreCo
 // Where `--writeback` stages blocks: FIRST-CACHE-DIR/VOLUME-UUID/staging (EINVAL with
 // --cache-dir memory: write-back needs a disk).
 Result<std::string> StagingDirFor(const CacheArgs& args, const FormatRecord& fmt);
+// DIR/VOLUME-UUID/staging for every cache directory (none with --cache-dir memory): where
+// a write-back client with these options may have left staged blocks.
+std::vector<std::string> StagingDirsFor(const CacheArgs& args, const FormatRecord& fmt);
 // Logs what the disk cache holds at start, or warns that no directory is usable.
 void LogCacheState(CachedStore* store, const StoreConfig& cfg);
 

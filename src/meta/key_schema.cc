@@ -124,6 +124,11 @@ std::string Session(uint64_t sid) {
   PutU64(&k, sid);
   return k;
 }
+std::string StagingArea(uint64_t sid) {
+  std::string k(kStagingAreaPrefix);
+  PutU64(&k, sid);
+  return k;
+}
 std::string Heartbeat(uint64_t sid) {
   std::string k("SH");
   PutU64(&k, sid);

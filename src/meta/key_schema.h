@@ -91,6 +91,11 @@ std::string PurgedSession(uint64_t sid);
 constexpr std::string_view kPurgedSessionPrefix = "SP";
 // "SD" -> u64 ns: `tierfs destroy` began at that time; no new session may start.
 std::string Destroying();
+// "SW" sid -> JSON {host, dir, started_ns}: the staging area of a session that writes back
+// (`mount --writeback`); outlives the session until no "W" mark of it is left, so that the
+// blocks a killed client staged can be found (status, fsck) after its session was purged.
+std::string StagingArea(uint64_t sid);
+constexpr std::string_view kStagingAreaPrefix = "SW";
 // "SL" sid ino -> empty: the session holds locks on ino (so a dead session's locks are found).
 std::string SessionLock(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);

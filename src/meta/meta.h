@@ -469,10 +469,27 @@ class Meta {
   struct StagedMark {
     uint64_t sid = 0;
     std::string host;
+    std::string dir;  // its staging area, when the session recorded it (RecordStagingArea)
     bool alive = false;  // the session still sends heartbeats
   };
   // The staged mark of slice id, if any.
   Result<std::optional<StagedMark>> StagedBy(uint64_t id);
+  // ---- staging areas of write-back clients (meta_staging.cc) ----
+  // Records where this session stages (its "SW" record: host, dir), so that what it leaves
+  // staged can be found after it died; DropStagingArea forgets it (nothing left staged).
+  Status RecordStagingArea(const std::string& dir);
+  Status DropStagingArea();
+  struct StagingArea {
+    uint64_t sid = 0;
+    std::string host, dir;  // empty when the session left no record (an older client)
+    bool alive = false;     // the session still sends heartbeats
+    uint64_t slices = 0;    // slices of it still marked staged ("W")
+  };
+  // Every session with a staging record or staged marks, in sid order.
+  Result<std::vector<StagingArea>> StagingAreas();
+  // Drops the records of dead sessions that have no staged mark left (after their blocks
+  // were uploaded).
+  Status PruneStagingAreas();
   // ---- small-file packing (meta_pack.cc) ----
   // Pack object `pack` (pack_len bytes) now holds `members`, slices committed while staged
   // (WriteSlice with staged and a kRecordMayBePacked record). In one transaction, every

@@ -93,9 +93,13 @@ class ObjectChecker {
     auto mark = meta_->StagedBy(id);
     if (!mark.ok() || !*mark) return;
     prob->kind = "staged-object";
-    prob->detail = key + " is staged for write-back on host " + (*mark)->host + " (session " +
-                   std::to_string((*mark)->sid) + ", " + ((*mark)->alive ? "uploading" : "not running") +
-                   ") and not yet in the object store";
+    const auto& m = **mark;
+    std::string where = m.dir.empty() ? "its cache directory" : m.dir;
+    prob->detail = key + " is staged for write-back on host " + (m.host.empty() ? "?" : m.host) +
+                   (m.dir.empty() ? "" : " in " + m.dir) + " (session " + std::to_string(m.sid) + ", " +
+                   (m.alive ? "uploading" : "not running") + ") and not yet in the object store" +
+                   (m.alive ? "" : ": mount again on that host with the same cache directory (it uploads first), or "
+                                   "run `tierfs upload-staged META-URL " + where + "` there");
   }
 
   Meta* meta_;
