@@ -32,6 +32,10 @@ Status RecoverStagedBlocks(const CacheArgs& cache, Meta* meta, bool read_only, c
     if (dir == skip_dir) continue;
     StagedFiles found = CountStaged(dir);
     if (found.blocks == 0) continue;
+    if (StagingInUse(dir)) {
+      spdlog::info("{} is in use by another process, which uploads what it holds", dir);
+      continue;
+    }
     std::string what = std::to_string(found.blocks) + " blocks (" + FormatSize(found.bytes) +
                        ") that a write-back client of this volume staged in " + dir + " are not in the object store";
     if (read_only) return Status::Err(EROFS, what + "; a read-only mount cannot upload them. " + HowToRecover(dir, meta_url));

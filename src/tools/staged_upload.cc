@@ -1,7 +1,12 @@
 #include "tools/staged_upload.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 
@@ -25,6 +30,16 @@ StagedFiles CountStaged(const std::string& dir) {
   }
   closedir(d);
   return out;
+}
+
+bool StagingInUse(const std::string& dir) {
+  // The lock Staging::Open takes (chunk/local_files.h LockDirectory), tried without
+  // creating anything.
+  int fd = open((dir + "/lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
 }
 
 Result<StagedUploadResult> UploadStaged(Meta* meta, std::unique_ptr<ObjectStore> store, const std::string& dir,

@@ -25,6 +25,9 @@ struct StagedFiles {
 // The staged blocks in dir (files named by a 16-digit sequence number), without opening
 // the area (which takes its lock); zero when dir does not exist.
 StagedFiles CountStaged(const std::string& dir);
+// Whether a running process holds the area (a mount writing back through it), which then
+// uploads what it holds itself.
+bool StagingInUse(const std::string& dir);
 
 struct StagedUploadResult {
   uint64_t uploaded_blocks = 0, uploaded_bytes = 0;
