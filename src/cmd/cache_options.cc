@@ -136,6 +136,15 @@ Result<std::string> StagingDirFor(const CacheArgs& a, const FormatRecord& fmt) {
   return dirs.front() + "/" + fmt.uuid + "/staging";
 }
 
+std::vector<std::string> StagingDirsFor(const CacheArgs& a, const FormatRecord& fmt) {
+  std::vector<std::string> out;
+  if (a.cache_dir == "memory") return out;
+  for (const auto& d : SplitDirs(a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir)) {
+    out.push_back(d + "/" + fmt.uuid + "/staging");
+  }
+  return out;
+}
+
 void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
   if (DiskCache* dc = store->disk()) {
     DiskCacheStats ds = dc->stats();

@@ -45,6 +45,10 @@ constexpr int64_t kDayNs = 86400LL * 1000000000;
 // Logs what the disk cache holds at start, or warns that no directory is usable, and the
 // folders of other volumes in its directories (chunk/cache_folders.h): a mount cannot know
 // whether their volumes exist, so it only reports them.
+// DIR/VOLUME-UUID/staging for every cache directory (none with --cache-dir memory): where
+// a write-back client with these options may have left staged blocks.
+std::vector<std::string> StagingDirsFor(const CacheArgs& args, const FormatRecord& fmt);
+// Logs what the disk cache holds at start, or warns that no directory is usable.
 void LogCacheState(CachedStore* store, const StoreConfig& cfg);
 // The default cache directory (--cache-dir): /var/cache/tierfs for root, ~/.cache/tierfs else.
 std::string DefaultCacheDir();

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/commands.h"
 #include "cmd/gc_cache.h"
 #include "cmd/mount_metrics.h"
@@ -13,6 +14,7 @@
 #include "common/size.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "tools/bucket_owner.h"
 #include "tools/gc.h"
 
 namespace tierfs::cmd {
@@ -88,6 +90,18 @@ int Run(const Args& a) {
   const FormatRecord& f = (*meta)->format();
   auto store = OpenStore(f);
   if (!store.ok()) return Fail("gc", store.status());
+  if (a.delete_garbage) {
+    // Deleting is for the engine that owns the objects, never for a copy (tierfs load).
+    auto owner = OwnBucketFor((*meta)->engine(), store->get(), f, a.meta_url, "gc --delete");
+    if (!owner.ok()) return Fail("gc", owner.status());
+  } else {
+    BucketOwner other;
+    auto own = CheckBucketOwner((*meta)->engine(), store->get(), f, /*claim=*/false, &other);
+    if (own.ok() && *own == Ownership::kOther) {
+      std::cerr << "gc: note: this engine is a copy of the volume; the objects belong to " << other.engine
+                << ", so objects written there since the copy count as leaked here (`gc --delete` refuses)" << std::endl;
+    }
+  }
   auto exporter = StartCommandMetrics(a.metrics, f.name, "gc");
   if (!exporter.ok()) return Fail("gc", exporter.status().With("--metrics"));
   GcOptions opts;

@@ -16,12 +16,14 @@
 #include <thread>
 
 #include "chunk/cached_store.h"
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/cache_options.h"
 #include "cmd/commands.h"
 #include "cmd/fstab.h"
 #include "cmd/group_member.h"
 #include "cmd/mount_checks.h"
 #include "cmd/mount_metrics.h"
+#include "cmd/staged_recovery.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "common/url.h"
@@ -32,6 +34,7 @@
 #include "object/object_store.h"
 #include "chunk/writeback.h"
 #include "vfs/vfs.h"
+#include "tools/bucket_owner.h"
 #include "tools/meta_backup.h"
 #include "vfs/writeback_marks.h"
 
@@ -189,7 +192,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (!store.ok()) return fail(store.status());
   if (!ro) {
     Status init = (*store)->Init();
-    if (!init.ok()) return fail(init);
+    if (!init.ok()) return fail(Status::Err(init.code(), init.message() + StagedNote(a.cache, fmt, a.meta_url)));
   }
   StoreConfig cfg;
   cfg.volume = fmt.name;
@@ -211,9 +214,25 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (fmt.version >= 3) cfg.pack_below = static_cast<uint32_t>(*pack_below);
   auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
   LogCacheState(cached.get(), cfg);
+  // Only the engine that owns the volume's objects writes and deletes them (a loaded copy
+  // mounts read-only); a running mount stops deleting once another engine took them over.
+  std::unique_ptr<OwnerGuard> owner;
+  if (!ro) {
+    auto g = OwnBucketFor((*meta)->engine(), cached->store(), fmt, a.meta_url, "mounting read-write");
+    if (!g.ok()) return fail(g.status());
+    owner = std::move(*g);
+  }
+  std::string wb_dir;  // where this mount stages (--writeback)
   if (a.writeback && !ro) {
     auto dir = StagingDirFor(a.cache, fmt);
     if (!dir.ok()) return fail(dir.status());
+    wb_dir = *dir;
+  }
+  // Blocks an earlier write-back client left staged in the other cache directories are
+  // uploaded before anything is served (or the mount refuses, saying how to recover).
+  Status recovered = RecoverStagedBlocks(a.cache, meta->get(), ro, wb_dir, a.meta_url);
+  if (!recovered.ok()) return fail(recovered);
+  if (!wb_dir.empty()) {
     Meta* m = meta->get();
     cached->SetPackMeta(PackMeta{[m] { return m->NewSliceId(); },
                                  [m](uint64_t pack, uint32_t len, const std::vector<PackEntry>& members) {
@@ -221,10 +240,10 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
                                    for (const auto& e : members) ps.push_back(PackedSlice{e.slice, e.off, e.len});
                                    return m->RecordPack(pack, len, ps).status();
                                  }});
-    Status wb = cached->StartWriteback(*dir, std::min(a.upload_threads, 8),
+    Status wb = cached->StartWriteback(wb_dir, std::min(a.upload_threads, 8),
                                        std::chrono::milliseconds(static_cast<int64_t>(a.upload_delay * 1000)));
     if (!wb.ok()) return fail(wb.With("--writeback"));
-    spdlog::info("write-back: written blocks are staged in {} and uploaded in the background", *dir);
+    spdlog::info("write-back: written blocks are staged in {} and uploaded in the background", wb_dir);
   }
 
   Ino root = kRootIno;
@@ -236,6 +255,11 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
 
   Status s = (*meta)->NewSession(ThisProcessSession(mp));
   if (!s.ok()) return fail(s);
+  if (!wb_dir.empty()) {
+    // Where what this client stages waits, for status and fsck should it die.
+    s = (*meta)->RecordStagingArea(wb_dir);
+    if (!s.ok()) spdlog::warn("cannot record the staging area in the metadata: {}", s.ToString());
+  }
   std::unique_ptr<GroupRuntime> group;
   if (!a.group.name.empty()) {
     auto joined = JoinGroup(a.group, a.meta_url, meta->get(), cached.get());
@@ -246,8 +270,15 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     group = std::move(*joined);
   }
   CachedStore* cs = cached.get();
-  (*meta)->SetPackDeleter([cs](uint64_t pack, uint32_t len) { return cs->DeletePack(pack, len); });
-  (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
+  OwnerGuard* g = owner.get();  // null read-only, where nothing is deleted
+  (*meta)->SetPackDeleter([cs, g](uint64_t pack, uint32_t len) -> Status {
+    if (g) RETURN_IF_ERROR(g->CheckDelete());
+    return cs->DeletePack(pack, len);
+  });
+  (*meta)->StartBackground([cs, g](uint64_t id, uint32_t size) -> Status {
+    if (g) RETURN_IF_ERROR(g->CheckDelete());
+    return cs->DeleteSlice(id, size);
+  });
 
   std::unique_ptr<WritebackMarks> marks;
   if (cached->writeback()) marks = std::make_unique<WritebackMarks>(meta->get(), cached.get());
@@ -314,6 +345,9 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
     });
     if (left.staged_blocks == 0) spdlog::info("write-back: every staged block is uploaded");
     marks.reset();
+    Status dropped = left.staged_blocks == 0 ? (*meta)->DropStagingArea() : Status::OK();
+    if (dropped.ok()) dropped = (*meta)->PruneStagingAreas();
+    if (!dropped.ok()) spdlog::warn("cannot update the staging records: {}", dropped.ToString());
   }
   backups.reset();
   exporter->reset();

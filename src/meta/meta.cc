@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
+#include "meta/record_check.h"
 
 namespace tierfs {
 
@@ -695,11 +696,13 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
   return out;
 }
 
-Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) {
+Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus, std::vector<DamagedRecord>* damaged) {
   std::vector<DirEntry> out;
+  std::vector<DamagedRecord> bad;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         out.clear();
+        bad.clear();
         Attr a;
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         if (!a.IsDir()) return NotDir(ino);
@@ -707,11 +710,16 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 0, [&](std::string_view k, std::string_view v) {
           std::string_view name;
           if (!keys::ParseDentryName(k, &name)) return true;
-          ByteReader r(v);
+          // A damaged entry is left out (and reported), never the whole directory.
           DirEntry e;
+          std::string what = record_check::EntryName(name);
+          if (what.empty()) what = record_check::EntryValue(v, &e.ino, &e.type);
+          if (!what.empty()) {
+            bad.push_back(DamagedRecord{std::string(k), what});
+            return true;
+          }
           e.name = std::string(name);
-          e.ino = r.U64();
-          e.type = static_cast<uint32_t>(r.U8()) << 12;
+          e.type <<= 12;
           out.push_back(std::move(e));
           return true;
         }));
@@ -721,9 +729,13 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         const bool own_only = a.parent == kTrashIno && ctx.uid != 0;
         if (plus || own_only) {
           for (auto& e : out) {
-            Status st = GetAttrTx(t, e.ino, &e.attr);
-            if (!st.ok() && st.code() != ENOENT) return st;
-            if (!st.ok()) e.attr = Attr();
+            // An inode whose attributes are damaged is listed without them (stat then fails).
+            ASSIGN_OR_RETURN(auto v, t.Get(keys::Inode(e.ino)));
+            if (!v) continue;  // removed meanwhile
+            if (!DecodeAttr(*v, &e.attr)) {
+              e.attr = Attr();
+              bad.push_back(DamagedRecord{keys::Inode(e.ino), "attributes that cannot be decoded"});
+            }
           }
         }
         if (own_only) {
@@ -734,6 +746,11 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
       true));
   if (plus) {
     for (const auto& e : out) NoteAclFlags(e.ino, e.attr);  // the kernel uses these attributes
+  }
+  if (damaged) {
+    *damaged = std::move(bad);
+  } else {
+    for (const auto& d : bad) record_check::LogDamaged(d);
   }
   return out;
 }

@@ -283,10 +283,14 @@ class Meta {
   // How dead pack objects are deleted (background work and gc); set before StartBackground.
   void SetPackDeleter(DeletePackFn delete_pack) { delete_pack_ = std::move(delete_pack); }
   // Calls fn for every slice a chunk record refers to (once per record), scanning the whole
-  // namespace in batches of read transactions; for gc and fsck.
-  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn);
-  // Calls fn for every inode with attributes, in inode order (batched read transactions).
-  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn);
+  // namespace in batches of read transactions; for gc and fsck. Records that cannot be
+  // decoded are added to *damaged when given (gc must not delete what they may refer to).
+  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn,
+                         std::vector<DamagedRecord>* damaged = nullptr);
+  // Calls fn for every inode with attributes, in inode order (batched read transactions);
+  // attributes that cannot be decoded go to *damaged when given.
+  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn,
+                      std::vector<DamagedRecord>* damaged = nullptr);
   // fsck repairs, each one transaction: set a link count; drop a directory entry.
   Status RepairLinkCount(Ino ino, uint32_t nlink);
   // Inodes unlinked while some session holds them open (still charged to the volume).
@@ -384,7 +388,12 @@ class Meta {
                 const std::string& new_name, uint32_t flags);
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
-  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+  // A damaged entry (a name or value no entry may have) is left out, and an entry whose
+  // inode's attributes are damaged comes without attributes (mode 0): they go to *damaged
+  // when given (fsck), else to the log (once per key), so that one damaged record never
+  // makes the whole directory unlistable.
+  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus,
+                                        std::vector<DamagedRecord>* damaged = nullptr);
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller
@@ -466,10 +475,27 @@ class Meta {
   struct StagedMark {
     uint64_t sid = 0;
     std::string host;
+    std::string dir;  // its staging area, when the session recorded it (RecordStagingArea)
     bool alive = false;  // the session still sends heartbeats
   };
   // The staged mark of slice id, if any.
   Result<std::optional<StagedMark>> StagedBy(uint64_t id);
+  // ---- staging areas of write-back clients (meta_staging.cc) ----
+  // Records where this session stages (its "SW" record: host, dir), so that what it leaves
+  // staged can be found after it died; DropStagingArea forgets it (nothing left staged).
+  Status RecordStagingArea(const std::string& dir);
+  Status DropStagingArea();
+  struct StagingArea {
+    uint64_t sid = 0;
+    std::string host, dir;  // empty when the session left no record (an older client)
+    bool alive = false;     // the session still sends heartbeats
+    uint64_t slices = 0;    // slices of it still marked staged ("W")
+  };
+  // Every session with a staging record or staged marks, in sid order.
+  Result<std::vector<StagingArea>> StagingAreas();
+  // Drops the records of dead sessions that have no staged mark left (after their blocks
+  // were uploaded).
+  Status PruneStagingAreas();
   // ---- small-file packing (meta_pack.cc) ----
   // Pack object `pack` (pack_len bytes) now holds `members`, slices committed while staged
   // (WriteSlice with staged and a kRecordMayBePacked record). In one transaction, every

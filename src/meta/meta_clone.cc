@@ -64,14 +64,19 @@ Status Meta::CloneInodeTx(KvTxn& t, const Ctx& ctx, Ino src, const Attr& sa, Ino
   }
   if (a.IsRegular()) {
     std::vector<SliceRecord> refs;
+    Status damaged;
     RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(src), 0, [&](std::string_view k, std::string_view v) {
       uint32_t index;
       SliceRecord r;
-      if (!keys::ParseChunkRecordKey(k, &index, &r.seq) || !DecodeSliceRecord(v, &r)) return true;
+      if (!keys::ParseChunkRecordKey(k, &index, &r.seq) || !DecodeSliceRecord(v, &r)) {
+        damaged = DamagedChunkRecord(k);  // a copy without it would read other bytes
+        return false;
+      }
       copies.emplace_back(keys::ChunkRecord(ino, index, r.seq), std::string(v));
       if (r.id != 0) refs.push_back(r);
       return true;
     }));
+    RETURN_IF_ERROR(damaged);
     std::string tp = keys::TruncRulesPrefix(src);
     RETURN_IF_ERROR(ScanPrefix(t, tp, 0, [&](std::string_view k, std::string_view v) {
       uint64_t seq = keys::DecodeU64(k.substr(tp.size()));

@@ -2,6 +2,7 @@
 // copy_file_range, slice reference counts and the deletion of file data.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -21,14 +22,26 @@ constexpr uint64_t kSliceBatch = 1024;
 }  // namespace
 
 namespace internal {
+Status DamagedChunkRecord(std::string_view key) {
+  return Status::Err(EIO, "damaged metadata: " + keys::Describe(key) +
+                              " cannot be decoded; the file cannot be read there (`tierfs fsck` lists such files)");
+}
+
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out) {
   out->clear();
+  Status damaged;
   RETURN_IF_ERROR(ScanPrefix(t, keys::ChunkPrefix(ino, index), 0, [&](std::string_view k, std::string_view v) {
     SliceRecord r;
     uint32_t idx;
-    if (keys::ParseChunkRecordKey(k, &idx, &r.seq) && DecodeSliceRecord(v, &r)) out->push_back(r);
+    if (!keys::ParseChunkRecordKey(k, &idx, &r.seq) || !DecodeSliceRecord(v, &r)) {
+      // Damaged: reading around it would return wrong bytes without an error.
+      damaged = DamagedChunkRecord(k);
+      return false;
+    }
+    out->push_back(r);
     return true;
   }));
+  RETURN_IF_ERROR(damaged);
   std::string rules = keys::TruncRulesPrefix(ino);
   uint64_t chunk_start = static_cast<uint64_t>(index) * kChunkSize;
   RETURN_IF_ERROR(ScanPrefix(t, rules, 0, [&](std::string_view k, std::string_view v) {
@@ -376,7 +389,15 @@ Status Meta::DeleteFilesData(const std::vector<Ino>& inos, size_t* finished) {
       std::vector<std::pair<std::string, SliceRecord>> recs;
       RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(ino), budget, [&](std::string_view k, std::string_view v) {
         SliceRecord r;
-        if (DecodeSliceRecord(v, &r)) recs.emplace_back(std::string(k), r);
+        if (DecodeSliceRecord(v, &r)) {
+          recs.emplace_back(std::string(k), r);
+        } else {
+          // A damaged record of a file being deleted goes with it (its blocks, if any, are
+          // left for gc to find as unreferenced).
+          spdlog::warn("deleting damaged metadata of a removed file: {}", keys::Describe(k));
+          r = SliceRecord();
+          recs.emplace_back(std::string(k), r);
+        }
         return true;
       }));
       for (auto& [k, r] : recs) {
@@ -453,31 +474,39 @@ Status Meta::ApplyTruncRule(Ino ino, uint64_t seq, bool* done) {
   });
 }
 
-Status Meta::ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn) {
+Status Meta::ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn,
+                             std::vector<DamagedRecord>* damaged) {
   constexpr size_t kBatch = 10000;
   std::string from = "A";
   const std::string end = PrefixEnd("A");
   for (;;) {
     std::vector<std::pair<uint64_t, uint32_t>> refs;
+    std::vector<DamagedRecord> bad;
     std::string last;
     size_t seen = 0;
     RETURN_IF_ERROR(engine_->Txn(
         [&](KvTxn& t) {
           refs.clear();
+          bad.clear();
           seen = 0;
           return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
             ++seen;
             last.assign(k);
             // "A" ino(8) "C" index(4) seq(8): a chunk record.
-            if (k.size() == 22 && k[9] == 'C') {
+            if (k.size() >= 10 && k[9] == 'C') {
               SliceRecord r;
-              if (DecodeSliceRecord(v, &r) && r.id) refs.emplace_back(r.id, r.size);
+              if (k.size() != 22 || !DecodeSliceRecord(v, &r)) {
+                bad.push_back(DamagedRecord{std::string(k), "a chunk record that cannot be decoded"});
+              } else if (r.id) {
+                refs.emplace_back(r.id, r.size);
+              }
             }
             return true;
           });
         },
         true));
     for (auto [id, size] : refs) fn(id, size);
+    if (damaged) damaged->insert(damaged->end(), bad.begin(), bad.end());
     if (seen < kBatch) return Status::OK();
     from = last;
     from.push_back('\0');  // the smallest key after `last`
@@ -518,27 +547,38 @@ Result<std::vector<Meta::PendingSlice>> Meta::PendingSlicesDue() {
 }
 
 Status Meta::ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn) {
+Status Meta::ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn,
+                          std::vector<DamagedRecord>* damaged) {
   constexpr size_t kBatch = 10000;
   std::string from = "A";
   const std::string end = PrefixEnd("A");
   for (;;) {
     std::vector<std::pair<Ino, Attr>> batch;
+    std::vector<DamagedRecord> bad;
     std::string last;
     size_t seen = 0;
     RETURN_IF_ERROR(engine_->Txn(
         [&](KvTxn& t) {
           batch.clear();
+          bad.clear();
           seen = 0;
           return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
             ++seen;
             last.assign(k);
             Attr a;
-            if (k.size() == 10 && k[9] == 'I' && DecodeAttr(v, &a)) batch.emplace_back(keys::DecodeU64(k.substr(1, 8)), a);
+            if (k.size() >= 10 && k[9] == 'I') {
+              if (k.size() == 10 && DecodeAttr(v, &a)) {
+                batch.emplace_back(keys::DecodeU64(k.substr(1, 8)), a);
+              } else {
+                bad.push_back(DamagedRecord{std::string(k), "attributes that cannot be decoded"});
+              }
+            }
             return true;
           });
         },
         true));
     for (auto& [ino, a] : batch) fn(ino, a);
+    if (damaged) damaged->insert(damaged->end(), bad.begin(), bad.end());
     if (seen < kBatch) return Status::OK();
     from = last;
     from.push_back('\0');

@@ -102,7 +102,9 @@ inline Status ChargeFileQuotasTx(KvTxn& t, Ino ino, const Attr& a, int64_t bytes
 // Space charged for a file of this length (4 KiB granularity, like a block device).
 inline int64_t ChargedBytes(uint64_t length) { return static_cast<int64_t>((length + 4095) / 4096 * 4096); }
 
-// A chunk's records plus the file's truncation masks as hole records, in commit order.
+// A chunk's records plus the file's truncation masks as hole records, in commit order. EIO
+// naming the key when a record cannot be decoded (DamagedChunkRecord).
+Status DamagedChunkRecord(std::string_view key);
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out);
 
 // Counts `bytes` more as allocated (Attr::allocated), up to the length rounded to 4 KiB.

@@ -231,6 +231,16 @@ Result<std::optional<Meta::StagedMark>> Meta::StagedBy(uint64_t id) {
         m.sid = keys::DecodeU64(*v);
         ASSIGN_OR_RETURN(auto info, t.Get(keys::Session(m.sid)));
         if (info) m.host = ParseSession(m.sid, *info).host;
+        // The staging area's record names the directory, and the host once a dead
+        // session's own record is gone.
+        ASSIGN_OR_RETURN(auto area, t.Get(keys::StagingArea(m.sid)));
+        if (area) {
+          auto j = nlohmann::json::parse(*area, nullptr, false);
+          if (j.is_object()) {
+            m.dir = j.value("dir", "");
+            if (m.host.empty()) m.host = j.value("host", "");
+          }
+        }
         ASSIGN_OR_RETURN(auto hb, t.Get(keys::Heartbeat(m.sid)));
         m.alive = hb && NowNanos() - static_cast<int64_t>(keys::DecodeU64(*hb)) < opts_.session_timeout_ns;
         out = std::move(m);

@@ -84,4 +84,11 @@ struct DirEntry {
   Attr attr;          // filled when asked for (readdirplus)
 };
 
+// A stored record that cannot be decoded or holds values the file system never writes
+// (damaged metadata): its key and what is wrong, for logs, fsck and dump.
+struct DamagedRecord {
+  std::string key;
+  std::string what;
+};
+
 }  // namespace tierfs
