@@ -45,7 +45,7 @@ int Run(const Args& a) {
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("cache-server", meta.status());
   const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt);
+  auto store = OpenStore(fmt, true, a.cache.io_timeout);
   if (!store.ok()) return Fail("cache-server", store.status());
   StoreConfig cfg;
   cfg.volume = fmt.name;

@@ -81,6 +81,10 @@ class ObjectStore {
   virtual std::optional<StoreSpace> Space() const { return std::nullopt; }
 };
 
+// How long a request may wait for the store, across all its retries (`mount --io-timeout`;
+// common/io_budget.h): then it fails with EIO.
+inline constexpr int kDefaultIoTimeoutS = 60;
+
 // Where a volume's objects live, as chosen at format time (and changed by `tierfs config`).
 struct StorageSpec {
   std::string storage;     // "file", "mem", "s3", "rados"
@@ -97,6 +101,10 @@ struct StorageSpec {
   // Checksum tables in object metadata where the store has it (format version 2 on S3;
   // see checksum_store.h); otherwise in front of each object's data.
   bool checksums_in_meta = false;
+  // The most a request waits for the store, retries included (s3: the retry deadline and
+  // each attempt's limits; rados: the OSD operation timeout). Not stored in the volume: a
+  // setting of the process that opens it.
+  int io_timeout_s = kDefaultIoTimeoutS;
 };
 
 // Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within
