@@ -25,13 +25,11 @@ void AddGroupOptions(CLI::App* sub, GroupArgs* args) {
   sub->add_flag("--no-sharing", args->no_sharing, "Read from the cache group but serve nothing to it");
 }
 
-GroupRuntime::~GroupRuntime() {
-  StopServing();
-  if (group_) group_->Stop();
-}
+GroupRuntime::~GroupRuntime() { Stop(); }
 
-void GroupRuntime::StopServing() {
+void GroupRuntime::Stop() {
   if (server_) server_->Stop();
+  if (group_) group_->Stop();
 }
 
 std::string GroupRuntime::StatsJson() const {
@@ -40,7 +38,8 @@ std::string GroupRuntime::StatsJson() const {
                       {"members", s.members},             {"asks", s.asks},
                       {"received", s.received},           {"unreachable", s.unreachable},
                       {"refused", s.refused},             {"damaged", s.damaged},
-                      {"skipped_down", s.skipped_down},   {"hedged", s.hedged}};
+                      {"skipped_down", s.skipped_down},   {"hedged", s.hedged},
+                      {"ask_pool_full", s.ask_pool_full}};
   nlohmann::json ring = nlohmann::json::array();
   for (const group::GroupMember& m : group_->members()) {
     if (!m.addr.empty()) ring.push_back(m.addr);
@@ -51,6 +50,9 @@ std::string GroupRuntime::StatsJson() const {
     j["served"] = p.served;
     j["refused_requests"] = p.refused;
     j["failed_requests"] = p.failed;
+    j["connections"] = {{"open", p.connections.connections},   {"accepted", p.connections.accepted},
+                        {"refused", p.connections.refused},    {"timed_out", p.connections.timed_out},
+                        {"bad_requests", p.connections.bad_requests}, {"busy", p.connections.busy}};
   }
   return j.dump();
 }

@@ -309,7 +309,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   }
   backups.reset();
   exporter->reset();
-  if (group) group->StopServing();
+  if (group) group->Stop();  // its refresh reads the store's stats and writes the session
   (*meta)->StopBackground();
   s = (*meta)->CloseSession();
   if (!s.ok()) spdlog::warn("closing the session failed: {}", s.ToString());
