@@ -298,7 +298,8 @@ Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::st
   return got;
 }
 
-Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::string& key, uint32_t block_len) {
+Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::string& key, uint32_t block_len,
+                                                                    bool keep_on_disk) {
   std::shared_ptr<const std::string> block = cache_.Get(key);
   if (!block) {
     std::shared_ptr<Fetch> fetch;
@@ -320,6 +321,9 @@ Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::st
       ASSIGN_OR_RETURN(block, CompleteFetch(key, block_len, fetch, owner, /*disk_missed=*/false,
                                             /*ask_peers=*/false));
     }
+  }
+  if (keep_on_disk) {
+    if (DiskCache* d = disk()) d->PutNow(key, block);
   }
   // The key names the block's length (the server checks len against it), and every block
   // cached or fetched under a key has been checked to have that length.

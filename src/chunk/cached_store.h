@@ -219,8 +219,10 @@ class CachedStore {
   void SetPeers(PeerSource* peers) { peers_.store(peers); }
   // A whole block for a member of the group that asked for it (this member owns it): from
   // memory, disk or, once for all members asking at the same time, from the store (never
-  // from another member); kept in memory and on disk.
-  Result<std::shared_ptr<const std::string>> ServeBlock(const std::string& key, uint32_t block_len);
+  // from another member); kept in memory and on disk. keep_on_disk (a warm-up): on disk
+  // before this returns, never dropped from a full fill queue.
+  Result<std::shared_ptr<const std::string>> ServeBlock(const std::string& key, uint32_t block_len,
+                                                        bool keep_on_disk = false);
 
   StoreStats stats() const;
 

@@ -107,7 +107,9 @@ Result<std::unique_ptr<GroupRuntime>> JoinGroup(const GroupArgs& args, const std
     so.volume_uuid = fmt.uuid;
     so.secret = secret;
     rt->server_ = std::make_unique<group::PeerServer>(
-        so, [store](const std::string& key, uint32_t len) { return store->ServeBlock(key, len); });
+        so, [store](const std::string& key, uint32_t len, bool keep_on_disk) {
+          return store->ServeBlock(key, len, keep_on_disk);
+        });
     if (const char* f = getenv("TIERFS_FAULT_PEER_CORRUPT"); f && *f == '1') {
       spdlog::warn("TIERFS_FAULT_PEER_CORRUPT: this member damages every block it serves (tests only)");
       rt->server_->set_corrupt_replies(true);

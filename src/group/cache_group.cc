@@ -160,7 +160,7 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& 
     return Status::Err(EHOSTDOWN, "owner " + addr + " of " + key + " is marked down");
   }
   if (!from_store || opts_.hedge_ms <= 0) {
-    auto got = Ask(addr, key, block_len);
+    auto got = Ask(addr, key, block_len, /*warm=*/!from_store);
     *from_peer = got.ok();
     return got;
   }
@@ -212,13 +212,13 @@ std::chrono::milliseconds CacheGroup::HedgeDelay() const {
 }
 
 Result<std::shared_ptr<const std::string>> CacheGroup::Ask(const std::string& addr, const std::string& key,
-                                                           uint32_t block_len) {
+                                                           uint32_t block_len, bool warm) {
   asks_++;
   int64_t t = WallSeconds();
   int64_t t0 = MonoNanos();
   HttpRequest req;
   req.method = "GET";
-  req.url = "http://" + addr + kBlockPath + "?key=" + UriEncode(key, false) + "&len=" + std::to_string(block_len);
+  req.url = "http://" + addr + kBlockPath + "?key=" + UriEncode(key, false) + "&len=" + std::to_string(block_len) + (warm ? "&warm=1" : "");
   req.headers.emplace_back(kVolumeHeader, opts_.volume_uuid);
   req.headers.emplace_back(kTimeHeader, std::to_string(t));
   req.headers.emplace_back(kMacHeader, RequestMac(opts_.secret, opts_.volume_uuid, key, block_len, t));

@@ -115,8 +115,9 @@ class CacheGroup : public PeerSource {
     std::vector<GroupMember> members;  // everyone in the group, readers included
   };
   std::shared_ptr<const Ring> ring() const;
-  // One request to the owner, verified.
-  Result<std::shared_ptr<const std::string>> Ask(const std::string& addr, const std::string& key, uint32_t block_len);
+  // One request to the owner, verified; warm: the owner keeps it on disk first (warm-up).
+  Result<std::shared_ptr<const std::string>> Ask(const std::string& addr, const std::string& key, uint32_t block_len,
+                                                 bool warm = false);
   std::chrono::milliseconds HedgeDelay() const;
   bool AnsweredWithin(const std::string& addr, std::chrono::milliseconds window);
   bool IsDown(const std::string& addr);

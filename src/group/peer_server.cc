@@ -70,7 +70,7 @@ void PeerServer::Handle(const ListenerRequest& req, ListenerReply* res) {
     }
     if (klen != len) return refuse(400, "len does not match the key");
   }
-  auto block = provider_(key, static_cast<uint32_t>(len));
+  auto block = provider_(key, static_cast<uint32_t>(len), param("warm") == "1");
   if (!block.ok()) {
     failed_++;
     res->SetText(block.status().code() == EINVAL ? 400 : 503, block.status().message());

@@ -39,7 +39,10 @@ struct PeerServerStats {
 
 class PeerServer {
  public:
-  using Provider = std::function<Result<std::shared_ptr<const std::string>>(const std::string& key, uint32_t len)>;
+  // keep_on_disk: the asker warms the group up (&warm=1): the block is on the member's disk
+  // cache when the provider returns.
+  using Provider = std::function<Result<std::shared_ptr<const std::string>>(const std::string& key, uint32_t len,
+                                                                           bool keep_on_disk)>;
 
   PeerServer(PeerServerOptions options, Provider provider);
   ~PeerServer();
