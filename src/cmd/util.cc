@@ -252,22 +252,4 @@ Result<std::string> AskMount(const std::string& path, const char* xattr) {
   return buf.substr(0, static_cast<size_t>(n));
 }
 
-Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files) {
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    auto st = std::filesystem::symlink_status(p, ec);
-    if (ec) return Status::Err(ENOENT, "cannot stat " + p + ": " + ec.message());
-    if (std::filesystem::is_directory(st)) {
-      for (auto it = std::filesystem::recursive_directory_iterator(p, ec); !ec && it != decltype(it)();
-           it.increment(ec)) {
-        if (it->is_regular_file(ec) && !it->is_symlink(ec)) files->push_back(it->path());
-      }
-      if (ec) return Status::Err(EIO, "cannot walk " + p + ": " + ec.message());
-    } else if (std::filesystem::is_regular_file(st)) {
-      files->push_back(p);
-    }
-  }
-  return Status::OK();
-}
-
 }  // namespace tierfs::cmd

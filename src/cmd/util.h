@@ -78,8 +78,4 @@ bool IsMountPoint(const std::string& abs_path);
 // path outside TierFS says so.
 Result<std::string> AskMount(const std::string& path, const char* xattr);
 
-// The regular files among paths and in the trees of the directories among them (symlinks
-// not followed). ENOENT for a path that does not exist.
-Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files);
-
 }  // namespace tierfs::cmd
