@@ -26,10 +26,12 @@ namespace {
 
 // How long a read waits for a block another (live) client staged and is still uploading.
 constexpr std::chrono::seconds kStagedWait{600};
-// A block whose fetch failed after waiting at least kSlowFailure for the store (hung or
-// unreachable: the store's client retried until its deadline) fails again at once for
-// kFailureMemo: the kernel answers a failed readahead by reading the page again, and
-// without this a user would wait the whole --io-timeout twice for one read(2).
+// A block whose store request failed after waiting at least kSlowFailure (the store hung or
+// unreachable: its client retried until its deadline) fails again at once for kFailureMemo:
+// the kernel answers a failed readahead by reading the page again, and without this a user
+// would wait the whole --io-timeout twice for one read(2). Only the store's own failures
+// count: a block missing, or staged by a client that is not running, is not remembered
+// (it may land any moment).
 constexpr int64_t kSlowFailureNs = 1000000000;
 constexpr int64_t kFailureMemoNs = 5000000000;
 constexpr size_t kMaxFailureMemo = 4096;
@@ -223,10 +225,8 @@ void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
 
 void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
                            bool disk_missed, bool ask_peers) {
-  int64_t t0 = MonoNanos();
   auto got = FetchBlock(key, block_len, disk_missed, ask_peers);
   if (got.ok() && fetch->keep_in_memory) cache_.Put(key, *got);
-  if (!got.ok()) NoteFailure(key, got.status(), t0);
   std::lock_guard<std::mutex> l(mu_);
   auto it = inflight_.find(key);
   if (it != inflight_.end() && it->second == fetch) inflight_.erase(it);
@@ -241,7 +241,9 @@ void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std
 
 Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len) {
   gets_++;
+  int64_t t0 = MonoNanos();
   auto got = StoreGet(key, 0, block_len, true);
+  if (!got.ok() && got.status().code() != ENOENT) NoteFailure(key, got.status().With("reading block " + key), t0);
   if (!got.ok() && got.status().code() == ENOENT) {
     got = WaitForStaged(key, std::move(got), [&] {
       gets_++;

@@ -290,8 +290,8 @@ class CachedStore {
                  const std::function<void(const Status&)>& done, const std::atomic<bool>* abandoned = nullptr);
   // One put of a block (the store's client is the one layer that retries).
   Status PutBlock(const std::string& key, std::string_view data);
-  // The error of the key's last fetch when it failed slowly (the store did not answer) a
-  // moment ago, else OK; NoteFailure records a fetch that began at started_ns.
+  // The error of the key's last store request when it failed slowly (the store did not
+  // answer) a moment ago, else OK; NoteFailure records a request that began at started_ns.
   Status RecentFailure(const std::string& key);
   void NoteFailure(const std::string& key, const Status& st, int64_t started_ns);
   // Deletes one block from the store and the cache; missing is fine.

@@ -153,6 +153,14 @@ TEST_F(CachedStoreTest, ASlowFailureFailsAgainWithoutAskingTheStore) {
   EXPECT_EQ(Read(23, kBlock, 0, kBlock / 2).status().code(), EIO);
   EXPECT_EQ(Read(23, kBlock, 0, kBlock / 2).status().code(), EIO);
   EXPECT_EQ(fake_->gets.load(), 3);
+  // Nor a missing block, however slow the answer: it may land any moment (a write-back
+  // client uploading it).
+  fake_->get_errno = ENOENT;
+  fake_->get_delay_ms = 1100;
+  EXPECT_EQ(Read(24, kBlock, 0, kBlock / 2).status().code(), EIO);
+  fake_->get_delay_ms = 0;
+  EXPECT_EQ(Read(24, kBlock, 0, kBlock / 2).status().code(), EIO);
+  EXPECT_EQ(fake_->gets.load(), 5);
 }
 
 TEST_F(CachedStoreTest, ConcurrentFailureIsReportedToEveryWaiter) {

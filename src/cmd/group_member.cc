@@ -50,9 +50,12 @@ std::string GroupRuntime::StatsJson() const {
     j["served"] = p.served;
     j["refused_requests"] = p.refused;
     j["failed_requests"] = p.failed;
-    j["connections"] = {{"open", p.connections.connections},   {"accepted", p.connections.accepted},
-                        {"refused", p.connections.refused},    {"timed_out", p.connections.timed_out},
-                        {"bad_requests", p.connections.bad_requests}, {"busy", p.connections.busy}};
+    // Flat: scripts read the last {...} of the cache server's log line.
+    j["connections_open"] = p.connections.connections;
+    j["connections_refused"] = p.connections.refused;
+    j["connections_timed_out"] = p.connections.timed_out;
+    j["bad_requests"] = p.connections.bad_requests;
+    j["busy_replies"] = p.connections.busy;
   }
   return j.dump();
 }
