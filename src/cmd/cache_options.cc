@@ -81,6 +81,11 @@ std::vector<std::string> SplitDirs(const std::string& s) {
 }
 
 void AddCacheOptions(CLI::App* sub, CacheArgs* a) {
+  sub->add_option("--io-timeout", a->io_timeout,
+                  "Seconds a read, write or close waits for an object store that does not answer (retries "
+                  "included) before it fails with EIO")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   sub->add_option("--cache-dir", a->cache_dir,
                   "Disk cache directories, DIR[:DIR...], a folder per volume inside; 'memory' for none "
                   "(default: /var/cache/tierfs for root, ~/.cache/tierfs otherwise)");

@@ -1,5 +1,6 @@
 // The cache options a mount and a cache server share (--cache-dir, --cache-size,
-// --free-space-ratio, --mem-cache-size, --cache-writes) and how they become a StoreConfig.
+// --free-space-ratio, --mem-cache-size, --cache-writes), how they become a StoreConfig,
+// and how long either waits for the object store (--io-timeout).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ struct CacheArgs {
   double free_space_ratio = 0.1;
   std::string mem_cache_size;  // empty: DefaultMemCache()
   bool cache_writes = false;
+  // Seconds a request may wait for the object store, retries included (StorageSpec::
+  // io_timeout_s); then it fails with EIO.
+  int io_timeout = 60;
 };
 
 void AddCacheOptions(CLI::App* sub, CacheArgs* args);

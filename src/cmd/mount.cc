@@ -188,7 +188,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
   if (!meta.ok()) return fail(meta.status());
   const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt, !a.no_sync_blocks);
+  auto store = OpenStore(fmt, !a.no_sync_blocks, a.cache.io_timeout);
   if (!store.ok()) return fail(store.status());
   if (!ro) {
     Status init = (*store)->Init();
@@ -351,7 +351,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   }
   backups.reset();
   exporter->reset();
-  if (group) group->StopServing();
+  if (group) group->Stop();  // its refresh reads the store's stats and writes the session
   (*meta)->StopBackground();
   s = (*meta)->CloseSession();
   if (!s.ok()) spdlog::warn("closing the session failed: {}", s.ToString());

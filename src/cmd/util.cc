@@ -94,9 +94,10 @@ Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
   return ino;
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts) {
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s) {
   StorageSpec spec = format.Spec();
   spec.sync_puts = sync_puts;
+  if (io_timeout_s > 0) spec.io_timeout_s = io_timeout_s;
   ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;
@@ -267,24 +268,6 @@ Result<std::string> AskMount(const std::string& path, const char* xattr) {
     return Status::Err(err, path + ": " + strerror(err));
   }
   return buf.substr(0, static_cast<size_t>(n));
-}
-
-Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files) {
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    auto st = std::filesystem::symlink_status(p, ec);
-    if (ec) return Status::Err(ENOENT, "cannot stat " + p + ": " + ec.message());
-    if (std::filesystem::is_directory(st)) {
-      for (auto it = std::filesystem::recursive_directory_iterator(p, ec); !ec && it != decltype(it)();
-           it.increment(ec)) {
-        if (it->is_regular_file(ec) && !it->is_symlink(ec)) files->push_back(it->path());
-      }
-      if (ec) return Status::Err(EIO, "cannot walk " + p + ": " + ec.message());
-    } else if (std::filesystem::is_regular_file(st)) {
-      files->push_back(p);
-    }
-  }
-  return Status::OK();
 }
 
 }  // namespace tierfs::cmd

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -595,6 +596,32 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_statfs(req, &s);
 }
 
+// Tells the kernel to drop its entry parent/name, from a thread of its own that shares
+// nothing with the session: it writes the notification on its own duplicate of the FUSE
+// device, so it may outlive the session (a notification the kernel holds back until a
+// directory lock is free must neither delay the session's end nor use it after
+// fuse_session_destroy; the process's exit closes the duplicate and ends the wait).
+void NotifyInvalEntryDetached(fuse_session* se, uint64_t parent, const std::string& name) {
+  int fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
+  std::thread([fd, parent, name] {
+    fuse_out_header out{};
+    fuse_notify_inval_entry_out arg{};
+    arg.parent = parent;
+    arg.namelen = static_cast<uint32_t>(name.size());
+    const char nul = '\0';
+    iovec iov[] = {{&out, sizeof out}, {&arg, sizeof arg}, {const_cast<char*>(name.data()), name.size()},
+                   {const_cast<char*>(&nul), 1}};
+    out.len = static_cast<uint32_t>(sizeof out + sizeof arg + name.size() + 1);
+    out.error = FUSE_NOTIFY_INVAL_ENTRY;
+    out.unique = 0;
+    if (writev(fd, iov, 4) < 0 && errno != ENOENT) {
+      spdlog::debug("dropping the kernel's entry {}/{}: {}", parent, name, strerror(errno));
+    }
+    close(fd);
+  }).detach();
+}
+
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   OpTimer timer(kOpSetxattr, req, ino);
   Status st = V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags);
@@ -605,9 +632,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
     uint64_t parent;
     std::string n;
     fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
-    if (se && Vfs::CloneTarget(std::string(value, size), &parent, &n)) {
-      std::thread([se, parent, n] { fuse_lowlevel_notify_inval_entry(se, parent, n.c_str(), n.size()); }).detach();
-    }
+    if (se && Vfs::CloneTarget(std::string(value, size), &parent, &n)) NotifyInvalEntryDetached(se, parent, n);
   }
   Reply(req, st);
 }
