@@ -28,6 +28,7 @@
 #include "fuse/fuse_internal.h"
 #include "fuse/name_hints.h"
 #include "meta/meta.h"
+#include "metrics/metrics.h"
 #include "vfs/vfs.h"
 
 namespace tierfs {
@@ -504,15 +505,21 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Releasedir(*r).ok();
 }
 
+// One READDIR(PLUS) reply: entries are encoded straight from the directory snapshot into
+// the kernel's buffer until it is full (vfs_dir.cc), each once, plus the one that did not
+// fit, which the next request starts with.
 void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   OpTimer timer(kOpReaddir, req, ino);
-  auto r = V(req)->Readdir(MakeCtx(req), fi->fh, static_cast<uint64_t>(off), plus);
-  if (!r.ok()) return Reply(req, r.status());
-  std::vector<char> buf(size);
+  static metrics::Counter& encoded = metrics::Default().GetCounter(
+      "tierfs_readdir_entries_total", "Directory entries taken from directory snapshots and encoded into READDIR replies",
+      {{"step", "encoded"}});
+  thread_local std::vector<char> buf;
+  if (buf.size() < size) buf.resize(size);
   size_t used = 0;
-  uint64_t next = static_cast<uint64_t>(off);
-  for (const DirEntry& e : *r) {
-    ++next;
+  const Ino dir = In(req, ino);
+  Status st = V(req)->Readdir(MakeCtx(req), fi->fh, static_cast<uint64_t>(off), plus,
+                              [&](const DirEntry& e, uint64_t next) {
+    encoded.Add();
     size_t n;
     if (plus) {
       fuse_entry_param p;
@@ -525,7 +532,6 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
       } else {
         ToStat(Out(req, e.ino), e.attr, &p.attr);
         if (!dots) {
-          NoteName(e.ino, In(req, ino), e.name);  // the kernel now knows the name: no lookup follows
           p.ino = Out(req, e.ino);
           p.generation = 1;
           p.attr_timeout = O(req).attr_timeout;
@@ -533,16 +539,22 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
         }
       }
       n = fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &p, static_cast<off_t>(next));
+      if (n > size - used) return false;
+      // The kernel now knows the name: no lookup follows. (An entry that did not fit was
+      // not handed over.)
+      if (p.ino) NoteName(e.ino, dir, e.name);
     } else {
-      struct stat st;
-      memset(&st, 0, sizeof st);
-      st.st_ino = Out(req, e.ino);
-      st.st_mode = e.type;
-      n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st, static_cast<off_t>(next));
+      struct stat stt;
+      memset(&stt, 0, sizeof stt);
+      stt.st_ino = Out(req, e.ino);
+      stt.st_mode = e.type;
+      n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &stt, static_cast<off_t>(next));
+      if (n > size - used) return false;
     }
-    if (n > size - used) break;
     used += n;
-  }
+    return true;
+  });
+  if (!st.ok()) return Reply(req, st);
   fuse_reply_buf(req, buf.data(), used);
 }
 

@@ -719,10 +719,23 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         return Status::OK();
       },
       true));
-  if (plus) {
-    for (const auto& e : out) NoteAclFlags(e.ino, e.attr);  // the kernel uses these attributes
-  }
+  if (plus) NoteAclFlags(out.data(), out.size());  // the kernel uses these attributes
   return out;
+}
+
+Status Meta::FillAttrs(DirEntry* entries, size_t n) {
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        for (size_t i = 0; i < n; ++i) {
+          entries[i].attr = Attr();
+          Status st = GetAttrTx(t, entries[i].ino, &entries[i].attr);
+          if (!st.ok() && st.code() != ENOENT) return st;
+        }
+        return Status::OK();
+      },
+      true));
+  NoteAclFlags(entries, n);  // the kernel uses these attributes
+  return Status::OK();
 }
 
 }  // namespace tierfs

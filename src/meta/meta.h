@@ -322,6 +322,9 @@ class Meta {
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+  // Fills the attributes of n entries listed by Readdir, in one read transaction (an entry
+  // removed meanwhile keeps mode 0).
+  Status FillAttrs(DirEntry* entries, size_t n);
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller
@@ -554,6 +557,7 @@ class Meta {
   // dir_cache_ are known from there. Guarded by dir_cache_mu_ (meta_acl.cc).
   std::map<Ino, int64_t> seen_without_acl_;
   void NoteAclFlags(Ino ino, const Attr& a);
+  void NoteAclFlags(const DirEntry* entries, size_t n);  // one lock for all
   bool KnownWithoutAcl(Ino ino);
 
   DeleteSliceFn delete_slice_;

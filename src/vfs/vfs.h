@@ -114,9 +114,14 @@ class Vfs {
                                  uint64_t len);
 
   Result<uint64_t> Opendir(const Ctx& ctx, Ino ino);
-  // Entries of the directory snapshot from offset `off` on ("." and ".." included); the
-  // offset of entries[i] is off + i + 1. Stable for the life of the handle.
-  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus);
+  // Takes one entry of a listing and the offset of the entry after it; false when the
+  // reply is full (the entry is not taken: the next Readdir starts with it).
+  using DirFiller = std::function<bool(const DirEntry& e, uint64_t next_off)>;
+  // Lists the directory snapshot ("." and ".." first) from offset `off` on, until fill
+  // refuses an entry or the snapshot ends (vfs_dir.cc). The snapshot is taken at offset 0
+  // and its offsets are stable for the life of the handle; a whole listing visits each
+  // entry about once. With plus, entries carry their attributes.
+  Status Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus, const DirFiller& fill);
   Status Releasedir(uint64_t fh);
 
   // statfs of a path: its nearest capacity limit (Meta::GetStatFs), else the room of the
