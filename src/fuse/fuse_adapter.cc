@@ -54,6 +54,12 @@ Ctx MakeCtx(fuse_req_t req) {
   return ctx;
 }
 
+Ctx MakeCtx(fuse_req_t req, uint64_t kernel_ino) {
+  Ctx ctx = MakeCtx(req);
+  ctx.outside_trash = !IsTrashView(kernel_ino);
+  return ctx;
+}
+
 thread_local int g_reply_err = 0;
 thread_local Ino g_req_parent = 0;
 thread_local const char* g_req_name = nullptr;
@@ -70,14 +76,22 @@ void Reply(fuse_req_t req, const Status& st) {
   fuse_reply_err(req, err);
 }
 
-void ToStat(Ino ino, const Attr& a, struct stat* st) {
+void ToStat(uint64_t kernel_ino, const Attr& a, struct stat* st) {
   memset(st, 0, sizeof *st);
-  st->st_ino = ino;
+  st->st_ino = kernel_ino & ~kTrashView;  // both views of a trash entry are one file
   st->st_mode = a.mode;
-  // A trash entry is read-only and only its owner (and root) may read it: the kernel checks
-  // permissions from these bits (default_permissions), so they show that.
-  if (a.flags & kAttrInTrash) st->st_mode &= ~static_cast<mode_t>(07277);
   st->st_nlink = a.nlink;
+  if (a.flags & kAttrInTrash) {
+    if (IsTrashView(kernel_ino)) {
+      // In .trash an entry is read-only and only its owner (and root) may read it: the
+      // kernel checks permissions from these bits (default_permissions), so they show that.
+      st->st_mode &= ~static_cast<mode_t>(07277);
+    } else {
+      // Its link in the trash is bookkeeping: to those who hold it, it has none (the trash
+      // keeps only last links, so no other is left).
+      st->st_nlink = 0;
+    }
+  }
   st->st_uid = a.uid;
   st->st_gid = a.gid;
   st->st_rdev = a.rdev;
@@ -95,10 +109,10 @@ void ToStat(Ino ino, const Attr& a, struct stat* st) {
   st->st_ctim.tv_nsec = a.ctime_ns % 1000000000;
 }
 
-void ReplyEntry(fuse_req_t req, const Entry& e) {
+void ReplyEntry(fuse_req_t req, const Entry& e, uint64_t kernel_ino) {
   fuse_entry_param p;
   memset(&p, 0, sizeof p);
-  p.ino = Out(req, e.ino);
+  p.ino = kernel_ino ? kernel_ino : OutEntry(req, e.ino, e.attr);
   p.generation = 1;
   ToStat(p.ino, e.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
@@ -262,7 +276,13 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   // Nothing above a --subdir root: its ".." (asked for by file-handle lookups) is itself.
   bool up_from_root = parent == 1 && strcmp(name, "..") == 0;
-  auto r = V(req)->Lookup(MakeCtx(req), In(req, parent), up_from_root ? "." : name);
+  auto r = V(req)->Lookup(MakeCtx(req, parent), In(req, parent), up_from_root ? "." : name);
+  if (r.ok() && strcmp(name, ".") == 0) {
+    // A file handle names the kernel's inode it was made from: the reply must be that one.
+    // A handle of a trash entry's view whose entry was restored meanwhile is stale.
+    if (IsTrashView(parent) && !(r->attr.flags & kAttrInTrash)) return ReplyErr(req, ESTALE);
+    return ReplyEntry(req, *r, parent);
+  }
   if (!r.ok()) {
     if (r.status().code() == ENOENT) {
       // Negative entry, cached by the kernel for the entry timeout.
@@ -324,7 +344,7 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     mask |= kSetCtime;
     in.ctime_ns = attr->st_ctim.tv_sec * 1000000000LL + attr->st_ctim.tv_nsec;
   }
-  auto r = V(req)->SetAttr(MakeCtx(req), In(req, ino), mask, in, fi ? fi->fh : 0);
+  auto r = V(req)->SetAttr(MakeCtx(req, ino), In(req, ino), mask, in, fi ? fi->fh : 0);
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
 }
@@ -338,14 +358,14 @@ void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
 
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   OpTimer timer(kOpMknod, req, parent, name);
-  auto r = V(req)->Mknod(MakeCtx(req), In(req, parent), name, mode, rdev);
+  auto r = V(req)->Mknod(MakeCtx(req, parent), In(req, parent), name, mode, rdev);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   OpTimer timer(kOpMkdir, req, parent, name);
-  auto r = V(req)->Mkdir(MakeCtx(req), In(req, parent), name, mode);
+  auto r = V(req)->Mkdir(MakeCtx(req, parent), In(req, parent), name, mode);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -362,7 +382,7 @@ void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpSymlink, req, parent, name);
-  auto r = V(req)->Symlink(MakeCtx(req), In(req, parent), name, link);
+  auto r = V(req)->Symlink(MakeCtx(req, parent), In(req, parent), name, link);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -380,7 +400,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   OpTimer timer(kOpLink, req, newparent, newname);
-  auto r = V(req)->Link(MakeCtx(req), In(req, ino), In(req, newparent), newname);
+  auto r = V(req)->Link(MakeCtx(req, newparent), In(req, ino), In(req, newparent), newname);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -408,7 +428,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (fuse_reply_open(req, fi) == -ENOENT) AccessLog::Close(fi->fh);
     return;
   }
-  auto r = V(req)->Open(MakeCtx(req), In(req, ino), fi->flags);
+  auto r = V(req)->Open(MakeCtx(req, ino), In(req, ino), fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, *r);
   if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Release(r->fh).ok();
@@ -416,7 +436,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   OpTimer timer(kOpCreate, req, parent, name);
-  auto r = V(req)->Create(MakeCtx(req), In(req, parent), name, mode, fi->flags);
+  auto r = V(req)->Create(MakeCtx(req, parent), In(req, parent), name, mode, fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, r->second);
   fuse_entry_param p;
@@ -498,7 +518,7 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(kOpOpendir, req, ino);
-  auto r = V(req)->Opendir(MakeCtx(req), In(req, ino));
+  auto r = V(req)->Opendir(MakeCtx(req, ino), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   fi->fh = *r;
   fi->cache_readdir = 0;
@@ -530,9 +550,10 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
         p.attr.st_ino = Out(req, e.ino);
         p.attr.st_mode = e.type;
       } else {
-        ToStat(Out(req, e.ino), e.attr, &p.attr);
+        const uint64_t kino = dots ? Out(req, e.ino) : OutEntry(req, e.ino, e.attr);
+        ToStat(kino, e.attr, &p.attr);
         if (!dots) {
-          p.ino = Out(req, e.ino);
+          p.ino = kino;
           p.generation = 1;
           p.attr_timeout = O(req).attr_timeout;
           p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
@@ -601,7 +622,7 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   OpTimer timer(kOpSetxattr, req, ino);
-  Status st = V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags);
+  Status st = V(req)->SetXattr(MakeCtx(req, ino), In(req, ino), name, std::string(value, size), flags);
   if (st.ok() && strcmp(name, Vfs::kCloneXattr) == 0) {
     // The kernel may hold a negative entry for the clone's name (the caller looked first).
     // Dropped from another thread: this request holds the source's lock, and the source
@@ -619,7 +640,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(kOpGetxattr, req, ino);
   if (ino == kAccessLogIno) return ReplyErr(req, ENODATA);
-  auto r = V(req)->GetXattr(MakeCtx(req), In(req, ino), name);
+  auto r = V(req)->GetXattr(MakeCtx(req, ino), In(req, ino), name);
   if (!r.ok()) return Reply(req, r.status());
   if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(In(req, ino), name, *r);
   if (size == 0) return (void)fuse_reply_xattr(req, r->size());
@@ -629,7 +650,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   OpTimer timer(kOpListxattr, req, ino);
-  auto r = V(req)->ListXattr(MakeCtx(req), In(req, ino));
+  auto r = V(req)->ListXattr(MakeCtx(req, ino), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   std::string buf;
   for (const auto& n : *r) {
@@ -643,12 +664,12 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpTimer timer(kOpRemovexattr, req, ino);
-  Reply(req, V(req)->RemoveXattr(MakeCtx(req), In(req, ino), name));
+  Reply(req, V(req)->RemoveXattr(MakeCtx(req, ino), In(req, ino), name));
 }
 
 void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   OpTimer timer(kOpAccess, req, ino);
-  Reply(req, V(req)->Access(MakeCtx(req), In(req, ino), mask));
+  Reply(req, V(req)->Access(MakeCtx(req, ino), In(req, ino), mask));
 }
 
 

@@ -44,6 +44,12 @@ struct Ctx {
   // it. FUSE passes the caller's umask (the kernel leaves it to us: FUSE_CAP_DONT_MASK).
   uint32_t umask = 0;
   std::function<std::vector<uint32_t>()> load_groups;  // may be empty
+  // How the caller reached the inode, for a trash entry (kAttrInTrash): through .trash
+  // (false, the default), where entries are read-only and only their owner and root may
+  // read them; or (true) through a name or descriptor it had before the entry was removed
+  // (the FUSE adapter tells them apart by the kernel's inode), for which it is the
+  // unlinked file it is to POSIX: opened, changed and truncated as its mode allows.
+  bool outside_trash = false;
 
   bool InGroup(uint32_t g) const;
   static Ctx Root() { return Ctx{}; }
@@ -484,6 +490,12 @@ class Meta {
   // Moves a session's shards into the volume's counters (its end, or its death).
   Status FoldUsage(uint64_t sid);
   bool IsOpen(Ino ino);
+  // Inodes this client freed (their last link and open gone) in the last minute or so: an
+  // open that read one while it was being freed must not succeed (Meta::Open).
+  bool FreedHere(Ino ino);
+  void NoteFreed(Ino ino);
+  // Whether some session holds ino open while it has no name (its `SO` record).
+  Result<bool> HeldOpenTx(KvTxn& t, Ino ino);
   Status CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
                      std::pair<Ino, Attr>* out);
   // Drops one link of `ino` inside txn; frees or parks the inode when it was the last.
@@ -534,6 +546,7 @@ class Meta {
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;
   std::set<Ino> sustained_;  // unlinked while open here: delete at the last Release
+  std::map<Ino, int64_t> freed_;  // FreedHere: inode -> when (monotonic ns)
 
   void RememberDir(Ino ino, const Attr& a);
   void ForgetDir(Ino ino);

@@ -54,7 +54,7 @@ Status LoadAccessAclTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, acl::Ac
 }
 
 Status CheckAccessTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, int mask) {
-  if (a.flags & kAttrInTrash) {
+  if ((a.flags & kAttrInTrash) && !ctx.outside_trash) {
     if (mask & W_OK) return TrashReadOnly();
     if (ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EACCES, "only its owner and root may use a trash entry");
   }

@@ -291,7 +291,9 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
     // Permission to write was checked by Meta::Open.
     Attr zero;
-    auto t = SetAttr(Ctx::Root(), ino, kSetSize, zero, /*fh=*/1);
+    Ctx as_root = Ctx::Root();
+    as_root.outside_trash = ctx.outside_trash;
+    auto t = SetAttr(as_root, ino, kSetSize, zero, /*fh=*/1);
     if (!t.ok()) {
       meta_->Release(ino).ok();
       return t.status();
