@@ -97,9 +97,10 @@ void ToStat(uint64_t kernel_ino, const Attr& a, struct stat* st) {
   st->st_rdev = a.rdev;
   st->st_size = static_cast<off_t>(a.length);
   st->st_blksize = 4096;
-  // Regular files count the bytes that hold data, so sparse files look sparse (du,
-  // cp --sparse, tar); other types their length.
+  // Regular files count the 4 KiB blocks that hold data (the unit SEEK_DATA/SEEK_HOLE
+  // report in), so sparse files look sparse (du, cp --sparse, tar); other types their length.
   uint64_t used = a.IsRegular() ? std::min(a.allocated, (a.length + 4095) / 4096 * 4096) : a.length;
+  if (a.IsRegular()) used = (used + 4095) / 4096 * 4096;  // counts written before blocks were
   st->st_blocks = static_cast<blkcnt_t>((used + 511) / 512);
   st->st_atim.tv_sec = a.atime_ns / 1000000000;
   st->st_atim.tv_nsec = a.atime_ns % 1000000000;

@@ -384,6 +384,9 @@ Result<std::pair<Entry, OpenResult>> Vfs::Tmpfile(const Ctx& ctx, Ino parent, ui
   return std::make_pair(e, *r);
 }
 
+// SEEK_DATA / SEEK_HOLE granularity: the block st_blocks counts in (Meta's kAllocUnit).
+constexpr uint64_t kSeekUnit = 4096;
+
 Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   auto h = GetHandle(fh);
   if (!h) return Status::Err(EBADF, "bad file handle");
@@ -411,7 +414,8 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
       continue;
     }
     ASSIGN_OR_RETURN(auto segs, st.Segments(idx));
-    uint64_t found = NextData(segs, pos - cstart, cend - cstart, want_data);
+    // In 4 KiB blocks, as st_blocks counts (and ext4 answers): a block with data is data.
+    uint64_t found = NextDataBlock(segs, pos - cstart, cend - cstart, want_data, kSeekUnit);
     if (found < cend - cstart) return cstart + found;
     pos = cend;
   }
