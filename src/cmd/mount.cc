@@ -89,6 +89,18 @@ struct Args {
   bool update_fstab = false;
 };
 
+// -o noatime, strictatime, relatime (the default) and atime (= relatime, as mount(8)):
+// the last one given wins. They also reach the kernel's mount flags.
+AtimeMode AtimeModeOf(const std::vector<std::string>& opts) {
+  AtimeMode m = AtimeMode::kRelatime;
+  for (const auto& o : opts) {
+    if (o == "noatime") m = AtimeMode::kNone;
+    else if (o == "strictatime") m = AtimeMode::kStrict;
+    else if (o == "relatime" || o == "atime") m = AtimeMode::kRelatime;
+  }
+  return m;
+}
+
 // A mount point that holds entries: the mount hides them until it is unmounted (as any
 // mount does). Returns the warning to give, or "" when there is none (an empty directory,
 // or one that cannot be read: the checks before mounting report what is wrong with it).
@@ -129,7 +141,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   mallopt(M_ARENA_MAX, 4);
   std::string mp = AbsPath(a.mountpoint);
   bool ro = a.read_only;
-  std::vector<std::string> mount_opts;
+  std::vector<std::string> mount_opts, atime_opts;
   for (const auto& o : a.options) {
     size_t pos = 0;
     while (pos <= o.size()) {
@@ -137,7 +149,11 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
       std::string one = o.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       if (!one.empty()) {
         if (one == "ro") ro = true;
+        // libfuse 3.14 does not know these; they are TierFS's to honour (AtimeModeOf), and
+        // FUSE inodes are S_NOATIME to the kernel anyway.
+        else if (one == "strictatime" || one == "relatime" || one == "atime") atime_opts.push_back(one);
         else if (one != "rw") mount_opts.push_back(one);
+        if (one == "noatime") atime_opts.push_back(one);
       }
       if (comma == std::string::npos) break;
       pos = comma + 1;
@@ -270,6 +286,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (*exporter) vopts.metrics_addr = (*exporter)->address();
   vopts.root = root;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
+  vopts.atime = AtimeModeOf(atime_opts);
   vopts.compactor.release_grace_ns = static_cast<int64_t>(a.compact_grace * 1e9);
   if (group) vopts.group_stats = [g = group.get()] { return g->StatsJson(); };
   int rc = 0;

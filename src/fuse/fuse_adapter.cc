@@ -431,6 +431,13 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   auto r = V(req)->Open(MakeCtx(req, ino), In(req, ino), fi->flags);
   if (!r.ok()) return Reply(req, r.status());
+  if (r->atime_marked) {
+    // Reads the kernel serves from its page cache never reach us, so the open set the
+    // access time: the kernel's cached attributes go (only those: offset -1), or stat
+    // would show the old time until they expire.
+    fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
+    if (se) fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  }
   FillOpen(fi, *r);
   if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Release(r->fh).ok();
 }

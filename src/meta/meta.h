@@ -168,6 +168,13 @@ struct MetaOptions {
   int64_t dir_attr_cache_ns = 0;
 };
 
+// When a read updates a file's access time (mount -o relatime, the default; strictatime;
+// noatime).
+enum class AtimeMode { kRelatime, kStrict, kNone };
+// Whether a read at read_ns updates an atime under mode: strictatime whenever the time moved
+// on; relatime when the atime is not after the mtime or ctime, or a day old (meta_atime.cc).
+bool AtimeDue(AtimeMode mode, int64_t atime_ns, int64_t mtime_ns, int64_t ctime_ns, int64_t read_ns);
+
 // Called by background work to delete a slice's blocks from object storage.
 using DeleteSliceFn = std::function<Status(uint64_t id, uint32_t size)>;
 // Called by background work to delete a dead pack object (chunk/block_key.h PackKey).
@@ -307,6 +314,9 @@ class Meta {
   // its own) only when attr says the inode has one.
   Status CheckAccess(const Ctx& ctx, Ino ino, const Attr& attr, int mask);
   Result<Attr> SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in);
+  // Access times of files read at the given times (meta_atime.cc): each is set to its
+  // read's time when AtimeDue says so for what the engine holds; batched transactions.
+  Status TouchAtimes(const std::vector<std::pair<Ino, int64_t>>& reads, AtimeMode mode);
   // Regular files, fifos, sockets, devices. mode includes S_IFMT. ctx.umask is applied
   // here, unless the parent has a default ACL: then the new inode inherits it (acl.h)
   // and the umask is ignored. The same for Mkdir.

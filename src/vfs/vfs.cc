@@ -47,6 +47,8 @@ Vfs::~Vfs() {
   }
   flusher_cv_.notify_all();
   flusher_.join();
+  Status at = FlushAtimes();
+  if (!at.ok()) spdlog::error("writing access times at shutdown failed: {}", at.ToString());
   Status st = FlushAll();
   if (!st.ok()) spdlog::error("flushing buffered writes at shutdown failed: {}", st.ToString());
   compactor_.reset();
@@ -82,6 +84,8 @@ void Vfs::FlusherLoop() {
       Status s = FlushInode(*st);
       if (!s.ok()) spdlog::error("background commit of inode {} failed: {}", st->ino, s.ToString());
     }
+    Status s = FlushAtimes();
+    if (!s.ok()) spdlog::warn("writing access times failed (retried): {}", s.ToString());
     l.lock();
   }
 }
@@ -162,6 +166,7 @@ Attr Vfs::MergePending(Ino ino, Attr a) {
   {
     std::lock_guard<std::mutex> l(st->mu);
     w = st->writer;
+    a.atime_ns = std::max(a.atime_ns, st->pending_atime_ns);  // read here, not written yet
   }
   if (w) {
     a.length = std::max(a.length, w->PendingLength());
@@ -201,6 +206,14 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
     return a;
   }
   ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
+  if (mask & (kSetAtime | kSetAtimeNow)) {
+    // Set explicitly (touch -a, utimensat): an access time marked by an earlier read
+    // must not overwrite it.
+    auto st = State(ino);
+    std::lock_guard<std::mutex> l(st->mu);
+    st->pending_atime_ns = 0;
+    st->TakeTimesLocked(a);
+  }
   return MergePending(ino, a);
 }
 
@@ -271,6 +284,7 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
         cached_opens_++;
         auto r = OpenWithAttr(st, *cached, flags, cgen);
         if (!r.ok()) meta_->Release(ino).ok();
+        if (r.ok()) r->atime_marked = NoteAccess(st);
         if (r.ok() && attr_out) *attr_out = MergePending(ino, *cached);
         return r;
       }
@@ -302,6 +316,8 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     gen = st->Gen();
   }
   ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, a, flags, gen));
+  // The kernel may serve the reads from its page cache, out of our sight: the open counts.
+  if ((flags & O_ACCMODE) == O_RDONLY && a.IsRegular()) r.atime_marked = NoteAccess(st);
   if (attr_out) *attr_out = MergePending(ino, a);  // with this client's buffered writes
   if (want_chunk && a.IsRegular() && a.length > 0) {
     // Not while writes are buffered: more cautious than the cache's rule (the writer's
@@ -445,6 +461,7 @@ Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf, Read
   if (off >= length) return size_t{0};
   size_t n = static_cast<size_t>(std::min<uint64_t>(size, length - off));
   RETURN_IF_ERROR(h->reader->Read(off, n, buf, pieces));
+  NoteAccess(h->state);
   return n;
 }
 
