@@ -87,6 +87,7 @@ struct Args {
   double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
   bool update_fstab = false;
+  double bucket_free_space = 0.05;
 };
 
 // -o noatime, strictatime, relatime (the default) and atime (= relatime, as mount(8)):
@@ -193,7 +194,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
   if (!meta.ok()) return fail(meta.status());
   const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt, !a.no_sync_blocks);
+  auto store = OpenStore(fmt, !a.no_sync_blocks, a.bucket_free_space);
   if (!store.ok()) return fail(store.status());
   if (!ro) {
     Status init = (*store)->Init();
@@ -453,6 +454,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   AddGroupOptions(sub, &a->group);
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
+  sub->add_option("--bucket-free-space-ratio", a->bucket_free_space,
+                  "file storage: share of the bucket directory's disk kept free; writes that would go "
+                  "below it fail with ENOSPC (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   sub->add_flag("--no-default-permissions", a->no_default_permissions,
                 "Leave permission checks to TierFS alone (exact only with --entry-cache 0 "
                 "--dir-entry-cache 0: the kernel resolves cached paths without asking)");

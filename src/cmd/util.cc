@@ -94,9 +94,10 @@ Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
   return ino;
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts) {
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, double free_space_ratio) {
   StorageSpec spec = format.Spec();
   spec.sync_puts = sync_puts;
+  spec.free_space_ratio = free_space_ratio;
   ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;

@@ -299,6 +299,9 @@ class Meta {
   bool TrashOn() const { return trash_days_.load() > 0; }
   struct TrashUsage {
     uint64_t bytes = 0, entries = 0, hours = 0;
+    // When the oldest and the newest hour go (their start + the retention + an hour, as
+    // ExpireTrash judges; the background checks every minute); 0 when the trash is empty.
+    int64_t first_expiry_ns = 0, last_expiry_ns = 0;
   };
   Result<TrashUsage> GetTrashUsage();
   // Makes every committed change durable against a power loss (see KvEngine::Sync).

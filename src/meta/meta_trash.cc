@@ -310,9 +310,18 @@ Result<Meta::TrashUsage> Meta::GetTrashUsage() {
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         hours.clear();
-        return ScanPrefix(t, keys::DentryPrefix(kTrashIno), 0, [&](std::string_view, std::string_view v) {
+        u.first_expiry_ns = u.last_expiry_ns = 0;
+        const std::string prefix = keys::DentryPrefix(kTrashIno);
+        return ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view v) {
           ByteReader r(v);
           hours.push_back(r.U64());
+          int64_t start = 0;
+          if (ParseHour(std::string(k.substr(prefix.size())), &start)) {
+            // ExpireTrash's rule, with the retention it will use.
+            const int64_t ends = start + int64_t{std::max(trash_days_.load(), 0)} * 24 * kHourNs + kHourNs;
+            if (!u.first_expiry_ns || ends < u.first_expiry_ns) u.first_expiry_ns = ends;
+            u.last_expiry_ns = std::max(u.last_expiry_ns, ends);
+          }
           return true;
         });
       },
