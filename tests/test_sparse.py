@@ -80,6 +80,48 @@ class SparseTest(harness.TierFSTestCase):
         self.assertEqual(segments(p), want)
         self.assertEqual(allocated(p), 64 * KiB + 8 * KiB + MiB)
 
+    def test_data_and_holes_in_4k_blocks_like_ext4(self):
+        # Small writes at unaligned places: SEEK_DATA/SEEK_HOLE answer in 4 KiB blocks (a
+        # block with one byte of data is data), as ext4 does, and st_blocks counts those
+        # blocks, so a tool that probes the allocation unit finds 4 KiB, not 2 bytes.
+        def make(path):
+            with open(path, "wb") as f:
+                f.truncate(40000)
+                # (separate writes touch separate blocks: a block two writes share counts
+                # twice, an upper bound, as rewritten data does; see the README)
+                for off, data in ((1, b"a"), (5000, b"bc"), (12286, b"defg"), (30000, b"h" * 100)):
+                    f.seek(off)
+                    f.write(data)
+            return os.open(path, os.O_RDONLY)
+
+        p, ref = os.path.join(self.work, "small"), self.local("small")
+        for path in (ref, p):
+            fd = make(path)
+            try:
+                probes = {}
+                for pos in (0, 1, 2, 100, 4095, 4096, 4097, 5002, 8191, 8192, 12288, 16383, 16384, 16385, 29999,
+                            30100, 39999):
+                    got = []
+                    for whence in (os.SEEK_DATA, os.SEEK_HOLE):
+                        try:
+                            got.append(os.lseek(fd, pos, whence))
+                        except OSError as e:
+                            got.append(e.errno)
+                    probes[pos] = got
+            finally:
+                os.close(fd)
+            if path == ref:
+                want = probes
+                self.assertEqual(segments(ref), [(0, 16384, "data"), (16384, 28672, "hole"), (28672, 32768, "data"),
+                                                 (32768, 40000, "hole")], "the local disk is not in 4 KiB blocks")
+        self.assertEqual(probes, want)
+        self.assertEqual(segments(p), segments(ref))
+        self.assertEqual(allocated(p), allocated(ref))
+        self.assertEqual(allocated(p), 5 * 4096)
+        self.vol.remount()
+        self.assertEqual(segments(p), segments(ref))
+        self.assertEqual(allocated(p), 5 * 4096)
+
     def test_tools_keep_holes(self):
         p = os.path.join(self.work, "sparse")
         make_sparse(p)
@@ -113,7 +155,8 @@ class SparseTest(harness.TierFSTestCase):
         self.assertEqual(allocated(p), 3 * MiB + 4 * KiB)
         os.truncate(p, 100 * MiB)
         self.assertEqual(allocated(p), 3 * MiB + 4 * KiB)
-        self.assertEqual(segments(p)[-1], (3 * MiB + 1, 100 * MiB, "hole"))
+        # The data ends 1 byte into a 4 KiB block: the hole starts with the next block.
+        self.assertEqual(segments(p)[-1], (3 * MiB + 4 * KiB, 100 * MiB, "hole"))
 
     def test_fallocate_punch_and_zero_like_ext4(self):
         def steps(path):

@@ -14,6 +14,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 
 import harness
 from harness import msg, tierfs
@@ -228,6 +229,60 @@ class TrashTest(harness.TierFSTestCase):
             else:
                 self.assertNotEqual(res.returncode, 0, res)
                 self.assertIn("No such file", res.stderr)
+    def test_a_local_bucket_keeps_free_space_and_status_says_what_the_trash_holds(self):
+        # Writing and deleting in a loop on a local bucket: deleted data stays in the trash,
+        # but writes fail with ENOSPC at the bucket's free-space floor, not when its disk is
+        # full, and `tierfs status` says how much the trash holds and when it frees it.
+        disk = os.path.join(self.local_tmpdir(), "disk")
+        os.mkdir(disk)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", disk], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", disk])
+        vol = self.new_volume(storage=["--storage", "file", "--bucket", os.path.join(disk, "bucket")])
+        self.addCleanup(vol.cleanup)
+        vol.format(trash_days=None)  # tierfs format's default: 1 day
+        vol.mount("--bucket-free-space-ratio", "0.25")
+        total = os.statvfs(disk).f_blocks * os.statvfs(disk).f_frsize
+        df = os.statvfs(vol.mnt)
+        self.assertLessEqual(df.f_bavail * df.f_frsize, total * 0.75, "df's room is above the floor")
+        chunk = os.urandom(1 << 20)
+        written, failed = [], None
+        for round_ in range(3):
+            for i in range(100):
+                p = os.path.join(vol.mnt, "f%d-%d" % (round_, i))
+                try:
+                    with open(p, "wb") as f:
+                        f.write(chunk)
+                    written.append(p)
+                except OSError as e:
+                    failed = e
+                    break
+            self.assertIsNotNone(failed, "writes never failed")
+            self.assertEqual(failed.errno, errno.ENOSPC, failed)
+            free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+            self.assertGreaterEqual(free, total * 0.25 - (4 << 20), "the bucket's disk went below its floor")
+            for p in written:
+                if os.path.exists(p):
+                    os.unlink(p)
+            failed = None
+        # Deleted data is in the trash: the disk stays full, and status says so.
+        with self.assertRaises(OSError) as cm:
+            with open(os.path.join(vol.mnt, "more"), "wb") as f:
+                f.write(chunk)
+        self.assertEqual(cm.exception.errno, errno.ENOSPC)
+        self.assertIn("--bucket-free-space-ratio", vol.read_log(), "the log says what the limit is")
+        st = vol.status_json()["trash"]
+        self.assertGreaterEqual(st["bytes"], 30 << 20, st)
+        self.assertGreater(st["first_expiry_ns"], time.time_ns() + 23 * 3600 * 10**9, st)
+        rc, out, err = tierfs("status", vol.meta_url)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        trash_line = next(line for line in out.splitlines() if line.startswith("trash:"))
+        self.assertIn("freed hour by hour from", trash_line)
+        self.assertIn("MiB in ", trash_line)
+        # Emptying the trash gives the room back.
+        self.assertOk(tierfs("config", vol.meta_url, "--trash-days", "0"), "config")
+        self.assertOk(tierfs("gc", vol.meta_url, "--delete", "--min-age", "0"), "gc")
+        with open(os.path.join(vol.mnt, "more"), "wb") as f:
+            f.write(chunk)
 
     def trash_hours(self, meta_url):
         mnt = os.path.join(self.local_tmpdir(), "peek")

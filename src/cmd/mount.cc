@@ -91,7 +91,20 @@ struct Args {
   double compact_grace = 600;
   int fuse_threads = 0;  // 0: FuseThreadsFor(volume)
   bool update_fstab = false;
+  double bucket_free_space = 0.05;
 };
+
+// -o noatime, strictatime, relatime (the default) and atime (= relatime, as mount(8)):
+// the last one given wins. They also reach the kernel's mount flags.
+AtimeMode AtimeModeOf(const std::vector<std::string>& opts) {
+  AtimeMode m = AtimeMode::kRelatime;
+  for (const auto& o : opts) {
+    if (o == "noatime") m = AtimeMode::kNone;
+    else if (o == "strictatime") m = AtimeMode::kStrict;
+    else if (o == "relatime" || o == "atime") m = AtimeMode::kRelatime;
+  }
+  return m;
+}
 
 // A mount point that holds entries: the mount hides them until it is unmounted (as any
 // mount does). Returns the warning to give, or "" when there is none (an empty directory,
@@ -153,7 +166,8 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   mallopt(M_ARENA_MAX, 4);
   std::string mp = AbsPath(a.mountpoint);
   bool ro = a.read_only;
-  std::vector<std::string> mount_opts = SplitMountOptions(a.options, &ro);
+  std::vector<std::string> atime_opts;
+  std::vector<std::string> mount_opts = SplitMountOptions(a.options, &ro, &atime_opts);
   if (ro) mount_opts.push_back("ro");
   // The kernel checks permissions with the attributes it caches, including for paths it
   // resolves from its own dentry cache without asking us; TierFS checks them again.
@@ -188,7 +202,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
   if (!meta.ok()) return fail(meta.status());
   const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt, !a.no_sync_blocks, a.cache.io_timeout);
+  auto store = OpenStore(fmt, !a.no_sync_blocks, a.cache.io_timeout, a.bucket_free_space);
   if (!store.ok()) return fail(store.status());
   if (!ro) {
     Status init = (*store)->Init();
@@ -309,6 +323,7 @@ int Serve(const Args& a, const std::function<void(const Status&)>& ready) {
   if (*exporter) vopts.metrics_addr = (*exporter)->address();
   vopts.root = root;
   vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
+  vopts.atime = AtimeModeOf(atime_opts);
   vopts.compactor.release_grace_ns = static_cast<int64_t>(a.compact_grace * 1e9);
   if (group) vopts.group_stats = [g = group.get()] { return g->StatsJson(); };
   int rc = 0;
@@ -487,6 +502,11 @@ void RegisterMount(CLI::App& app, int* exit_code) {
   AddGroupOptions(sub, &a->group);
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
+  sub->add_option("--bucket-free-space-ratio", a->bucket_free_space,
+                  "file storage: share of the bucket directory's disk kept free; writes that would go "
+                  "below it fail with ENOSPC (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   sub->add_flag("--no-default-permissions", a->no_default_permissions,
                 "Leave permission checks to TierFS alone (exact only with --entry-cache 0 "
                 "--dir-entry-cache 0: the kernel resolves cached paths without asking)");

@@ -4,7 +4,8 @@
 
 namespace tierfs::cmd {
 
-std::vector<std::string> SplitMountOptions(const std::vector<std::string>& o_values, bool* read_only) {
+std::vector<std::string> SplitMountOptions(const std::vector<std::string>& o_values, bool* read_only,
+                                           std::vector<std::string>* atime) {
   std::vector<std::string> out;
   for (const auto& o : o_values) {
     size_t pos = 0;
@@ -13,8 +14,13 @@ std::vector<std::string> SplitMountOptions(const std::vector<std::string>& o_val
       std::string one = o.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       if (one == "ro") {
         *read_only = true;
+      } else if (one == "strictatime" || one == "relatime" || one == "atime") {
+        // libfuse 3.14 does not know these; they are TierFS's to honour (vfs AtimeMode), and
+        // FUSE inodes are S_NOATIME to the kernel anyway.
+        if (atime) atime->push_back(one);
       } else if (!one.empty() && one != "rw") {
         out.push_back(one);
+        if (one == "noatime" && atime) atime->push_back(one);
       }
       if (comma == std::string::npos) break;
       pos = comma + 1;

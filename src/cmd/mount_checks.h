@@ -10,8 +10,11 @@
 namespace tierfs::cmd {
 
 // Splits -o values ("a,b", "c") into single options; ro and rw are taken out (*read_only
-// is set by ro), the rest are for FUSE.
-std::vector<std::string> SplitMountOptions(const std::vector<std::string>& o_values, bool* read_only);
+// is set by ro), the rest are for FUSE. The access-time options (atime, relatime,
+// strictatime, noatime) also go to *atime when given: libfuse does not know the first three,
+// so they are taken out; noatime stays for FUSE as well.
+std::vector<std::string> SplitMountOptions(const std::vector<std::string>& o_values, bool* read_only,
+                                           std::vector<std::string>* atime = nullptr);
 
 // The -o options left for FUSE (after tierfs took ro and rw): EINVAL naming the first one
 // neither libfuse nor the kernel's FUSE mount knows (libfuse itself only says "invalid

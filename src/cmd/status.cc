@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <ctime>
 #include <iostream>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -68,6 +69,16 @@ nlohmann::json DeadStaging(Meta* meta, const FormatRecord& f) {
   return out;
 }
 
+// "2026-11-25 19:00 UTC".
+std::string UtcMinute(int64_t ns) {
+  time_t secs = static_cast<time_t>(ns / 1000000000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
 int Run(const std::string& meta_url, bool json) {
   auto meta = OpenVolume(meta_url, true);
   if (!meta.ok()) return Fail("status", meta.status());
@@ -93,7 +104,9 @@ int Run(const std::string& meta_url, bool json) {
                       {"session_timeout_s", f.session_timeout_s},
                       {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes},
                       {"trash_days", f.trash_days},
-                      {"trash", {{"bytes", trash->bytes}, {"entries", trash->entries}, {"hours", trash->hours}}},
+                      {"trash", {{"bytes", trash->bytes}, {"entries", trash->entries}, {"hours", trash->hours},
+                                 {"first_expiry_ns", trash->first_expiry_ns},
+                                 {"last_expiry_ns", trash->last_expiry_ns}}},
                       {"capacity", limits ? limits->max_bytes : 0}, {"max_inodes", limits ? limits->max_inodes : 0},
                       {"quotas", quotas->size()}};
   nlohmann::json ss = nlohmann::json::array();
@@ -161,7 +174,13 @@ int Run(const std::string& meta_url, bool json) {
             << (limits && limits->max_bytes ? " (capacity " + FormatSize(static_cast<uint64_t>(limits->max_bytes)) + ")" : "")
             << (limits && limits->max_inodes ? " (at most " + std::to_string(limits->max_inodes) + " inodes)" : "") << "\n"
             << "trash:      " << (f.trash_days > 0 ? std::to_string(f.trash_days) + " days: " : "off: ")
-            << FormatSize(trash->bytes) << " in " << trash->entries << " entries over " << trash->hours << " hours\n"
+            << FormatSize(trash->bytes) << " in " << trash->entries << " entries over " << trash->hours << " hours"
+            << (trash->hours == 0 ? std::string()
+                : trash->first_expiry_ns <= now
+                    ? "; freed within a minute (past its retention)"
+                    : "; freed hour by hour from " + UtcMinute(trash->first_expiry_ns) + " until " +
+                          UtcMinute(trash->last_expiry_ns) + " (`tierfs config --trash-days 0` frees it now)")
+            << "\n"
             << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";
   for (const auto& s : *sessions) {

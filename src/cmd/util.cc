@@ -94,10 +94,12 @@ Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
   return ino;
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s) {
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s,
+                                               double free_space_ratio) {
   StorageSpec spec = format.Spec();
   spec.sync_puts = sync_puts;
   if (io_timeout_s > 0) spec.io_timeout_s = io_timeout_s;
+  spec.free_space_ratio = free_space_ratio;
   ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;

@@ -54,8 +54,11 @@ class NewDatabaseFile {
 // Opens the object store a volume's format record describes, with TIERFS_ACCESS_KEY and
 // TIERFS_SECRET_KEY (or TIERFS_SECRET_KEY_FILE) overriding the stored credentials.
 // sync_puts: see StorageSpec::sync_puts (only `mount --no-sync-blocks` turns it off);
-// io_timeout_s: StorageSpec::io_timeout_s (0: its default).
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts = true, int io_timeout_s = 0);
+// io_timeout_s: StorageSpec::io_timeout_s (0: its default). free_space_ratio: for a `file`
+// bucket, the share of its disk kept free (mount --bucket-free-space-ratio); other commands
+// write little and keep none.
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts = true, int io_timeout_s = 0,
+                                               double free_space_ratio = 0);
 // Adds --access-key, --secret-key, --session-token and --ceph-conf to a subcommand.
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
                           std::string* session_token, std::string* ceph_conf);

@@ -282,7 +282,15 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
         // inode, of any type, also when it is unlinked but still open somewhere.
         if (name == ".") {
           out.first = parent;
-          return GetAttrTx(t, parent, &out.second);
+          RETURN_IF_ERROR(GetAttrTx(t, parent, &out.second));
+          // A file whose last name went to the trash is, to a handle made before, an
+          // unlinked file: stale once nobody holds it open (ext4: ESTALE after the last
+          // close). Through .trash it is an entry there, reachable as long as it is.
+          if ((out.second.flags & kAttrInTrash) && ctx.outside_trash && !IsOpen(parent)) {
+            ASSIGN_OR_RETURN(bool held, HeldOpenTx(t, parent));
+            if (!held) return Status::Err(ENOENT, "inode " + std::to_string(parent) + " was removed (it is in the trash)");
+          }
+          return Status::OK();
         }
         RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
         if (!pa.IsDir()) return NotDir(parent);
@@ -303,12 +311,15 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
     usage = 0;
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-    if (InTrash(ino, a)) return TrashReadOnly();
+    // A trash entry reached outside the trash is an unlinked file (fchmod, ftruncate work).
+    const bool unlinked = (a.flags & kAttrInTrash) && ctx.outside_trash;
+    if (InTrash(ino, a) && !unlinked) return TrashReadOnly();
     int64_t now = NowNanos();
     bool owner = ctx.uid == 0 || ctx.uid == a.uid;
     bool changed = false;
     QuotaTx quota(t);
-    const bool counted = a.nlink > 0 && ino != kRootIno;  // in the namespace: counts in quotas
+    // In the namespace: counts in quotas.
+    const bool counted = a.nlink > 0 && ino != kRootIno && !(a.flags & kAttrInTrash);
     if (mask & (kSetUid | kSetGid)) {
       uint32_t uid = (mask & kSetUid) ? in.uid : a.uid;
       uint32_t gid = (mask & kSetGid) ? in.gid : a.gid;
@@ -401,7 +412,10 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     Attr pa;
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
     if (!pa.IsDir()) return NotDir(parent);
-    if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    // A directory removed into the trash is, to a descriptor of it opened before, removed.
+    if (pa.nlink == 0 || ((pa.flags & kAttrInTrash) && ctx.outside_trash)) {
+      return Status::Err(ENOENT, "directory was removed");
+    }
     if (InTrash(parent, pa) || (parent == kRootIno && name == kTrashName)) return TrashReadOnly();
     RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, W_OK | X_OK));
     if (!unnamed) {
@@ -530,6 +544,7 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
     }
     return t.Put(keys::Sustained(sid_, ino), "");
   }
+  NoteFreed(ino);  // an open of it reading concurrently fails (Meta::Open)
   RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
   RETURN_IF_ERROR(t.Delete(keys::Symlink(ino)));
   std::vector<std::string> xattrs;
@@ -652,7 +667,9 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     Attr pa, a;
     RETURN_IF_ERROR(GetAttrTx(t, new_parent, &pa));
     if (!pa.IsDir()) return NotDir(new_parent);
-    if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    if (pa.nlink == 0 || ((pa.flags & kAttrInTrash) && ctx.outside_trash)) {
+      return Status::Err(ENOENT, "directory was removed");
+    }
     if (InTrash(new_parent, pa) || (new_parent == kRootIno && new_name == kTrashName)) return TrashReadOnly();
     RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, pa, W_OK | X_OK));
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
@@ -744,15 +761,35 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus, 
         return Status::OK();
       },
       true));
-  if (plus) {
-    for (const auto& e : out) NoteAclFlags(e.ino, e.attr);  // the kernel uses these attributes
-  }
+  if (plus) NoteAclFlags(out.data(), out.size());  // the kernel uses these attributes
   if (damaged) {
     *damaged = std::move(bad);
   } else {
     for (const auto& d : bad) record_check::LogDamaged(d);
   }
   return out;
+}
+
+Status Meta::FillAttrs(DirEntry* entries, size_t n) {
+  std::vector<DamagedRecord> bad;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        bad.clear();
+        for (size_t i = 0; i < n; ++i) {
+          entries[i].attr = Attr();
+          ASSIGN_OR_RETURN(auto v, t.Get(keys::Inode(entries[i].ino)));
+          if (!v) continue;  // removed meanwhile
+          if (!DecodeAttr(*v, &entries[i].attr)) {
+            entries[i].attr = Attr();  // listed without attributes (stat then fails), as Readdir does
+            bad.push_back(DamagedRecord{keys::Inode(entries[i].ino), "attributes that cannot be decoded"});
+          }
+        }
+        return Status::OK();
+      },
+      true));
+  for (const auto& d : bad) record_check::LogDamaged(d);
+  NoteAclFlags(entries, n);  // the kernel uses these attributes
+  return Status::OK();
 }
 
 }  // namespace tierfs

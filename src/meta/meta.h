@@ -44,6 +44,12 @@ struct Ctx {
   // it. FUSE passes the caller's umask (the kernel leaves it to us: FUSE_CAP_DONT_MASK).
   uint32_t umask = 0;
   std::function<std::vector<uint32_t>()> load_groups;  // may be empty
+  // How the caller reached the inode, for a trash entry (kAttrInTrash): through .trash
+  // (false, the default), where entries are read-only and only their owner and root may
+  // read them; or (true) through a name or descriptor it had before the entry was removed
+  // (the FUSE adapter tells them apart by the kernel's inode), for which it is the
+  // unlinked file it is to POSIX: opened, changed and truncated as its mode allows.
+  bool outside_trash = false;
 
   bool InGroup(uint32_t g) const;
   static Ctx Root() { return Ctx{}; }
@@ -187,6 +193,13 @@ struct MetaOptions {
   // the staleness the kernel's own cache already allows.
   int64_t dir_attr_cache_ns = 0;
 };
+
+// When a read updates a file's access time (mount -o relatime, the default; strictatime;
+// noatime).
+enum class AtimeMode { kRelatime, kStrict, kNone };
+// Whether a read at read_ns updates an atime under mode: strictatime whenever the time moved
+// on; relatime when the atime is not after the mtime or ctime, or a day old (meta_atime.cc).
+bool AtimeDue(AtimeMode mode, int64_t atime_ns, int64_t mtime_ns, int64_t ctime_ns, int64_t read_ns);
 
 // Called by background work to delete a slice's blocks from object storage.
 using DeleteSliceFn = std::function<Status(uint64_t id, uint32_t size)>;
@@ -353,6 +366,9 @@ class Meta {
   bool TrashOn() const { return trash_days_.load() > 0; }
   struct TrashUsage {
     uint64_t bytes = 0, entries = 0, hours = 0;
+    // When the oldest and the newest hour go (their start + the retention + an hour, as
+    // ExpireTrash judges; the background checks every minute); 0 when the trash is empty.
+    int64_t first_expiry_ns = 0, last_expiry_ns = 0;
   };
   Result<TrashUsage> GetTrashUsage();
   // Makes every committed change durable against a power loss (see KvEngine::Sync).
@@ -368,6 +384,9 @@ class Meta {
   // its own) only when attr says the inode has one.
   Status CheckAccess(const Ctx& ctx, Ino ino, const Attr& attr, int mask);
   Result<Attr> SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in);
+  // Access times of files read at the given times (meta_atime.cc): each is set to its
+  // read's time when AtimeDue says so for what the engine holds; batched transactions.
+  Status TouchAtimes(const std::vector<std::pair<Ino, int64_t>>& reads, AtimeMode mode);
   // Regular files, fifos, sockets, devices. mode includes S_IFMT. ctx.umask is applied
   // here, unless the parent has a default ACL: then the new inode inherits it (acl.h)
   // and the umask is ignored. The same for Mkdir.
@@ -394,6 +413,9 @@ class Meta {
   // makes the whole directory unlistable.
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus,
                                         std::vector<DamagedRecord>* damaged = nullptr);
+  // Fills the attributes of n entries listed by Readdir, in one read transaction (an entry
+  // removed meanwhile, or whose attributes are damaged (logged), keeps mode 0).
+  Status FillAttrs(DirEntry* entries, size_t n);
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller
@@ -570,6 +592,12 @@ class Meta {
   // Moves a session's shards into the volume's counters (its end, or its death).
   Status FoldUsage(uint64_t sid);
   bool IsOpen(Ino ino);
+  // Inodes this client freed (their last link and open gone) in the last minute or so: an
+  // open that read one while it was being freed must not succeed (Meta::Open).
+  bool FreedHere(Ino ino);
+  void NoteFreed(Ino ino);
+  // Whether some session holds ino open while it has no name (its `SO` record).
+  Result<bool> HeldOpenTx(KvTxn& t, Ino ino);
   Status CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
                      std::pair<Ino, Attr>* out);
   // Drops one link of `ino` inside txn; frees or parks the inode when it was the last.
@@ -645,6 +673,7 @@ class Meta {
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;
   std::set<Ino> sustained_;  // unlinked while open here: delete at the last Release
+  std::map<Ino, int64_t> freed_;  // FreedHere: inode -> when (monotonic ns)
 
   void RememberDir(Ino ino, const Attr& a);
   void ForgetDir(Ino ino);
@@ -668,6 +697,7 @@ class Meta {
   // dir_cache_ are known from there. Guarded by dir_cache_mu_ (meta_acl.cc).
   std::map<Ino, int64_t> seen_without_acl_;
   void NoteAclFlags(Ino ino, const Attr& a);
+  void NoteAclFlags(const DirEntry* entries, size_t n);  // one lock for all
   bool KnownWithoutAcl(Ino ino);
 
   DeleteSliceFn delete_slice_;

@@ -258,5 +258,55 @@ TYPED_TEST(MetaTest, TrashExpiryDeletesOldHoursAndTheirBlocks) {
   EXPECT_EQ(this->Err(this->m_->GetAttr(g)), ENOENT);
 }
 
+TYPED_TEST(MetaTest, ATrashedFileIsAnUnlinkedFileToThoseWhoHadIt) {
+  // Reached outside the trash (a name resolved or a descriptor opened before the removal,
+  // a file handle made before it), a file whose last name went to the trash behaves as an
+  // unlinked file: its mode decides who may open it for writing, chmod and truncate work.
+  // Through the trash it stays read-only and private.
+  TrashOn(this->m_.get());
+  Ctx alice;
+  alice.uid = alice.gid = 1000;
+  Ctx alice_had = alice;
+  alice_had.outside_trash = true;
+  Ino pub = this->Dir("pub", kRootIno, 0777);
+  auto f = this->m_->Mknod(alice, pub, "lock", S_IFREG | 0644, 0);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(this->m_->Open(alice, f->first, O_RDWR).ok());  // held open across the removal
+  ASSERT_TRUE(this->m_->Unlink(alice, pub, "lock").ok());
+  ASSERT_EQ(TrashHour(this->m_.get()).size(), 1u);
+  EXPECT_EQ(this->Err(this->m_->Open(alice, f->first, O_WRONLY)), EPERM);
+  ASSERT_TRUE(this->m_->Open(alice_had, f->first, O_WRONLY).ok());
+  ASSERT_TRUE(this->m_->Release(f->first).ok());
+  Attr in;
+  in.mode = 0600;
+  in.length = 10;
+  EXPECT_EQ(this->Err(this->m_->SetAttr(alice, f->first, kSetMode, in)), EPERM);
+  auto a = this->m_->SetAttr(alice_had, f->first, kSetMode | kSetSize, in);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->mode & 07777, 0600u);
+  EXPECT_EQ(a->length, 10u);
+  // The trash and its hours are never changed that way.
+  Attr dir_mode;
+  dir_mode.mode = 0777;
+  EXPECT_EQ(this->Err(this->m_->SetAttr(alice_had, a->parent, kSetMode, dir_mode)), EPERM);
+  // A file handle made before the removal ("." lookups, outside the trash) resolves while
+  // the file is open somewhere, and is stale once it is not; through the trash it resolves.
+  EXPECT_TRUE(this->m_->Lookup(alice_had, f->first, ".").ok());
+  auto other = this->Open(false);  // another client sees this client's hold
+  EXPECT_TRUE(other->Lookup(alice_had, f->first, ".").ok());
+  ASSERT_TRUE(this->m_->Release(f->first).ok());
+  EXPECT_EQ(this->Err(this->m_->Lookup(alice_had, f->first, ".")), ENOENT);
+  EXPECT_EQ(this->Err(other->Lookup(alice_had, f->first, ".")), ENOENT);
+  EXPECT_TRUE(this->m_->Lookup(alice, f->first, ".").ok());
+}
+
+TYPED_TEST(MetaTest, OpeningARemovedInodeIsStale) {
+  // The kernel resolved a name, then it was removed (not open anywhere): the open says
+  // ESTALE, so the kernel looks the name up again (and open(O_CREAT) creates it anew).
+  Ino f = this->File("f");
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "f").ok());
+  EXPECT_EQ(this->Err(this->m_->Open(this->root_, f, O_RDWR)), ESTALE);
+}
+
 }  // namespace
 }  // namespace tierfs

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <climits>
+#include <cstdio>
 
 #include <algorithm>
 #include <cerrno>
@@ -377,7 +378,27 @@ std::optional<StoreSpace> FileStore::Space() const {
   StoreSpace space;
   space.total_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
   space.free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  // What may be written: the room above the floor.
+  const auto floor = static_cast<uint64_t>(static_cast<double>(space.total_bytes) * options_.min_free_ratio);
+  space.free_bytes = space.free_bytes > floor ? space.free_bytes - floor : 0;
   return space;
+}
+
+Status FileStore::CheckRoom(const std::string& key, uint64_t bytes) const {
+  if (options_.min_free_ratio <= 0) return Status::OK();
+  struct statvfs fs;
+  if (statvfs(root_.c_str(), &fs) != 0) return Status::OK();  // the write itself will say what is wrong
+  const uint64_t total = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const auto floor = static_cast<uint64_t>(static_cast<double>(total) * options_.min_free_ratio);
+  if (free >= floor && free - floor >= bytes) return Status::OK();
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%g%%", options_.min_free_ratio * 100);
+  return Status::Err(ENOSPC, "cannot write object " + key + " in " + Describe() + ": its disk keeps " + pct +
+                                 " free (" + std::to_string(floor >> 20) + " MiB) and has " +
+                                 std::to_string(free >> 20) + " MiB free; free space there (removed files stay "
+                                 "in the trash until its retention ends: `tierfs status` shows how much it holds "
+                                 "and when it frees it) or mount with a lower --bucket-free-space-ratio");
 }
 
 Status FileStore::Sync() {
@@ -423,6 +444,9 @@ Status FileStore::Put(const std::string& key, std::string_view data) { return Pu
 
 Status FileStore::PutParts(const std::string& key, const std::vector<std::string_view>& parts) {
   RETURN_IF_ERROR(ValidateKey(key));
+  uint64_t bytes = 0;
+  for (auto p : parts) bytes += p.size();
+  RETURN_IF_ERROR(CheckRoom(key, bytes));
   int err = WriteAtomic(PathOf(key), parts, /*create_dirs=*/true);
   if (err == 0) return Status::OK();
   // ENOENT here means a directory vanished twice in a row; it is not a missing object.
@@ -606,6 +630,7 @@ Status FileStore::UploadPart(const std::string& key, const std::string& upload_i
     return Status::Err(EINVAL, "invalid part number " + std::to_string(part_num) + " for object " + key +
                                    ": parts are numbered from 1");
   }
+  RETURN_IF_ERROR(CheckRoom(key, data.size()));
   int err = WriteAtomic(UploadDir(upload_id) + "/" + std::to_string(part_num), {data}, /*create_dirs=*/false);
   if (err == 0) return Status::OK();
   if (err == ENOENT) {

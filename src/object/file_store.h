@@ -44,6 +44,10 @@ struct FileStoreOptions {
   // A top-level directory holding this store's objects (the volume's name): Init creates
   // it 0700 or takes group and other access away from it. Empty: none.
   std::string private_dir{};
+  // The share of the bucket's file system kept free: a Put (or part) that would leave less
+  // fails with ENOSPC before the disk fills (the host's other users keep their room, and
+  // the trash cannot fill it). 0: none. Space() reports the room above it.
+  double min_free_ratio = 0;
 };
 
 class FileStore : public ObjectStore {
@@ -84,6 +88,8 @@ class FileStore : public ObjectStore {
   struct ListState;
 
   std::string PathOf(const std::string& key) const;
+  // ENOSPC when writing `bytes` would leave less than options_.min_free_ratio of the disk free.
+  Status CheckRoom(const std::string& key, uint64_t bytes) const;
   std::string UploadDir(const std::string& upload_id) const;
   // The helpers below return errno values (0 = success) so that callers can phrase the
   // error for their own operation.

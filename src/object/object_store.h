@@ -98,6 +98,8 @@ struct StorageSpec {
   // metadata can reach the disk before the blocks it points to. Off trades that power-loss
   // guarantee for speed (see README, "Consistency and durability").
   bool sync_puts = true;
+  // file: the share of the bucket's disk kept free (FileStoreOptions::min_free_ratio).
+  double free_space_ratio = 0;
   // Checksum tables in object metadata where the store has it (format version 2 on S3;
   // see checksum_store.h); otherwise in front of each object's data.
   bool checksums_in_meta = false;
