@@ -171,6 +171,16 @@ void ToStat(uint64_t kernel_ino, const Attr& a, struct stat* st);
 // An entry reply, for the kernel inode kernel_ino (0: the one OutEntry gives the entry).
 void ReplyEntry(fuse_req_t req, const Entry& e, uint64_t kernel_ino = 0);
 void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a);
+// How long the kernel may keep a name (never one of the trash: its name cache is shared by
+// all users, and a trash hour shows each user only their own entries).
+double EntryTimeout(fuse_req_t req, const Attr& a);
+
+// Directory requests (fuse_dirs.cc).
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 
 // Requests libfuse does not know (fuse_tmpfile.cc): true when it answered this one.
 bool HandleRawRequest(Ctxt* c, const RawRequest& r);
