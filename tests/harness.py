@@ -410,6 +410,9 @@ class Volume:
         """The pid of the tierfs process serving mountpoint: found in /proc by its command
         line (a process this object started), else from `tierfs status --json`."""
         mnt = os.path.realpath(mountpoint)
+        # Compared as strings: resolving other processes' arguments would stat paths on their
+        # mounts, and a test may hold one of those daemons stopped (SIGSTOP) meanwhile.
+        targets = {mnt, os.path.normpath(os.path.abspath(mountpoint))}
         me = os.getpid()
         found = []
         for entry in os.listdir("/proc"):
@@ -421,7 +424,7 @@ class Volume:
             except OSError:
                 continue
             if (argv and "mount" in argv and "umount" not in argv
-                    and any(os.path.realpath(a) == mnt for a in argv if a.startswith("/"))
+                    and any(os.path.normpath(a) in targets for a in argv if a.startswith("/"))
                     and any("tierfs" in os.path.basename(a) for a in argv[:2])):
                 if pid_alive(int(entry)):
                     found.append(int(entry))

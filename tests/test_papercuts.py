@@ -301,7 +301,10 @@ class DfOfALocalDiskTest(PapercutTestCase):
         avail = st.f_bavail * st.f_frsize
         disk_st = os.statvfs(disk)
         disk_avail = disk_st.f_bavail * disk_st.f_frsize
-        self.assertLessEqual(abs(avail - disk_avail), MiB, "avail %d vs the disk's %d" % (avail, disk_avail))
+        # The room above the bucket's free-space floor (mount --bucket-free-space-ratio, 5%).
+        floor = int(0.05 * disk_st.f_blocks * disk_st.f_frsize)
+        self.assertLessEqual(abs(avail - (disk_avail - floor)), MiB,
+                             "avail %d vs the disk's %d above its floor of %d" % (avail, disk_avail, floor))
         self.assertLess(avail, 41 * MiB, "the other data on the disk is not available")
         # df agrees (it reads the same statfs).
         rc, out, err = run("df", "-B1", "--output=size", v.mnt)
