@@ -80,13 +80,17 @@ Status FileWriter::Flush() {
 void FileWriter::Discard() {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& s : slices_) s.writer->Abort();
+  ClearLocked(nullptr);
+}
+
+void FileWriter::ClearLocked(const Attr* committed) {
   bool had_slices = !slices_.empty();
   slices_.clear();
   pending_length_ = 0;
   pending_bytes_ = 0;
   dirty_since_ns_ = 0;
   error_ = Status::OK();
-  if (hook_ && had_slices) hook_(nullptr);
+  if (hook_ && had_slices) hook_(committed);
   dirty_ = false;
 }
 
@@ -134,14 +138,7 @@ Status FileWriter::FlushLocked() {
     if (!st.ok()) first = st;
   }
   for (; i < slices_.size(); ++i) slices_[i].writer->Abort();
-  bool had_slices = !slices_.empty();
-  slices_.clear();
-  pending_length_ = 0;
-  pending_bytes_ = 0;
-  dirty_since_ns_ = 0;
-  error_ = Status::OK();
-  if (hook_ && had_slices) hook_(committed ? &attr : nullptr);
-  dirty_ = false;
+  ClearLocked(committed ? &attr : nullptr);
   return first;
 }
 

@@ -57,6 +57,9 @@ class FileWriter {
   int64_t DirtySinceNs() const { return dirty_since_ns_.load(); }
 
  private:
+  // Forgets every slice (already committed or aborted) and the pending state; tells the hook
+  // what was committed (null: nothing). mu_ held.
+  void ClearLocked(const Attr* committed);
   struct OpenSlice {
     uint32_t chunk;
     uint32_t pos;  // position in the chunk
