@@ -188,6 +188,15 @@ struct MetaOptions {
   int64_t dir_attr_cache_ns = 0;
 };
 
+// A rename that publishes an object (gateway): what must hold of the destination, checked in
+// the rename's transaction, and xattrs set on the moved inode in it.
+struct RenameCondition {
+  bool dst_absent = false;  // the destination name must not exist (If-None-Match: *)
+  Ino dst_ino = 0;          // else, when set: it must still be this inode, with this seq (If-Match)
+  uint64_t dst_seq = 0;
+  std::vector<std::pair<std::string, std::string>> set_xattrs;
+};
+
 // Called by background work to delete a slice's blocks from object storage.
 using DeleteSliceFn = std::function<Status(uint64_t id, uint32_t size)>;
 // Called by background work to delete a dead pack object (chunk/block_key.h PackKey).
@@ -374,11 +383,20 @@ class Meta {
   // trash is false (undoing a failed clone).
   Status Unlink(const Ctx& ctx, Ino parent, const std::string& name, bool trash = true);
   Status Rmdir(const Ctx& ctx, Ino parent, const std::string& name, bool trash = true);
+  // cond (the S3 gateway's conditional publish): checked in the rename's transaction,
+  // EEXIST / ESTALE when it does not hold, and the xattrs set on the moved inode there.
   Status Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
-                const std::string& new_name, uint32_t flags);
+                const std::string& new_name, uint32_t flags, const RenameCondition* cond = nullptr);
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+  // Up to `limit` entries whose names are at least `from` ("": from the first; after + '\0'
+  // for the names after `after`), in name (byte) order, with attributes when plus and the
+  // value of xattr `xattr` (when not empty) in DirEntry::xattr; *more (when given) says
+  // whether more follow. One read transaction that costs the page, not the directory
+  // (meta_listing.cc).
+  Result<std::vector<DirEntry>> ReaddirPage(const Ctx& ctx, Ino ino, const std::string& from, size_t limit,
+                                            bool plus, bool* more = nullptr, const std::string& xattr = "");
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller
