@@ -1,12 +1,15 @@
 #!/bin/bash
 # Build libfuse3's low-level passthrough example (passthrough_ll.c, shipped in the Debian
-# package libfuse3-dev) for use as the "cost of FUSE itself" reference in bench/run.sh.
+# package libfuse3-dev) for use as the "cost of FUSE itself" reference in bench/run.sh; with
+# the argument `passthrough`, its high-level, path-based sibling (passthrough.c: no open
+# descriptor per inode, for bench/readdir.py's directories of more entries than
+# RLIMIT_NOFILE allows passthrough_ll).
 #
-# usage: bench/build-passthrough.sh        prints the path of the binary on stdout
+# usage: bench/build-passthrough.sh [passthrough_ll|passthrough]   prints the binary's path
 #
 # env:
 #   LIBFUSE_EXAMPLES  folder holding passthrough_ll.c (default: the libfuse3-dev examples)
-#   BENCH_BUILD       build folder (default: <repo>/build/bench); binary = $BENCH_BUILD/passthrough_ll
+#   BENCH_BUILD       build folder (default: <repo>/build/bench); binary = $BENCH_BUILD/NAME
 #   CC                C compiler (default: cc)
 #
 # Idempotent: rebuilds only if the binary is missing or older than the example sources.
@@ -15,8 +18,10 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 EXAMPLES=${LIBFUSE_EXAMPLES:-/usr/share/doc/libfuse3-dev/examples}
 BUILD=${BENCH_BUILD:-$REPO/build/bench}
 CC=${CC:-cc}
-SRC_DIR=$BUILD/passthrough_ll.src
-BIN=$BUILD/passthrough_ll
+NAME=${1:-passthrough_ll}
+case $NAME in passthrough_ll|passthrough) ;; *) echo "build-passthrough: unknown example '$NAME'" >&2; exit 1 ;; esac
+SRC_DIR=$BUILD/$NAME.src
+BIN=$BUILD/$NAME
 
 die() { echo "build-passthrough: $*" >&2; exit 1; }
 
@@ -30,8 +35,8 @@ find_src() {
   elif [ -f "$EXAMPLES/$name.gz" ]; then echo "$EXAMPLES/$name.gz"
   fi
 }
-MAIN=$(find_src passthrough_ll.c)
-[ -n "$MAIN" ] || die "passthrough_ll.c not found in $EXAMPLES (install libfuse3-dev or set LIBFUSE_EXAMPLES)"
+MAIN=$(find_src "$NAME.c")
+[ -n "$MAIN" ] || die "$NAME.c not found in $EXAMPLES (install libfuse3-dev or set LIBFUSE_EXAMPLES)"
 HELPERS=$(find_src passthrough_helpers.h)
 
 up_to_date() {
@@ -52,7 +57,7 @@ if ! up_to_date; then
   done
   echo "build-passthrough: compiling $MAIN -> $BIN" >&2
   # shellcheck disable=SC2046 # pkg-config output must be word-split
-  "$CC" -O2 -Wall -o "$BIN.tmp" "$SRC_DIR/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) >&2 ||
+  "$CC" -O2 -Wall -o "$BIN.tmp" "$SRC_DIR/$NAME.c" $(pkg-config --cflags --libs fuse3) >&2 ||
     die "compilation failed"
   mv -f "$BIN.tmp" "$BIN"
 fi

@@ -218,6 +218,7 @@ _live_volumes = set()
 REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 6, "shared_mount": 7,
             "io_stress": 8, "pack": 9, "rmr": 10, "clone": 11,
             "trash": 12, "quota": 13, "subdir": 14, "backup": 15}
+REDIS_DB.update({"damaged": 16})  # the test servers have 32 databases
 
 
 def servers():
@@ -241,6 +242,9 @@ def s3_storage_args(bucket_name):
 def rados_storage_args():
     srv = servers()
     return ["--storage", "rados", "--bucket", srv["rados_pool"], "--ceph-conf", srv["ceph_conf"]]
+
+
+RUN_TRASH_DAYS = object()  # Volume.format: the run's setting (TIERFS_TEST_TRASH_DAYS, else 0)
 
 
 class Volume:
@@ -272,9 +276,12 @@ class Volume:
 
     # ----- lifecycle -------------------------------------------------------------------
 
-    def format(self, *extra, check=True, trash_days="0"):
+    def format(self, *extra, check=True, trash_days=RUN_TRASH_DAYS):
         # Tests see removals delete at once unless they ask for the trash (trash_days, or
-        # None for tierfs format's own default).
+        # None for tierfs format's own default) or the run does: TIERFS_TEST_TRASH_DAYS (ctest
+        # runs the POSIX suites a second time with 1, the default of `tierfs format`).
+        if trash_days is RUN_TRASH_DAYS:
+            trash_days = os.environ.get("TIERFS_TEST_TRASH_DAYS") or "0"
         args = ["format", self.meta_url, self.name] + (
             self.storage if self.storage is not None else ["--storage", "file", "--bucket", self.bucket])
         if self.block_size:
@@ -403,6 +410,9 @@ class Volume:
         """The pid of the tierfs process serving mountpoint: found in /proc by its command
         line (a process this object started), else from `tierfs status --json`."""
         mnt = os.path.realpath(mountpoint)
+        # Compared as strings: resolving other processes' arguments would stat paths on their
+        # mounts, and a test may hold one of those daemons stopped (SIGSTOP) meanwhile.
+        targets = {mnt, os.path.normpath(os.path.abspath(mountpoint))}
         me = os.getpid()
         found = []
         for entry in os.listdir("/proc"):
@@ -414,7 +424,7 @@ class Volume:
             except OSError:
                 continue
             if (argv and "mount" in argv and "umount" not in argv
-                    and any(os.path.realpath(a) == mnt for a in argv if a.startswith("/"))
+                    and any(os.path.normpath(a) in targets for a in argv if a.startswith("/"))
                     and any("tierfs" in os.path.basename(a) for a in argv[:2])):
                 if pid_alive(int(entry)):
                     found.append(int(entry))

@@ -41,6 +41,7 @@ RADOS_POOL = "tierfs"
 # Databases the PostgreSQL fixture creates: one per test binary/script that needs one.
 PG_DATABASES = ["tierfs_meta_test", "tierfs_kv_test", "tierfs_cli", "tierfs_multi", "tierfs_migrate",
                 "tierfs_bench"]
+PG_DATABASES += ["tierfs_damaged"]
 PG_BIN = "/usr/lib/postgresql/15/bin"
 # Opt-in bluestore OSD (see the module docstring); the test suite keeps memstore.
 CEPH_BLUESTORE = os.environ.get("TIERFS_CEPH_BLUESTORE", "") not in ("", "0")
@@ -139,7 +140,7 @@ class Redis:
         bind = ["127.0.0.1"] + ([EXTRA_ADDR] if EXTRA_ADDR else [])
         cmd = ["redis-server", "--bind"] + bind + ["--port", str(self.port), "--dir", self.dir,
                "--daemonize", "yes", "--pidfile", self.pidfile, "--logfile", os.path.join(self.dir, "redis.log"),
-               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "16"]
+               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "32"]
         if EXTRA_ADDR:
             cmd += ["--protected-mode", "no"]
         if self.password:

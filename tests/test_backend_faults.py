@@ -22,7 +22,7 @@ from harness import msg, tierfs
 
 OFFSET = 50          # ports of this script's servers: the shared ones plus OFFSET
 # No single file operation may outlast the server's outage by more than this (seconds):
-# the client's own retry budget (S3: about 20 s per request, retried by the upload path).
+# the client's own retry budget (S3: at most --io-timeout, 60 s, per request).
 OP_BOUND = 90.0
 
 

@@ -3,7 +3,8 @@ byte (the store holds the same objects), byte-exact with its symlinks, xattrs, m
 holes; the copy appears under its name complete (no hidden entry is left); writes, deletes
 and truncations on either side do not show in the other, and deleting the source keeps the
 clone's data; usage counts the clone, gc finds nothing leaked, fsck is clean. Bad requests
-(an existing name, a destination inside the source) fail with a clear error.
+(an existing name, a destination inside the source) fail with a clear error. A clone of
+another user's file belongs to the caller and counts in the caller's quota.
 `cp --reflink=auto` of a file (copy_file_range through FUSE) shares the data the same way.
 """
 
@@ -130,6 +131,48 @@ class CloneTest(harness.TierFSTestCase):
         with open(a, "rb") as f, open(os.path.join(vol.mnt, "b"), "rb") as g:
             self.assertEqual(f.read(), g.read())
 
+    def test_clone_of_another_users_file_belongs_to_the_caller(self):
+        # Bob clones Alice's world-writable file in a sticky directory, as `cp` would copy it:
+        # the copy is Bob's (he may remove it), and it counts in Bob's quota, not Alice's.
+        vol = self.new_volume(mount_args=["-o", "allow_other"])
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        os.chmod(vol.dir, 0o755)
+        os.chmod(vol.mnt, 0o755)
+        pub = os.path.join(vol.mnt, "pub")
+        os.mkdir(pub)
+        os.chmod(pub, 0o1777)
+
+        def as_user(uid, *cmd):
+            return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + list(cmd),
+                                  capture_output=True, text=True, timeout=120)
+
+        shared, copy = os.path.join(pub, "shared.dat"), os.path.join(pub, "bobs-copy.dat")
+        res = as_user(1000, "sh", "-c", "head -c 300000 /dev/urandom > %s && chmod 666 %s" % (shared, shared))
+        self.assertEqual(res.returncode, 0, res)
+        for uid in ("1000", "1001"):
+            self.assertOk(tierfs("quota", "set", vol.meta_url, "--uid", uid, "--capacity", "1G"), "quota set")
+
+        def used(uid):
+            return json.loads(tierfs("quota", "get", vol.meta_url, "--uid", uid, "--json")[1])["used_bytes"]
+
+        alice_before = used("1000")
+        self.assertEqual(used("1001"), 0)
+        res = as_user(1001, harness.tierfs_bin(), "clone", shared, copy)
+        self.assertEqual(res.returncode, 0, res)
+        st = os.stat(copy)
+        self.assertEqual((st.st_uid, st.st_gid), (1001, 1001))
+        with open(shared, "rb") as a, open(copy, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        self.assertEqual(used("1000"), alice_before)
+        self.assertGreaterEqual(used("1001"), 300000)
+        res = as_user(1001, "rm", copy)
+        self.assertEqual(res.returncode, 0, res)
+        self.assertEqual(used("1001"), 0)
+        # Root's clone keeps the owner, as cp -a does.
+        self.assertOk(tierfs("clone", shared, os.path.join(pub, "roots-copy.dat")), "clone as root")
+        self.assertEqual(os.stat(os.path.join(pub, "roots-copy.dat")).st_uid, 1000)
 
 if __name__ == "__main__":
     harness.main()

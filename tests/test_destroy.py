@@ -4,12 +4,16 @@ the volume's name; then every object of the volume goes from the bucket and the 
 from the engine (status finds no volume), while another volume's objects in the same bucket
 stay. A client cannot mount while a destroy runs: one that mounted during the
 confirmation makes the destroy refuse, and a destroy that stopped half-way keeps clients
-out until it is run again.
+out until it is run again. Destroy removes the volume's folder from this host's cache
+directories (never staged writes); a mount reports the folders of volumes it does not know,
+and `tierfs gc --cache` removes those unused for long (never in use, never staged writes).
 """
 
+import json
 import os
 import pty
 import socket
+import time
 
 import harness
 from harness import msg, run, tierfs
@@ -135,6 +139,111 @@ class DestroyTest(harness.TierFSTestCase):
         self.assertEqual(rc, 0, msg(rc, out, err))
         self.assertIn("tierfs destroy: metrics on http://127.0.0.1:%d/metrics" % port, err)
         self.assertEqual(files_under(doomed_dir), [])
+
+    def test_destroy_removes_this_hosts_cache_folders_but_never_staged_writes(self):
+        vol = self.new_volume(name="doomed")
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        cache = os.path.join(vol.dir, "cache")
+        vol.mount("--cache-dir", cache, "--cache-writes")
+        for i in range(5):
+            with open(vol.path("f%d" % i), "wb") as f:
+                f.write(os.urandom(100000))
+        uuid = vol.status_json()["uuid"]
+        vol.umount()
+        folder = os.path.join(cache, uuid)
+        self.assertTrue(os.path.isdir(folder))
+        # Another cache directory of this host where a --writeback client of the volume left
+        # staged blocks: not cache, so destroy leaves it and says so.
+        other = os.path.join(vol.dir, "other-cache")
+        staged = os.path.join(other, uuid, "staging", "0000000000000001")
+        os.makedirs(os.path.dirname(staged))
+        with open(staged, "wb") as f:
+            f.write(b"acknowledged, not uploaded")
+        rc, out, err = tierfs("destroy", vol.meta_url, uuid, "--yes", "--cache-dir", cache + ":" + other)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertFalse(os.path.exists(folder), "the volume's cache folder is gone")
+        self.assertIn("removed the volume's cache folder " + folder, out)
+        self.assertTrue(os.path.exists(staged))
+        self.assertIn("staged", err)
+        self.assertIn(os.path.join(other, uuid), err)
+
+    def test_mount_reports_and_gc_cache_removes_folders_of_unknown_volumes(self):
+        cache = os.path.join(self.local_tmpdir(), "shared-cache")
+        day = 86400
+
+        def age(path, days):
+            t = time.time() - days * day
+            for d, dirs, files in os.walk(path):
+                for n in dirs + files:
+                    os.utime(os.path.join(d, n), (t, t))
+            os.utime(path, (t, t))
+
+        def volume(name):
+            v = self.new_volume(name=name)
+            self.addCleanup(v.cleanup)
+            v.format()
+            v.mount("--cache-dir", cache, "--cache-writes")
+            with open(v.path("f"), "wb") as f:
+                f.write(os.urandom(200000))
+            uuid = v.status_json()["uuid"]
+            v.umount()
+            return v, uuid
+
+        keep, keep_uuid = volume("keep")
+        gone, gone_uuid = volume("gone")
+        os.unlink(gone.meta_db)  # its engine is gone: nothing on this host knows the volume
+        age(os.path.join(cache, gone_uuid), 40.5)
+        # A folder with staged writes of a volume of another engine, unused as long.
+        staged_uuid = "5f0c3c4e-1111-4222-8333-944444444444"
+        staged = os.path.join(cache, staged_uuid, "staging", "0000000000000001")
+        os.makedirs(os.path.dirname(staged))
+        with open(staged, "wb") as f:
+            f.write(b"acknowledged, not uploaded")
+        with open(os.path.join(cache, staged_uuid, "index"), "wb"):
+            pass
+        age(os.path.join(cache, staged_uuid), 50.5)
+        # A folder used yesterday.
+        recent_uuid = "6f0c3c4e-1111-4222-8333-944444444444"
+        os.makedirs(os.path.join(cache, recent_uuid, "blocks"))
+        with open(os.path.join(cache, recent_uuid, "index"), "wb"):
+            pass
+        age(os.path.join(cache, recent_uuid), 1.5)
+
+        keep.mount("--cache-dir", cache)
+        log = keep.read_log()
+        self.assertIn(gone_uuid + " (unused for 40 days)", log)
+        self.assertIn(staged_uuid + " (holds staged writes)", log)
+        self.assertIn("tierfs gc --cache --cache-dir " + cache, log)
+
+        rc, out, err = tierfs("gc", "--cache", "--cache-dir", cache)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(cache)}
+        self.assertIn("would remove", lines[os.path.join(cache, gone_uuid)])
+        self.assertIn("in use", lines[os.path.join(cache, keep_uuid)])
+        self.assertIn("staged", lines[os.path.join(cache, staged_uuid)])
+        self.assertIn("kept", lines[os.path.join(cache, recent_uuid)])
+        self.assertTrue(os.path.isdir(os.path.join(cache, gone_uuid)), "nothing removed without --delete")
+
+        rc, out, err = tierfs("gc", "--cache", "--cache-dir", cache, "--delete", "--json")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        report = json.loads(out)
+        self.assertEqual(report["removed"], 1, report)
+        self.assertFalse(os.path.exists(os.path.join(cache, gone_uuid)))
+        for uuid in (keep_uuid, staged_uuid, recent_uuid):
+            self.assertTrue(os.path.isdir(os.path.join(cache, uuid)), uuid)
+        self.assertTrue(os.path.exists(staged))
+        keep.umount()
+        # The volume named by a META-URL is kept whatever its age.
+        age(os.path.join(cache, keep_uuid), 60)
+        rc, out, err = tierfs("gc", keep.meta_url, "--cache", "--cache-dir", cache, "--delete", "--unused", "0")
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        self.assertTrue(os.path.isdir(os.path.join(cache, keep_uuid)))
+        self.assertFalse(os.path.exists(os.path.join(cache, recent_uuid)), "--unused 0: unused folders go")
+        self.assertTrue(os.path.exists(staged))
+        keep.mount("--cache-dir", cache)  # the kept cache still works
+        with open(keep.path("f"), "rb") as f:
+            self.assertEqual(len(f.read()), 200000)
 
     def on_terminal(self, meta_url, uuid, typed, before_typing=None):
         """Runs destroy with a terminal as stdin and stderr; returns (rc, everything printed).

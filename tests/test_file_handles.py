@@ -1,7 +1,9 @@
 """Inodes reached without a path: file handles (name_to_handle_at / open_by_handle_at, what
 an NFS server exporting a TierFS mount uses) across a remount, from another mount and for
 files unlinked while open; and directories removed or replaced while a descriptor of them
-is open (fstat, fchmod, listing and creating in them behave as on ext4)."""
+is open (fstat, fchmod, listing and creating in them behave as on ext4). ctest runs it with
+the trash off and on (TIERFS_TEST_TRASH_DAYS=1): a file whose last name went to the trash is,
+to its handles, an unlinked file."""
 
 import ctypes
 import ctypes.util
@@ -124,6 +126,26 @@ class FileHandleTest(harness.TierFSTestCase):
             return False
         except OSError as e:
             return e.errno == errno.ESTALE
+
+    def test_handle_of_a_file_removed_while_open_is_stale_after_the_last_close(self):
+        f = self.vol.path("held")
+        with open(f, "wb") as fo:
+            fo.write(b"held")
+        h = name_to_handle(f)
+        keep = os.open(f, os.O_RDONLY)
+        try:
+            os.unlink(f)
+            drop_kernel_caches()
+            fd = open_by_handle(self.mnt, h)  # still open: the handle resolves
+            try:
+                self.assertEqual(os.pread(fd, 10, 0), b"held")
+                self.assertEqual(os.fstat(fd).st_nlink, 0)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(keep)
+        self.assertTrue(harness.wait_for(lambda: self._stale(self.mnt, h), timeout=10),
+                        "the handle of a removed file still opens after its last close")
 
     def test_handle_of_a_deleted_file_is_stale(self):
         f = self.vol.path("gone")

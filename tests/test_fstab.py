@@ -1,6 +1,7 @@
 """Living with the OS: an fstab line of type tierfs mounts through mount(8) and its helper
 mount.tierfs (the tierfs binary under that name), `tierfs mount --update-fstab` writes that
-line, and the systemd unit template parses.
+line, and the systemd unit template parses. `mount -a` skips a line that is mounted already
+(rc 0), and an option neither tierfs nor FUSE knows is named in the error.
 
 The helper must be /usr/sbin/mount.tierfs (or /sbin/...) for mount(8) to find it: the tests
 link it there to the binary under test when nothing is there, and remove the link after.
@@ -86,6 +87,32 @@ class FstabTest(harness.TierFSTestCase):
         rc, out, err = run("mount", "-T", self.fstab, self.vol.mnt)
         self.assertNotEqual(rc, 0)
         self.assertIn("cache-size needs a value", out + err)
+        self.assertFalse(harness.is_mounted(self.vol.mnt))
+
+    def mounts_at(self, path):
+        with open("/proc/self/mountinfo") as f:
+            return sum(1 for line in f if line.split()[4] == path)
+
+    def test_mount_all_skips_a_line_already_mounted(self):
+        # As for other file systems: the mounted line is skipped and mount -a returns 0.
+        self.install_helper()
+        self.write_fstab("%s %s tierfs _netdev,cache-dir=%s,log=%s 0 0"
+                         % (self.vol.meta_url, self.vol.mnt, os.path.join(self.vol.dir, "c"), self.vol.log))
+        for attempt in range(2):
+            rc, out, err = run("mount", "-a", "-T", self.fstab, "-t", "tierfs")
+            self.assertEqual(rc, 0, "mount -a, attempt %d\n%s" % (attempt + 1, msg(rc, out, err)))
+            self.assertEqual(self.mounts_at(self.vol.mnt), 1)
+        # The source mount(8) compares is the META-URL, as in fstab.
+        rc, out, err = run("findmnt", "-n", "-o", "SOURCE", self.vol.mnt)
+        self.assertEqual(out.strip(), self.vol.meta_url, msg(rc, out, err))
+        self.umount()
+
+    def test_unknown_option_is_named(self):
+        self.install_helper()
+        self.write_fstab("%s %s tierfs _netdev,allow_other,no-such-option 0 0" % (self.vol.meta_url, self.vol.mnt))
+        rc, out, err = run("mount", "-T", self.fstab, self.vol.mnt)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("unknown mount option 'no-such-option'", out + err, msg(rc, out, err))
         self.assertFalse(harness.is_mounted(self.vol.mnt))
 
     def fstab_lines(self):

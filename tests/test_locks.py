@@ -68,12 +68,76 @@ def _child_getlk(path, ltype, start, length):
         os.close(fd)
 
 
+def _lock_file_race(path, role, seconds, out):
+    """One side of a lock-file race: the remover creates, locks and removes the lock file in a
+    loop; the others open it (O_CREAT, for writing) and lock it, flock then fcntl. Every
+    error is counted by call and errno and written to `out` as JSON."""
+    import json
+    errors, done = {}, 0
+
+    def count(what, e):
+        k = "%s %s" % (what, errno.errorcode.get(e.errno, e.errno))
+        errors[k] = errors.get(k, 0) + 1
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        except OSError as e:
+            count("open", e)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            if role == "remover":
+                try:
+                    if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                        os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+            done += 1
+        except OSError as e:
+            count("lock", e)
+        finally:
+            os.close(fd)
+    with open(out, "w") as f:
+        json.dump({"errors": errors, "done": done}, f)
+
+
 class LockTest(harness.TierFSTestCase):
     def setUp(self):
         super().setUp()
         self.p = os.path.join(self.work, "lockfile")
         with open(self.p, "wb") as f:
             f.write(b"x" * 1000)
+
+    def test_lock_file_race(self):
+        # One process removes a lock file while others open it for writing and lock it:
+        # ext4 and tmpfs allow all of it (an open of the removed file gets the unlinked
+        # file, or a new one), with the trash on and off.
+        import json
+        lock = os.path.join(self.work, "race.lock")
+        outs, pids = [], []
+        for i, role in enumerate(["remover", "opener", "opener", "opener"]):
+            out = os.path.join(self.local_tmpdir(), "%d.json" % i)
+            outs.append(out)
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    _lock_file_race(lock, role, 4.0, out)
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        for pid in pids:
+            self.assertEqual(os.waitpid(pid, 0)[1], 0)
+        results = [json.load(open(o)) for o in outs]
+        errors = [r["errors"] for r in results if r["errors"]]
+        self.assertEqual(errors, [], "errors in the lock-file race: %r" % results)
+        self.assertGreater(results[0]["done"], 10, results)
+        self.assertGreater(sum(r["done"] for r in results[1:]), 10, results)
 
     def test_flock_exclusive_and_shared(self):
         fd = os.open(self.p, os.O_RDWR)

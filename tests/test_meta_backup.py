@@ -4,7 +4,9 @@ A mounted client writes a zstd-compressed dump of the metadata into the object s
 (VOLUME/meta/dump-*.json.zst) every interval, keeping the newest --backup-keep; with two
 clients mounted, only one takes each turn; `tierfs load` restores the newest into an empty
 engine and the volume mounts with every file byte-exact; a damaged backup is refused with a
-clear error; --backup-meta 0 writes none.
+clear error; --backup-meta 0 writes none. Metadata damaged under a mounted client (a record
+overwritten with sqlite3 or redis-cli) makes every backup fail, logged with the record's
+name, and the good backups taken before stay: none is replaced or rotated away.
 """
 
 import glob
@@ -13,6 +15,7 @@ import os
 import time
 
 import harness
+import meta_damage
 from harness import msg, tierfs
 
 
@@ -75,7 +78,8 @@ class MetaBackupTest(harness.TierFSTestCase):
         vol.umount()
         # Restore into an empty engine; the blocks are where they were.
         restored = "sqlite3://" + os.path.join(vol.dir, "restored.db")
-        rc, out, err = tierfs("load", restored, newest)
+        # The original engine is given up: the restored one takes the bucket over.
+        rc, out, err = tierfs("load", restored, newest, "--take-bucket")
         self.assertEqual(rc, 0, msg(rc, out, err))
         mnt = os.path.join(vol.dir, "restored")
         os.mkdir(mnt)
@@ -94,6 +98,46 @@ class MetaBackupTest(harness.TierFSTestCase):
         rc, out, err = tierfs("load", "sqlite3://" + os.path.join(vol.dir, "cut.db"), cut)
         self.assertNotEqual(rc, 0)
         self.assertIn("zstd", err)
+
+    def test_damaged_metadata_fails_backups_and_keeps_the_good_ones(self):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        self.check_damage_keeps_backups(vol)
+
+    def test_damaged_metadata_fails_backups_and_keeps_the_good_ones_on_redis(self):
+        vol = self.new_volume(meta_url=harness.servers()["redis_url"] + "/%d" % harness.REDIS_DB["backup"])
+        self.addCleanup(vol.cleanup)
+        self.check_damage_keeps_backups(vol)
+
+    def check_damage_keeps_backups(self, vol):
+        vol.format("--force")
+        vol.mount("--backup-meta", "2", "--backup-keep", "2")
+        for i in range(30):
+            with open(os.path.join(vol.mnt, "f%d" % i), "wb") as f:
+                f.write(os.urandom(100 * i + 1))
+        victim = os.stat(os.path.join(vol.mnt, "f7")).st_ino
+        self.assertTrue(harness.wait_for(lambda: len(self.backups(vol)) >= 2, timeout=30), self.backups(vol))
+        meta_damage.for_url(vol.meta_url).set(meta_damage.attr_key(victim), b"\x01")
+
+        def failures():
+            return vol.read_log().count("metadata backup failed")
+        # A backup that had read the record before the damage may still land: look from the
+        # first failure on.
+        self.assertTrue(harness.wait_for(lambda: failures() >= 1, timeout=30), vol.log_tail())
+        good = {p: harness.file_sha256(p) for p in self.backups(vol)}
+        self.assertGreaterEqual(len(good), 2)
+        seen = failures()
+        self.assertTrue(harness.wait_for(lambda: failures() >= seen + 2, timeout=30), vol.log_tail())
+        self.assertEqual({p: harness.file_sha256(p) for p in self.backups(vol)}, good,
+                         "a failed backup replaced or rotated away a good one")
+        log = vol.read_log()
+        self.assertIn("attributes of inode %d" % victim, log)
+        self.assertIn(meta_damage.attr_key(victim).hex(), log)
+        # The newest good backup restores every file but the damaged one's later state.
+        newest = sorted(good)[-1]
+        restored = "sqlite3://" + os.path.join(vol.dir, "restored.db")
+        rc, out, err = tierfs("load", restored, newest)
+        self.assertEqual(rc, 0, msg(rc, out, err))
 
     def test_no_backups_with_backup_meta_0(self):
         vol = self.new_volume()

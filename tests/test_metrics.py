@@ -325,5 +325,44 @@ class MetricsTest(harness.TierFSTestCase):
         vol.umount()
 
 
+    def test_listing_a_directory_costs_linear_work(self):
+        """Listing N entries takes each entry from the directory snapshot and encodes it about
+        once (at most once more per READDIR reply, for the entry that did not fit): N work,
+        not N^2 / (entries per reply) as when every reply copied all the entries after its
+        offset. Counted by tierfs_readdir_entries_total, not timed."""
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        n = 20000
+        d = os.path.join(vol.mnt, "big")
+        os.mkdir(d)
+        for i in range(n):
+            os.close(os.open(os.path.join(d, "entry-with-a-longer-name-%06d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+
+        def counters():
+            m = self.stats_json(vol.mnt)["metrics"]
+            return (m.get('tierfs_readdir_entries_total{step="snapshot"}', 0),
+                    m.get('tierfs_readdir_entries_total{step="encoded"}', 0),
+                    m.get('tierfs_fuse_op_duration_seconds_count{op="readdir"}', 0))
+
+        for tool in (["ls", "-f"], ["ls", "-l"]):
+            before = counters()
+            rc, out, err = harness.run(*tool, d)
+            self.assertEqual(rc, 0, err)
+            after = counters()
+            taken, encoded, replies = (a - b for a, b in zip(after, before))
+            lines = out.splitlines()
+            self.assertEqual(len([x for x in lines if "entry-with" in x]), n, tool)
+            self.assertGreater(replies, 10, "%s: a 20k listing takes many READDIR replies" % tool)
+            # ".", ".." and the entries, plus one entry per reply that did not fit
+            bound = n + 2 + replies
+            self.assertLessEqual(taken, bound, "%s: %d entries taken from the snapshot for %d listed in %d replies"
+                                 % (tool, taken, n, replies))
+            self.assertLessEqual(encoded, bound, "%s: %d entries encoded for %d listed in %d replies"
+                                 % (tool, encoded, n, replies))
+            self.assertGreaterEqual(encoded, n, tool)
+
+
 if __name__ == "__main__":
     harness.main()

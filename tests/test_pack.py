@@ -195,7 +195,7 @@ class PackTest(harness.TierFSTestCase):
         self.assertEqual(rc, 0, msg(rc, out, err))
         self.vol.umount()
         os.unlink(self.vol.meta_db)
-        rc, out, err = tierfs("load", self.vol.meta_url, dump)
+        rc, out, err = tierfs("load", self.vol.meta_url, dump, "--take-bucket")
         self.assertEqual(rc, 0, msg(rc, out, err))
         # The usage counters come through (the clients' shares folded in), and fsck agrees.
         self.assertEqual({k: self.vol.status_json()[k] for k in ("used_bytes", "inodes")}, usage)

@@ -7,12 +7,20 @@
 - mounting over a non-empty directory warns (stderr and log) and still mounts;
 - `load` refuses a dump whose entries point at inodes it does not contain;
 - `df` of a file-store volume without a capacity limit shows the bucket's disk.
+
+Issue 22, item 8:
+- `tierfs --version` prints the version;
+- sizes take K..E (binary), and one that overflows or is negative is refused naming the option;
+- contradictory or pointless mount options are refused before mounting;
+- `quota list` names a directory quota by its path;
+- `gc` says how much replaced data the compaction grace still keeps, and until when.
 """
 
 import json
 import os
 import re
 import sqlite3
+import time
 
 import harness
 from harness import Volume, is_mounted, msg, run, tierfs
@@ -293,7 +301,10 @@ class DfOfALocalDiskTest(PapercutTestCase):
         avail = st.f_bavail * st.f_frsize
         disk_st = os.statvfs(disk)
         disk_avail = disk_st.f_bavail * disk_st.f_frsize
-        self.assertLessEqual(abs(avail - disk_avail), MiB, "avail %d vs the disk's %d" % (avail, disk_avail))
+        # The room above the bucket's free-space floor (mount --bucket-free-space-ratio, 5%).
+        floor = int(0.05 * disk_st.f_blocks * disk_st.f_frsize)
+        self.assertLessEqual(abs(avail - (disk_avail - floor)), MiB,
+                             "avail %d vs the disk's %d above its floor of %d" % (avail, disk_avail, floor))
         self.assertLess(avail, 41 * MiB, "the other data on the disk is not available")
         # df agrees (it reads the same statfs).
         rc, out, err = run("df", "-B1", "--output=size", v.mnt)
@@ -313,6 +324,122 @@ class DfOfALocalDiskTest(PapercutTestCase):
         v.mount()
         st = os.statvfs(v.mnt)
         self.assertEqual(st.f_blocks * st.f_frsize, 1 << 30, "the volume's --capacity")
+
+
+class VersionTest(PapercutTestCase):
+    def test_version_flag_prints_the_version(self):
+        rc, version, err = tierfs("version")
+        self.assertEqual(rc, 0, msg(rc, version, err))
+        for flag in ("--version", "-V"):
+            rc, out, err = tierfs(flag)
+            self.assertEqual(rc, 0, msg(rc, out, err))
+            self.assertEqual(out.strip(), version.strip())
+            self.assertRegex(out, r"^tierfs \S+")
+
+
+class SizesTest(PapercutTestCase):
+    def test_binary_suffixes_up_to_exa_and_nothing_that_overflows(self):
+        v = self.vol_()
+        v.format("--capacity", "2P")
+        self.assertEqual(v.status_json()["capacity"], 2 << 50)
+        self.assertOk(tierfs("config", v.meta_url, "--capacity", "1.5E"), "config --capacity 1.5E")
+        self.assertEqual(v.status_json()["capacity"], 3 << 59)
+        for size in ("99999999T", "8E", "-1", "-5G", "18446744073709551616"):
+            with self.subTest(size=size):
+                res = tierfs("quota", "set", v.meta_url, "--uid", "1000", "--capacity", size)
+                self.assertFails(res, "--capacity", what="quota set --capacity " + size)
+                self.assertIn(size, res[2])
+        rc, out, err = tierfs("quota", "list", v.meta_url, "--json")
+        self.assertEqual([q for q in json.loads(out) if q["kind"] == "user"], [], "a refused size set no quota")
+        res = tierfs("quota", "set", v.meta_url, "--uid", "1000", "--inodes", "99999999999999999999")
+        self.assertFails(res, "--inodes", what="an inode count past 2^63")
+        res = v.mount("--cache-size", "99999999999999999999999T", check=False)
+        self.assertFails(res, "--cache-size", what="mount --cache-size 99999999999999999999999T")
+        self.assertIn("too large", res[2])
+        self.assertFalse(is_mounted(v.mnt))
+        res = v.mount("--cache-size", "-1G", check=False)
+        self.assertFails(res, "--cache-size", what="mount --cache-size -1G")
+        self.assertFalse(is_mounted(v.mnt))
+
+
+class ContradictoryOptionsTest(PapercutTestCase):
+    def test_mount_refuses_contradictory_or_pointless_options(self):
+        v = self.vol_()
+        v.format()
+        cases = {
+            "negative attribute cache": (["--attr-cache", "-3"], ["--attr-cache"]),
+            "negative entry cache": (["--entry-cache", "-1"], ["--entry-cache"]),
+            "read-only with write-back": (["--read-only", "--writeback"], ["--writeback", "read-only"]),
+            "-o ro with write-back": (["-o", "ro", "--writeback"], ["--writeback", "read-only"]),
+            "packing without write-back": (["--pack-below", "64K"], ["--pack-below"]),
+            "upload delay without write-back": (["--upload-delay", "5"], ["--upload-delay"]),
+            "no-sharing without a group": (["--no-sharing"], ["--no-sharing"]),
+            "cache-writes without a disk cache": (["--cache-dir", "memory", "--cache-writes"], ["--cache-writes"]),
+            "an unknown -o option": (["-o", "allow_other,nosuchopt"], ["nosuchopt"]),
+        }
+        for what, (args, words) in cases.items():
+            with self.subTest(case=what):
+                if is_mounted(v.mnt):  # a case that mounted after all (reported below)
+                    v.umount()
+                res = v.mount(*args, check=False)
+                self.assertFails(res, *words, what=what)
+                for word in words:
+                    self.assertIn(word, res[2], what)
+                self.assertFalse(is_mounted(v.mnt), what)
+        self.assertIn("unknown mount option 'nosuchopt'", v.mount("-o", "nosuchopt", check=False)[2])
+        # The sensible combinations still mount.
+        v.mount("--writeback", "--pack-below", "64K", "--upload-delay", "0", "-o", "allow_other,noatime")
+        v.umount()
+        v.mount("--read-only", "--attr-cache", "0")
+        v.umount()
+
+
+class QuotaListNamesPathsTest(PapercutTestCase):
+    def test_directory_quotas_are_listed_by_path(self):
+        v = self.vol_()
+        v.format("--capacity", "1T")
+        v.mount()
+        os.makedirs(v.path("teams", "vision"))
+        v.umount()
+        self.assertOk(tierfs("quota", "set", v.meta_url, "--path", "/teams/vision", "--capacity", "50G"), "quota set")
+        self.assertOk(tierfs("quota", "set", v.meta_url, "--uid", "1001", "--capacity", "2T"), "quota set --uid")
+        out = self.assertOk(tierfs("quota", "list", v.meta_url), "quota list")
+        rows = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines()[1:]}
+        self.assertIn("dir /teams/vision", rows, out)
+        self.assertIn("dir /", rows, out)  # the volume's own limits
+        self.assertIn("user 1001", rows, out)
+        listed = json.loads(self.assertOk(tierfs("quota", "list", v.meta_url, "--json"), "quota list --json"))
+        paths = sorted(q.get("path") for q in listed if q["kind"] == "dir")
+        self.assertEqual(paths, ["/", "/teams/vision"])
+        out = self.assertOk(tierfs("quota", "get", v.meta_url, "--path", "/teams/vision"), "quota get")
+        self.assertIn("/teams/vision", out)
+
+
+class GcSaysWhatCompactionKeepsTest(PapercutTestCase):
+    def test_gc_reports_the_grace_of_replaced_data(self):
+        v = self.vol_()
+        v.format()
+        v.mount("--compact-grace", "3600")
+        p = v.path("rewritten")
+        with open(p, "wb") as f:
+            f.write(os.urandom(MiB))
+        for i in range(30):  # 30 committed overwrites of 64 KiB each
+            with open(p, "r+b") as f:
+                f.seek(i * 32768)
+                f.write(os.urandom(65536))
+        started = time.time()
+        self.assertOk(tierfs("compact", p), "compact")
+        v.umount()
+        out = self.assertOk(tierfs("gc", v.meta_url, "--delete"), "gc --delete")
+        held = [line for line in out.splitlines() if line.startswith("held:")]
+        self.assertEqual(len(held), 1, out)
+        self.assertIn("replaced by compaction", held[0])
+        self.assertIn("--compact-grace", held[0])
+        self.assertRegex(held[0], r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+        j = json.loads(self.assertOk(tierfs("gc", v.meta_url, "--json"), "gc --json"))
+        self.assertGreaterEqual(j["held_slices"], 31)
+        self.assertGreaterEqual(j["held_bytes"], MiB)
+        self.assertGreaterEqual(j["held_until"], started + 3500)
 
 
 if __name__ == "__main__":

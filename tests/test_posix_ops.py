@@ -1,4 +1,6 @@
-"""Every FUSE operation through real syscalls on a mounted TierFS volume."""
+"""Every FUSE operation through real syscalls on a mounted TierFS volume. ctest runs it
+twice: with removals deleting at once, and with the trash on (TIERFS_TEST_TRASH_DAYS=1, the
+default of `tierfs format`), under which a removed file must behave exactly as unlinked."""
 
 import ctypes
 import ctypes.util
@@ -175,6 +177,59 @@ class BasicIOTest(harness.TierFSTestCase):
         finally:
             os.close(fd)
         self.assertEqual(read_file(p), b"new")
+
+    def test_rename_over_an_open_file(self):
+        a, b = os.path.join(self.work, "a"), os.path.join(self.work, "b")
+        write_file(a, b"new")
+        write_file(b, b"old")
+        fd = os.open(b, os.O_RDONLY)
+        try:
+            os.rename(a, b)
+            self.assertEqual(os.fstat(fd).st_nlink, 0, "the replaced file has no name left")
+            self.assertEqual(os.pread(fd, 10, 0), b"old")
+            self.assertEqual(os.stat(b).st_nlink, 1)
+        finally:
+            os.close(fd)
+        self.assertEqual(read_file(b), b"new")
+
+    def test_link_counts_of_a_hard_linked_file_removed_while_open(self):
+        a, b = os.path.join(self.work, "a"), os.path.join(self.work, "b")
+        write_file(a, b"linked")
+        os.link(a, b)
+        fd = os.open(a, os.O_RDONLY)
+        try:
+            self.assertEqual(os.fstat(fd).st_nlink, 2)
+            os.unlink(a)
+            self.assertEqual(os.fstat(fd).st_nlink, 1)
+            self.assertEqual(os.stat(b).st_nlink, 1)
+            os.unlink(b)
+            self.assertEqual(os.fstat(fd).st_nlink, 0)
+            self.assertEqual(os.pread(fd, 10, 0), b"linked")
+        finally:
+            os.close(fd)
+
+    def test_a_removed_open_file_stays_usable_through_its_descriptor(self):
+        # What those who hold a removed file may do with it, as on ext4: change its mode,
+        # truncate it, open it again for writing through /proc/self/fd.
+        p = os.path.join(self.work, "f")
+        write_file(p, b"0123456789")
+        fd = os.open(p, os.O_RDWR)
+        try:
+            os.unlink(p)
+            os.fchmod(fd, 0o600)
+            self.assertEqual(stat.S_IMODE(os.fstat(fd).st_mode), 0o600)
+            os.ftruncate(fd, 4)
+            self.assertEqual(os.fstat(fd).st_size, 4)
+            again = os.open("/proc/self/fd/%d" % fd, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(again, b"xy")
+            finally:
+                os.close(again)
+            self.assertEqual(os.pread(fd, 10, 0), b"0123xy")
+            self.assertEqual(os.fstat(fd).st_nlink, 0)
+        finally:
+            os.close(fd)
+        self.assertFalse(os.path.exists(p))
 
     def test_mmap_shared_write(self):
         p = os.path.join(self.work, "f")

@@ -1,6 +1,7 @@
 """Timestamps change on exactly the operations that change them on Linux, and the rules
 for setting them: any user with write access may set them to now; only the owner (or root)
-may set explicit times. Reads do not update atime (noatime, as documented)."""
+may set explicit times. Reads update atime as Linux's relatime does (the default), on every
+read with -o strictatime, never with -o noatime; the times survive a remount."""
 
 import os
 import time
@@ -51,7 +52,7 @@ class TimestampTest(harness.TierFSTestCase):
         self.tick()
         with open(p, "rb") as f:
             f.read()
-        self.assertEqual(st(p).st_atime_ns, c.st_atime_ns, "noatime: reads leave atime alone")
+        self.assertGreater(st(p).st_atime_ns, c.st_mtime_ns, "relatime: a read after a change updates atime")
 
     def test_chmod_chown_change_only_ctime(self):
         p = self.mkfile("c")
@@ -145,6 +146,66 @@ class TimestampTest(harness.TierFSTestCase):
         _, status = os.waitpid(pid, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 0,
                          "10: explicit times allowed; 11: wrong errno; 12: now allowed without write; 13: wrong errno")
+
+
+class AtimeTest(harness.TierFSTestCase):
+    PER_TEST = True
+    AUTO_MOUNT = False
+
+    def volume(self, *mount_args):
+        vol = self.new_volume()
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount(*mount_args)
+        p = vol.path("f")
+        with open(p, "wb") as f:
+            f.write(b"data" * 1000)
+        return vol, p
+
+    def read(self, p):
+        with open(p, "rb") as f:
+            self.assertEqual(len(f.read()), 4000)
+        return st(p).st_atime_ns
+
+    def test_relatime_is_the_default(self):
+        vol, p = self.volume()
+        made = st(p)
+        time.sleep(0.02)
+        first = self.read(p)
+        self.assertGreater(first, made.st_mtime_ns, "the first read after a change updates atime")
+        time.sleep(0.02)
+        self.assertEqual(self.read(p), first, "a later read (atime after mtime and ctime, recent) leaves it")
+        time.sleep(0.02)
+        with open(p, "r+b") as f:
+            f.write(b"DATA")
+        changed = st(p)
+        self.assertEqual(changed.st_atime_ns, first, "writing is no access")
+        time.sleep(0.02)
+        again = self.read(p)
+        self.assertGreater(again, changed.st_mtime_ns)
+        # Written to the volume: the next mount shows it.
+        vol.remount()
+        self.assertEqual(st(p).st_atime_ns, again)
+        # An explicit atime (touch -a -d) stays until the next read due by the rule.
+        old = again - 5 * 24 * 3600 * 10**9
+        os.utime(p, ns=(old, changed.st_mtime_ns))
+        self.assertEqual(st(p).st_atime_ns, old)
+        self.assertGreater(self.read(p), again)  # ctime moved past atime with the utime
+
+    def test_noatime_and_strictatime(self):
+        vol, p = self.volume("-o", "noatime")
+        made = st(p)
+        time.sleep(0.02)
+        self.assertEqual(self.read(p), made.st_atime_ns, "noatime")
+        vol.umount()
+        vol.mount("-o", "strictatime")
+        first = self.read(p)
+        self.assertGreater(first, made.st_atime_ns)
+        time.sleep(0.02)
+        second = self.read(p)
+        self.assertGreater(second, first, "strictatime: every read")
+        vol.remount()
+        self.assertEqual(st(p).st_atime_ns, second)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ file replaced by `mv` land in MOUNTPOINT/.trash/HOUR (hidden from the root's lis
 read-only, readable only by owner and root); the data stays in the store; `status` shows
 the trash's size; `tierfs restore` puts the tree back byte-exact and refuses to overwrite;
 turning the trash off (`config --trash-days 0`) expires it and `gc` then finds every block
-freed; fsck is clean throughout. The retention by hour is covered by meta_trash_test.
+freed; fsck is clean throughout. An hour shows each user only the entries that user owns.
+The retention by hour is covered by meta_trash_test.
 """
 
 import errno
@@ -13,6 +14,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 
 import harness
 from harness import msg, tierfs
@@ -162,7 +164,8 @@ class TrashTest(harness.TierFSTestCase):
         dump = os.path.join(vol.dir, "dump.json")
         self.assertOk(tierfs("dump", vol.meta_url, dump), "dump")
         loaded = "sqlite3://" + os.path.join(vol.dir, "loaded.db")
-        self.assertOk(tierfs("load", loaded, dump), "load")
+        # The copy is mounted read-write below: it takes the objects over from the original.
+        self.assertOk(tierfs("load", loaded, dump, "--take-bucket"), "load")
         rc, out, err = tierfs("fsck", loaded, "--json")
         self.assertEqual(rc, 0, msg(rc, out, err))
         st = json.loads(tierfs("status", loaded, "--json")[1])
@@ -177,6 +180,109 @@ class TrashTest(harness.TierFSTestCase):
         vol2.mount()
         with open(os.path.join(vol2.mnt, "d", "f"), "rb") as f:
             self.assertEqual(f.read(), b"x" * 10000)
+
+    def test_an_hour_lists_only_what_the_user_owns(self):
+        # Alice must not learn the names of what Bob removed from his private directory;
+        # each sees their own entries, root sees all, also right after root listed them (the
+        # kernel's name cache, shared by all users, is not given trash names).
+        vol = self.new_volume(mount_args=["-o", "allow_other"])
+        self.addCleanup(vol.cleanup)
+        vol.format(trash_days=1)
+        vol.mount()
+        os.chmod(vol.dir, 0o755)
+        os.chmod(vol.mnt, 0o755)
+        pub = vol.path("pub")
+        os.mkdir(pub)
+        os.chmod(pub, 0o1777)
+
+        def as_user(uid, *cmd):
+            return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + list(cmd),
+                                  capture_output=True, text=True, timeout=60)
+
+        bob_dir = os.path.join(pub, "bob")
+        for cmd in (["mkdir", "-m", "700", bob_dir], ["sh", "-c", "echo secret > %s/salary-2026.xlsx" % bob_dir],
+                    ["rm", "-r", bob_dir]):
+            res = as_user(1001, *cmd)
+            self.assertEqual(res.returncode, 0, res)
+        for cmd in (["sh", "-c", "echo hi > %s/alice.txt" % pub], ["rm", "%s/alice.txt" % pub]):
+            res = as_user(1000, *cmd)
+            self.assertEqual(res.returncode, 0, res)
+        trash = os.path.join(vol.mnt, ".trash")
+        hours = as_user(1000, "ls", trash).stdout.split()
+        self.assertEqual(len(hours), 1, hours)
+        hour = os.path.join(trash, hours[0])
+
+        def names(uid):
+            res = as_user(uid, "ls", "-1", hour)
+            self.assertEqual(res.returncode, 0, res)
+            return sorted(n.split("-", 2)[2] for n in res.stdout.split())
+
+        self.assertEqual(names(1000), ["alice.txt"])
+        self.assertEqual(names(1001), ["bob", "salary-2026.xlsx"])
+        everything = sorted(os.listdir(hour))
+        self.assertEqual(sorted(n.split("-", 2)[2] for n in everything), ["alice.txt", "bob", "salary-2026.xlsx"])
+        # Asked by name, Bob's entries are not there for Alice either.
+        for entry in everything:
+            res = as_user(1000, "stat", "-c", "%n", os.path.join(hour, entry))
+            if entry.endswith("alice.txt"):
+                self.assertEqual(res.returncode, 0, res)
+            else:
+                self.assertNotEqual(res.returncode, 0, res)
+                self.assertIn("No such file", res.stderr)
+    def test_a_local_bucket_keeps_free_space_and_status_says_what_the_trash_holds(self):
+        # Writing and deleting in a loop on a local bucket: deleted data stays in the trash,
+        # but writes fail with ENOSPC at the bucket's free-space floor, not when its disk is
+        # full, and `tierfs status` says how much the trash holds and when it frees it.
+        disk = os.path.join(self.local_tmpdir(), "disk")
+        os.mkdir(disk)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", disk], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", disk])
+        vol = self.new_volume(storage=["--storage", "file", "--bucket", os.path.join(disk, "bucket")])
+        self.addCleanup(vol.cleanup)
+        vol.format(trash_days=None)  # tierfs format's default: 1 day
+        vol.mount("--bucket-free-space-ratio", "0.25")
+        total = os.statvfs(disk).f_blocks * os.statvfs(disk).f_frsize
+        df = os.statvfs(vol.mnt)
+        self.assertLessEqual(df.f_bavail * df.f_frsize, total * 0.75, "df's room is above the floor")
+        chunk = os.urandom(1 << 20)
+        written, failed = [], None
+        for round_ in range(3):
+            for i in range(100):
+                p = os.path.join(vol.mnt, "f%d-%d" % (round_, i))
+                try:
+                    with open(p, "wb") as f:
+                        f.write(chunk)
+                    written.append(p)
+                except OSError as e:
+                    failed = e
+                    break
+            self.assertIsNotNone(failed, "writes never failed")
+            self.assertEqual(failed.errno, errno.ENOSPC, failed)
+            free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+            self.assertGreaterEqual(free, total * 0.25 - (4 << 20), "the bucket's disk went below its floor")
+            for p in written:
+                if os.path.exists(p):
+                    os.unlink(p)
+            failed = None
+        # Deleted data is in the trash: the disk stays full, and status says so.
+        with self.assertRaises(OSError) as cm:
+            with open(os.path.join(vol.mnt, "more"), "wb") as f:
+                f.write(chunk)
+        self.assertEqual(cm.exception.errno, errno.ENOSPC)
+        self.assertIn("--bucket-free-space-ratio", vol.read_log(), "the log says what the limit is")
+        st = vol.status_json()["trash"]
+        self.assertGreaterEqual(st["bytes"], 30 << 20, st)
+        self.assertGreater(st["first_expiry_ns"], time.time_ns() + 23 * 3600 * 10**9, st)
+        rc, out, err = tierfs("status", vol.meta_url)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        trash_line = next(line for line in out.splitlines() if line.startswith("trash:"))
+        self.assertIn("freed hour by hour from", trash_line)
+        self.assertIn("MiB in ", trash_line)
+        # Emptying the trash gives the room back.
+        self.assertOk(tierfs("config", vol.meta_url, "--trash-days", "0"), "config")
+        self.assertOk(tierfs("gc", vol.meta_url, "--delete", "--min-age", "0"), "gc")
+        with open(os.path.join(vol.mnt, "more"), "wb") as f:
+            f.write(chunk)
 
     def trash_hours(self, meta_url):
         mnt = os.path.join(self.local_tmpdir(), "peek")

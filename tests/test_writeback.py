@@ -7,7 +7,10 @@ follows in the background. Shown here, each against the failure it names:
   and returns the right bytes once the store is back;
 - the writer killed with SIGKILL before its uploads: nothing is lost; another client's
   read says where the blocks are; the next mount uploads them (and `tierfs
-  upload-staged` does it by hand, refusing while a client owns the area);
+  upload-staged` does it by hand, refusing while a client owns the area); a remount
+  WITHOUT --writeback uploads them too, before it serves, so that the cache directory can
+  then be cleared (or refuses, saying not to delete the staging folder, while the store is
+  down or when read-only); `status` and `fsck` name the dead client's staging folder;
 - the staging disk full: writes go straight to the store instead, nothing fails;
 - `tierfs umount` waits for the staging area to drain, and says what remains when it
   gives up waiting.
@@ -88,9 +91,10 @@ class WritebackLocalTest(harness.TierFSTestCase):
         return sorted(f for f in os.listdir(d) if len(f) == 16) if os.path.isdir(d) else []
 
     def objects(self):
+        """Block and pack objects (not VOLUME/owner, which names the owning engine)."""
         n = 0
-        for _, _, files in os.walk(self.vol.bucket):
-            n += len(files)
+        for root, _, files in os.walk(self.vol.bucket):
+            n += len(files) if root != os.path.join(self.vol.bucket, self.vol.name) else 0
         return n
 
     def test_a_killed_writer_loses_nothing_and_its_next_mount_uploads(self):
@@ -127,6 +131,73 @@ class WritebackLocalTest(harness.TierFSTestCase):
         run("fusermount3", "-u", reader)
         rc, out, err = tierfs("fsck", self.vol.meta_url)
         self.assertEqual(rc, 0, msg(rc, out, err))
+
+    def kill_writer_with_staged_blocks(self):
+        """A --writeback client writes and closes files while the store is down, and is
+        killed: its blocks are staged only. Returns the data and the staging folder."""
+        self.mount_writer()
+        data = {"small": os.urandom(300 << 10), "big": os.urandom(9 * MiB + 5)}
+        self.store_down(True)
+        for name, d in data.items():
+            write(os.path.join(self.vol.mnt, name), d)  # closed: acknowledged
+        self.assertEqual(len(self.staging_files()), 4)
+        os.kill(self.vol.pid, signal.SIGKILL)
+        harness.wait_for(lambda: not harness.pid_alive(self.vol.pid), timeout=10)
+        run("fusermount3", "-uz", self.vol.mnt)
+        return data, os.path.join(self.cache_a, self.vol.status_json()["uuid"], "staging")
+
+    def test_a_plain_remount_uploads_what_a_killed_writer_staged(self):
+        data, staging = self.kill_writer_with_staged_blocks()
+        self.store_down(False)
+        # A remount without --writeback uploads what is staged before it serves, so an
+        # operator who then clears "the cache" loses nothing: every byte reads back.
+        self.vol.mount("--cache-dir", self.cache_a)
+        for entry in os.listdir(self.cache_a):
+            shutil.rmtree(os.path.join(self.cache_a, entry), ignore_errors=True)
+        for name, d in data.items():
+            self.assertEqual(read(os.path.join(self.vol.mnt, name)), d)
+        self.assertTrue(wait_for(lambda: "uploaded 4 blocks" in self.vol.read_log(), timeout=10), self.vol.log_tail())
+        reader = self.mount_reader()
+        for name, d in data.items():
+            self.assertEqual(read(os.path.join(reader, name)), d)
+        run("fusermount3", "-u", reader)
+        self.vol.umount()
+        self.assertNotIn("not uploaded", tierfs("status", self.vol.meta_url)[1])
+        rc, out, err = tierfs("fsck", self.vol.meta_url)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+
+    def test_a_mount_that_cannot_upload_staged_blocks_refuses_and_says_so(self):
+        data, staging = self.kill_writer_with_staged_blocks()
+        # Seen from anywhere: the dead client's staging folder, and what to do.
+        self.assertTrue(wait_for(lambda: "not uploaded" in tierfs("status", self.vol.meta_url)[1], timeout=15),
+                        tierfs("status", self.vol.meta_url)[1])
+        out = tierfs("status", self.vol.meta_url)[1]
+        self.assertIn(staging, out)
+        self.assertIn("upload-staged", out)
+        rc, out, err = tierfs("fsck", self.vol.meta_url)
+        self.assertNotEqual(rc, 0)
+        self.assertIn(staging, out)
+        # A plain mount with the store still down cannot upload them: it refuses and says
+        # what the folder holds; nothing is lost.
+        rc, out, err = self.vol.mount("--cache-dir", self.cache_a, check=False)
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertIn("do not delete " + staging, err)
+        self.assertIn("it is not cache", err)
+        self.assertEqual(len(self.staging_files()), 4)
+        self.store_down(False)
+        # Read-only, it cannot upload them either.
+        rc, out, err = self.vol.mount("--cache-dir", self.cache_a, "--read-only", check=False)
+        self.assertNotEqual(rc, 0, msg(rc, out, err))
+        self.assertIn("do not delete " + staging, err)
+        self.assertEqual(len(self.staging_files()), 4)
+        # upload-staged then does it.
+        rc, out, err = tierfs("upload-staged", self.vol.meta_url, self.cache_a, timeout=120)
+        self.assertEqual(rc, 0, msg(rc, out, err))
+        reader = self.mount_reader()
+        for name, d in data.items():
+            self.assertEqual(read(os.path.join(reader, name)), d)
+        run("fusermount3", "-u", reader)
+        self.assertNotIn("not uploaded", tierfs("status", self.vol.meta_url)[1])
 
     def test_upload_staged_by_hand(self):
         self.mount_writer()

@@ -358,14 +358,14 @@ bool CacheDir::CheckFreeSpace(uint64_t incoming) {
   return enough;
 }
 
-void CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data) {
-  if (down_) return;
+bool CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data) {
+  if (down_) return false;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (policy_.Contains(fp) || data.size() > policy_.capacity()) return;
+    if (policy_.Contains(fp) || data.size() > policy_.capacity()) return false;
   }
   std::string header = EncodeCacheHeader(key, data);
-  if (!CheckFreeSpace(header.size() + data.size())) return;
+  if (!CheckFreeSpace(header.size() + data.size())) return false;
   int64_t t0 = MonoNanos();
   static std::atomic<uint64_t> seq{0};
   std::string tmp = root_ + "/tmp/" + Hex(fp) + "." + std::to_string(seq++);
@@ -400,7 +400,7 @@ void CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data)
       }
     }
     Unlink(evicted);
-    return;
+    return false;
   }
   std::vector<uint64_t> evicted;
   bool kept;
@@ -417,6 +417,7 @@ void CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data)
   Unlink(evicted);
   if (!kept) unlink(BlockPath(fp).c_str());
   Stalled(t0, "a write");
+  return kept;
 }
 
 void CacheDir::Erase(uint64_t fp) {

@@ -62,8 +62,9 @@ class CacheDir {
   bool Read(uint64_t fp, const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst);
   // The whole block, verified, or null.
   std::shared_ptr<const std::string> ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len);
-  // Stores the block (synchronously; callers run it on a background thread).
-  void Write(uint64_t fp, const std::string& key, std::string_view data);
+  // Stores the block (synchronously; callers run it on a background thread). True when it
+  // wrote the file (false: already cached, no room, or a fault).
+  bool Write(uint64_t fp, const std::string& key, std::string_view data);
   void Erase(uint64_t fp);
   // Waits for the orphan sweep (tests).
   void WaitSweep();

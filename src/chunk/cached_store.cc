@@ -16,33 +16,25 @@
 #include "chunk/slice_writer.h"
 #include "chunk/writeback.h"
 #include "common/backoff.h"
+#include "common/clock.h"
+#include "common/io_budget.h"
 #include "common/thread_pool.h"
 
 namespace tierfs {
 
 namespace {
 
-// A failed put is retried this many times, with exponential backoff from kRetryBackoff.
-constexpr int kPutRetries = 3;
-constexpr std::chrono::milliseconds kRetryBackoff{50};
 // How long a read waits for a block another (live) client staged and is still uploading.
 constexpr std::chrono::seconds kStagedWait{600};
-
-// Errors that another attempt cannot fix.
-bool IsPermanent(int code) {
-  switch (code) {
-    case EACCES:
-    case EPERM:
-    case ENOSPC:
-    case EDQUOT:
-    case EROFS:
-    case EINVAL:
-    case ENAMETOOLONG:
-      return true;
-    default:
-      return false;
-  }
-}
+// A block whose store request failed after waiting at least kSlowFailure (the store hung or
+// unreachable: its client retried until its deadline) fails again at once for kFailureMemo:
+// the kernel answers a failed readahead by reading the page again, and without this a user
+// would wait the whole --io-timeout twice for one read(2). Only the store's own failures
+// count: a block missing, or staged by a client that is not running, is not remembered
+// (it may land any moment).
+constexpr int64_t kSlowFailureNs = 1000000000;
+constexpr int64_t kFailureMemoNs = 5000000000;
+constexpr size_t kMaxFailureMemo = 4096;
 
 }  // namespace
 
@@ -144,6 +136,7 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
       return Status::OK();
     }
   }
+  RETURN_IF_ERROR(RecentFailure(key));
   std::shared_ptr<Fetch> fetch;
   bool owner = false;
   {
@@ -153,7 +146,8 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
       fetch = it->second;
     } else {
       // A fetch may have completed between the cache miss and taking mu_; completions
-      // insert into the cache before leaving inflight_, so this re-check cannot miss it.
+      // insert into the cache before leaving inflight_, so this re-check cannot miss it
+      // (unless the fetch kept nothing in memory: Fetch::keep_in_memory).
       if (auto block = cache_.Peek(key)) {
         l.unlock();
         Deliver(std::move(block), off_in_block, len, dst, refs);
@@ -167,20 +161,14 @@ Status CachedStore::ReadSpan(const std::string& key, uint32_t block_len, uint32_
         if (refs) refs->AddScratch(dst, len);
         return Status::OK();
       }
-      if (off_in_block == 0 && len == block_len) {
-        // One read consumes the whole block (a small file, an aligned large read). The
-        // kernel's page cache keeps it for re-reads, so a full-size block is not kept in
-        // memory as well (readahead still fills the cache); a small file's is, since
-        // data sets of small files are read again from other handles and after the
-        // kernel dropped its pages.
-        l.unlock();
-        auto got = FetchBlock(key, block_len, /*disk_missed=*/disk_ != nullptr);
-        if (!got.ok()) return got.status();
-        if (block_len < cfg_.block_size) cache_.Put(key, *got);
-        Deliver(std::move(got).value(), 0, len, dst, refs);
-        return Status::OK();
-      }
       fetch = std::make_shared<Fetch>();
+      // One read that consumes the whole block (a small file, an aligned large read): the
+      // kernel's page cache keeps it for re-reads, so a full-size block is not kept in
+      // memory as well (readahead still fills the cache); a small file's is, since data
+      // sets of small files are read again from other handles and after the kernel
+      // dropped its pages. Either way the fetch is shared: concurrent first readers of a
+      // block (O_DIRECT readers of one small file) cost one GET.
+      fetch->keep_in_memory = !(off_in_block == 0 && len == block_len && block_len >= cfg_.block_size);
       inflight_.emplace(key, fetch);
       owner = true;
     }
@@ -213,7 +201,7 @@ void CachedStore::Prefetch(uint64_t id, uint32_t size, uint32_t off, uint32_t le
 }
 
 void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
-  if (shutting_down_ || cache_.Contains(key)) return;
+  if (shutting_down_ || cache_.Contains(key) || !RecentFailure(key).ok()) return;
   std::lock_guard<std::mutex> l(mu_);
   if (inflight_.count(key) != 0 || cache_.Contains(key)) return;
   auto fetch = std::make_shared<Fetch>();
@@ -238,7 +226,7 @@ void CachedStore::PrefetchBlock(const std::string& key, uint32_t block_len) {
 void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std::shared_ptr<Fetch>& fetch,
                            bool disk_missed, bool ask_peers) {
   auto got = FetchBlock(key, block_len, disk_missed, ask_peers);
-  if (got.ok()) cache_.Put(key, *got);
+  if (got.ok() && fetch->keep_in_memory) cache_.Put(key, *got);
   std::lock_guard<std::mutex> l(mu_);
   auto it = inflight_.find(key);
   if (it != inflight_.end() && it->second == fetch) inflight_.erase(it);
@@ -253,7 +241,9 @@ void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std
 
 Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len) {
   gets_++;
+  int64_t t0 = MonoNanos();
   auto got = StoreGet(key, 0, block_len, true);
+  if (!got.ok() && got.status().code() != ENOENT) NoteFailure(key, got.status().With("reading block " + key), t0);
   if (!got.ok() && got.status().code() == ENOENT) {
     got = WaitForStaged(key, std::move(got), [&] {
       gets_++;
@@ -310,7 +300,8 @@ Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::st
   return got;
 }
 
-Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::string& key, uint32_t block_len) {
+Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::string& key, uint32_t block_len,
+                                                                    bool keep_on_disk) {
   std::shared_ptr<const std::string> block = cache_.Get(key);
   if (!block) {
     std::shared_ptr<Fetch> fetch;
@@ -333,6 +324,9 @@ Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::st
                                             /*ask_peers=*/false));
     }
   }
+  if (keep_on_disk) {
+    if (DiskCache* d = disk()) d->PutNow(key, block);
+  }
   // The key names the block's length (the server checks len against it), and every block
   // cached or fetched under a key has been checked to have that length.
   peer_served_++;
@@ -343,7 +337,9 @@ Result<std::shared_ptr<const std::string>> CachedStore::ServeBlock(const std::st
 Status CachedStore::GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst) {
   gets_++;
   ranged_gets_++;
+  int64_t t0 = MonoNanos();
   auto got = StoreGet(key, off_in_block, len, false);
+  if (!got.ok() && got.status().code() != ENOENT) NoteFailure(key, got.status().With("reading block " + key), t0);
   if (!got.ok() && got.status().code() == ENOENT) {
     got = WaitForStaged(key, std::move(got), [&] {
       gets_++;
@@ -459,24 +455,33 @@ void CachedStore::ReleaseBuffered(uint64_t bytes) {
 }
 
 void CachedStore::UploadAsync(std::string key, std::shared_ptr<const std::string> data,
-                              std::function<void(const Status&)> done, bool in_caller) {
+                              std::function<void(const Status&)> done, bool in_caller,
+                              std::shared_ptr<const std::atomic<bool>> abandoned) {
   {
     std::lock_guard<std::mutex> l(buf_mu_);
     ++uploads_in_flight_;
   }
   if (in_caller) {
-    UploadNow(key, std::move(data), done);
+    UploadNow(key, std::move(data), done, abandoned.get());
     return;
   }
-  upload_pool_->Submit([this, key = std::move(key), data = std::move(data), done = std::move(done)]() mutable {
-    UploadNow(key, std::move(data), done);
+  upload_pool_->Submit([this, key = std::move(key), data = std::move(data), done = std::move(done),
+                        abandoned = std::move(abandoned)]() mutable {
+    UploadNow(key, std::move(data), done, abandoned.get());
   });
 }
 
 void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::string> data,
-                            const std::function<void(const Status&)>& done) {
+                            const std::function<void(const Status&)>& done, const std::atomic<bool>* abandoned) {
   bool staged = false;
-  Status st = StageOrPut(key, data, &staged);
+  Status st;
+  bool skipped = abandoned && abandoned->load();
+  if (skipped) {
+    // A dead store would make this upload wait its whole --io-timeout too, for nothing.
+    st = Status::Err(ECANCELED, "upload of block " + key + " skipped: another block of its slice failed");
+  } else {
+    st = StageOrPut(key, data, &staged);
+  }
   uint64_t bytes = data->size();
   if (st.ok()) {
     if (!staged) {
@@ -485,7 +490,7 @@ void CachedStore::UploadNow(const std::string& key, std::shared_ptr<const std::s
       if (disk_ && (bytes < cfg_.block_size || cfg_.cache_writes_to_disk)) disk_->Put(key, data);
     }
     if (cfg_.cache_writes) cache_.Put(key, std::move(data));
-  } else {
+  } else if (!skipped) {
     upload_failures_++;
     spdlog::error("upload of block {} failed: {}", key, st.ToString());
   }
@@ -509,7 +514,7 @@ Status CachedStore::StageOrPut(const std::string& key, const std::shared_ptr<con
     *staged = true;
     return Status::OK();
   }
-  return PutWithRetry(key, *data);
+  return PutBlock(key, *data);
 }
 
 Status CachedStore::StartWriteback(const std::string& dir, int threads, std::chrono::milliseconds upload_delay) {
@@ -528,7 +533,7 @@ Status CachedStore::StartWriteback(const std::string& dir, int threads, std::chr
       ASSIGN_OR_RETURN(uint64_t id, pack_meta_.new_id());
       uint32_t len = static_cast<uint32_t>(data.size());
       std::string key = PackKey(cfg_.volume, id, len);
-      RETURN_IF_ERROR(PutWithRetry(key, data));
+      RETURN_IF_ERROR(PutBlock(key, data));
       bytes_uploaded_ += len;
       std::vector<PackEntry> entries;
       for (const auto& m : members) entries.push_back(PackEntry{m.slice, m.off, m.len});
@@ -639,21 +644,34 @@ Result<std::string> CachedStore::WaitForStaged(const std::string& key, Result<st
   }
 }
 
-Status CachedStore::PutWithRetry(const std::string& key, std::string_view data) {
-  Status st;
-  auto backoff = kRetryBackoff;
-  for (int attempt = 0;; ++attempt) {
-    puts_++;
-    st = store_->Put(key, data);
-    if (st.ok() || attempt == kPutRetries || IsPermanent(st.code())) break;
-    put_retries_++;
-    spdlog::warn("put of block {} failed (attempt {} of {}), retrying: {}", key, attempt + 1, kPutRetries + 1,
-                 st.ToString());
-    std::this_thread::sleep_for(backoff);
-    backoff *= 2;
-  }
+Status CachedStore::PutBlock(const std::string& key, std::string_view data) {
+  // One call: the store's client retries within the request's budget (common/io_budget.h).
+  puts_++;
+  Status st = store_->Put(key, data);
   if (!st.ok()) return st.With("uploading block " + key);
   return st;
+}
+
+Status CachedStore::RecentFailure(const std::string& key) {
+  std::lock_guard<std::mutex> l(failed_mu_);
+  auto it = failed_.find(key);
+  if (it == failed_.end()) return Status::OK();
+  if (MonoNanos() - it->second.first > kFailureMemoNs) {
+    failed_.erase(it);
+    return Status::OK();
+  }
+  return it->second.second;
+}
+
+void CachedStore::NoteFailure(const std::string& key, const Status& st, int64_t started_ns) {
+  int64_t now = MonoNanos();
+  if (now - started_ns < kSlowFailureNs || st.code() == ECANCELED) return;
+  std::lock_guard<std::mutex> l(failed_mu_);
+  if (failed_.size() >= kMaxFailureMemo) {
+    std::erase_if(failed_, [&](const auto& e) { return now - e.second.first > kFailureMemoNs; });
+    if (failed_.size() >= kMaxFailureMemo) failed_.clear();
+  }
+  failed_[key] = {now, st};
 }
 
 StoreStats CachedStore::stats() const {
@@ -668,7 +686,6 @@ StoreStats CachedStore::stats() const {
   s.gets = gets_;
   s.ranged_gets = ranged_gets_;
   s.puts = puts_;
-  s.put_retries = put_retries_;
   s.upload_failures = upload_failures_;
   s.bytes_downloaded = bytes_downloaded_;
   s.bytes_uploaded = bytes_uploaded_;

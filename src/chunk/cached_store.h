@@ -97,8 +97,7 @@ struct StoreStats {
   uint64_t cache_blocks = 0;
   uint64_t gets = 0;         // object gets issued, whole-block and ranged
   uint64_t ranged_gets = 0;  // of which ranged (small random reads, not cached)
-  uint64_t puts = 0;         // object puts issued, retries included
-  uint64_t put_retries = 0;
+  uint64_t puts = 0;         // object puts issued (the store's client may retry each)
   uint64_t upload_failures = 0;  // blocks whose upload failed after all retries
   uint64_t bytes_downloaded = 0;
   uint64_t bytes_uploaded = 0;
@@ -220,8 +219,10 @@ class CachedStore {
   void SetPeers(PeerSource* peers) { peers_.store(peers); }
   // A whole block for a member of the group that asked for it (this member owns it): from
   // memory, disk or, once for all members asking at the same time, from the store (never
-  // from another member); kept in memory and on disk.
-  Result<std::shared_ptr<const std::string>> ServeBlock(const std::string& key, uint32_t block_len);
+  // from another member); kept in memory and on disk. keep_on_disk (a warm-up): on disk
+  // before this returns, never dropped from a full fill queue.
+  Result<std::shared_ptr<const std::string>> ServeBlock(const std::string& key, uint32_t block_len,
+                                                        bool keep_on_disk = false);
 
   StoreStats stats() const;
 
@@ -232,6 +233,10 @@ class CachedStore {
   // before done is set, and never change afterwards.
   struct Fetch {
     std::condition_variable cv;
+    // Set before the fetch is registered: the block enters the memory cache when it
+    // arrives. Off only for a full-size block one read consumes whole (see ReadSpan); a
+    // reader that misses it after the fetch ended fetches it again.
+    bool keep_in_memory = true;
     bool done = false;
     Status status;
     std::shared_ptr<const std::string> data;
@@ -276,12 +281,19 @@ class CachedStore {
   void AddBuffered(uint64_t bytes);
   void ReleaseBuffered(uint64_t bytes);
   // Uploads on the upload pool, or in the calling thread when in_caller (the caller is
-  // about to wait for it anyway: saves two thread hand-offs per small file).
+  // about to wait for it anyway: saves two thread hand-offs per small file). An upload that
+  // starts once *abandoned is set (another block of its slice failed: the slice can never
+  // be committed) ends at once with ECANCELED instead of asking the store.
   void UploadAsync(std::string key, std::shared_ptr<const std::string> data, std::function<void(const Status&)> done,
-                   bool in_caller = false);
+                   bool in_caller = false, std::shared_ptr<const std::atomic<bool>> abandoned = nullptr);
   void UploadNow(const std::string& key, std::shared_ptr<const std::string> data,
-                 const std::function<void(const Status&)>& done);
-  Status PutWithRetry(const std::string& key, std::string_view data);
+                 const std::function<void(const Status&)>& done, const std::atomic<bool>* abandoned = nullptr);
+  // One put of a block (the store's client is the one layer that retries).
+  Status PutBlock(const std::string& key, std::string_view data);
+  // The error of the key's last store request when it failed slowly (the store did not
+  // answer) a moment ago, else OK; NoteFailure records a request that began at started_ns.
+  Status RecentFailure(const std::string& key);
+  void NoteFailure(const std::string& key, const Status& st, int64_t started_ns);
   // Deletes one block from the store and the cache; missing is fine.
   Status DeleteBlock(const std::string& key);
 
@@ -305,6 +317,8 @@ class CachedStore {
 
   std::mutex mu_;  // guards inflight_
   std::unordered_map<std::string, std::shared_ptr<Fetch>> inflight_;
+  std::mutex failed_mu_;  // guards failed_: key -> (when, error) of slow failures
+  std::unordered_map<std::string, std::pair<int64_t, Status>> failed_;
 
   mutable std::mutex buf_mu_;  // guards buffered_ and uploads_in_flight_
   std::condition_variable buf_cv_;
@@ -312,7 +326,7 @@ class CachedStore {
   uint64_t uploads_in_flight_ = 0;
 
   std::atomic<bool> shutting_down_{false};
-  std::atomic<uint64_t> gets_{0}, ranged_gets_{0}, puts_{0}, put_retries_{0}, upload_failures_{0};
+  std::atomic<uint64_t> gets_{0}, ranged_gets_{0}, puts_{0}, upload_failures_{0};
   std::atomic<uint64_t> bytes_downloaded_{0}, bytes_uploaded_{0};
   std::atomic<uint64_t> peer_hits_{0}, peer_bytes_{0}, peer_failures_{0}, peer_served_{0}, peer_served_bytes_{0};
   std::atomic<uint64_t> hedged_{0};

@@ -107,6 +107,62 @@ TEST_F(CachedStoreTest, ConcurrentReadersOfOneBlockShareOneGet) {
   EXPECT_EQ(fake_->gets.load(), 1);
 }
 
+// Readers that each consume a whole block (O_DIRECT readers of a small file, aligned
+// large reads) share its fetch like any others: one GET, whether the block is a small
+// file's (kept in memory) or full-size (not kept).
+TEST_F(CachedStoreTest, ConcurrentWholeBlockReadersShareOneGet) {
+  Make();
+  for (uint32_t size : {kBlock / 3, kBlock}) {
+    uint64_t id = size == kBlock ? 21 : 20;
+    std::string data = PutSlice(id, size);
+    fake_->gets = 0;
+    fake_->get_delay_ms = 300;
+    std::vector<std::thread> threads;
+    std::atomic<int> good{0};
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        auto got = Read(id, size, 0, size);
+        if (got.ok() && *got == data) good++;
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(good.load(), 8) << size;
+    EXPECT_EQ(fake_->gets.load(), 1) << size;
+    EXPECT_EQ(store_->cache()->Contains(Key(id, 0, size)), size < kBlock) << size;
+  }
+}
+
+// A fetch that failed after waiting for the store (hung or unreachable) fails again at once
+// for a few seconds, whatever the read's size: the kernel reads a page again after a failed
+// readahead, and would otherwise wait the whole --io-timeout a second time.
+TEST_F(CachedStoreTest, ASlowFailureFailsAgainWithoutAskingTheStore) {
+  Make();
+  PutSlice(22, kBlock);
+  fake_->get_errno = EIO;
+  fake_->get_delay_ms = 1100;
+  auto first = Read(22, kBlock, 0, kBlock / 2);
+  EXPECT_EQ(first.status().code(), EIO);
+  EXPECT_EQ(fake_->gets.load(), 1);
+  fake_->get_delay_ms = 0;
+  auto again = Read(22, kBlock, 0, 4096);  // a small read: would be a ranged get
+  EXPECT_EQ(again.status().code(), EIO);
+  EXPECT_EQ(again.status().message(), first.status().message());
+  EXPECT_EQ(fake_->gets.load(), 1);
+  // A quick failure is not remembered.
+  PutSlice(23, kBlock);
+  EXPECT_EQ(Read(23, kBlock, 0, kBlock / 2).status().code(), EIO);
+  EXPECT_EQ(Read(23, kBlock, 0, kBlock / 2).status().code(), EIO);
+  EXPECT_EQ(fake_->gets.load(), 3);
+  // Nor a missing block, however slow the answer: it may land any moment (a write-back
+  // client uploading it).
+  fake_->get_errno = ENOENT;
+  fake_->get_delay_ms = 1100;
+  EXPECT_EQ(Read(24, kBlock, 0, kBlock / 2).status().code(), EIO);
+  fake_->get_delay_ms = 0;
+  EXPECT_EQ(Read(24, kBlock, 0, kBlock / 2).status().code(), EIO);
+  EXPECT_EQ(fake_->gets.load(), 5);
+}
+
 TEST_F(CachedStoreTest, ConcurrentFailureIsReportedToEveryWaiter) {
   Make();
   fake_->get_delay_ms = 200;

@@ -2,12 +2,23 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
+#include "common/clock.h"
 #include "common/hash.h"
 #include "common/thread_pool.h"
 
 namespace tierfs {
 
-DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
+uint64_t FillQueueLimit(const DiskCacheOptions& o, double bytes_per_s) {
+  if (bytes_per_s <= 0) return o.initial_pending_bytes;
+  double want = bytes_per_s * o.queue_seconds;
+  if (want < static_cast<double>(o.min_pending_bytes)) return o.min_pending_bytes;
+  if (want > static_cast<double>(o.max_pending_bytes)) return o.max_pending_bytes;
+  return static_cast<uint64_t>(want);
+}
+
+DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)), limit_(FillQueueLimit(opts_, 0)) {
   if (!opts_.dirs.empty()) {
     uint64_t each = opts_.capacity / opts_.dirs.size();
     for (const std::string& d : opts_.dirs) {
@@ -55,6 +66,22 @@ std::shared_ptr<const std::string> DiskCache::ReadBlock(const std::string& key, 
   return d ? d->ReadBlock(fp, key, block_len) : nullptr;
 }
 
+void DiskCache::WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, const std::string& block) {
+  int64_t t0 = MonoNanos();
+  bool wrote = d->Write(fp, key, block);
+  int64_t ns = MonoNanos() - t0;
+  std::lock_guard<std::mutex> l(pending_mu_);
+  pending_fps_.erase(fp);
+  if (wrote && ns > 0) {
+    // One write's speed times the writer threads: what the disks take when all write.
+    double bps = static_cast<double>(block.size()) * 1e9 / static_cast<double>(ns) *
+                 static_cast<double>(std::max(1, opts_.write_threads));
+    write_bps_ = write_bps_ == 0 ? bps : write_bps_ * 0.9 + bps * 0.1;
+    limit_ = FillQueueLimit(opts_, write_bps_);
+  }
+  pending_cv_.notify_all();
+}
+
 void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> block) {
   if (!block || dirs_.empty()) return;
   uint64_t fp = Hash64(key);
@@ -63,15 +90,17 @@ void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> b
   uint64_t bytes = block->size();
   {
     std::lock_guard<std::mutex> l(pending_mu_);
-    if (pending_bytes_ + bytes > opts_.max_pending_bytes && pending_writes_ > 0) {
+    if (pending_fps_.count(fp)) return;  // already on its way
+    if (pending_bytes_ + bytes > limit_ && pending_writes_ > 0) {
       dropped_writes_++;
       return;
     }
     pending_bytes_ += bytes;
     ++pending_writes_;
+    pending_fps_.insert(fp);
   }
   bool queued = writers_->TrySubmit([this, d, fp, key, block = std::move(block), bytes] {
-    d->Write(fp, key, *block);
+    WriteMeasured(d, fp, key, *block);
     {
       std::lock_guard<std::mutex> l(pending_mu_);
       pending_bytes_ -= bytes;
@@ -83,6 +112,7 @@ void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> b
     std::lock_guard<std::mutex> l(pending_mu_);
     pending_bytes_ -= bytes;
     --pending_writes_;
+    pending_fps_.erase(fp);
     dropped_writes_++;
   }
 }
@@ -90,7 +120,15 @@ void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> b
 void DiskCache::PutNow(const std::string& key, const std::shared_ptr<const std::string>& block) {
   if (!block) return;
   uint64_t fp = Hash64(key);
-  if (CacheDir* d = DirFor(fp)) d->Write(fp, key, *block);
+  CacheDir* d = DirFor(fp);
+  if (!d) return;
+  {
+    std::unique_lock<std::mutex> l(pending_mu_);
+    pending_cv_.wait(l, [&] { return pending_fps_.count(fp) == 0; });
+    if (d->Contains(fp)) return;
+    pending_fps_.insert(fp);
+  }
+  WriteMeasured(d, fp, key, *block);
 }
 
 void DiskCache::Erase(const std::string& key) {
@@ -107,6 +145,11 @@ void DiskCache::Drain() {
 DiskCacheStats DiskCache::stats() const {
   DiskCacheStats s;
   s.dropped_writes = dropped_writes_;
+  {
+    std::lock_guard<std::mutex> l(pending_mu_);
+    s.queue_limit = limit_;
+    s.write_bytes_per_s = static_cast<uint64_t>(write_bps_);
+  }
   s.dirs = static_cast<int>(dirs_.size());
   for (const auto& d : dirs_) {
     CacheDirStats ds = d->stats();

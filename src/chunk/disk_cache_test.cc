@@ -350,5 +350,36 @@ TEST_F(DiskCacheTest, SmallWrittenBlocksEnterTheDiskCache) {
   EXPECT_FALSE(store.disk()->Contains(BlockKey("vol", 12, 0, 64 << 10)));
 }
 
+// The fill queue holds what the disks write in queue_seconds at their measured speed,
+// within its bounds (the initial size until a write was measured).
+TEST(FillQueueLimit, FollowsTheMeasuredSpeedWithinBounds) {
+  DiskCacheOptions o;
+  EXPECT_EQ(FillQueueLimit(o, 0), 64ull << 20);
+  EXPECT_EQ(FillQueueLimit(o, 5e6), 32ull << 20);          // a slow disk: the floor
+  EXPECT_EQ(FillQueueLimit(o, 50e6), uint64_t(100e6));      // 2 s of 50 MB/s
+  EXPECT_EQ(FillQueueLimit(o, 3e9), 256ull << 20);         // NVMe: the ceiling
+}
+
+// Fills past the queue's limit are dropped and counted; PutNow (warm-up) never drops, and a
+// block already queued is written once.
+TEST_F(DiskCacheTest, FillsPastTheQueueAreCountedAndWarmUpNeverDrops) {
+  DiskCacheOptions o = Opts();
+  o.write_threads = 1;
+  o.initial_pending_bytes = o.min_pending_bytes = o.max_pending_bytes = 1 << 20;
+  DiskCache c(o);
+  std::vector<std::shared_ptr<const std::string>> blocks;
+  for (int i = 0; i < 40; ++i) blocks.push_back(Block(256 << 10, i));
+  for (int i = 0; i < 40; ++i) c.Put("vol/chunks/00/9_" + std::to_string(i) + "_262144", blocks[i]);
+  c.Drain();
+  DiskCacheStats s = c.stats();
+  EXPECT_GT(s.dropped_writes, 0u) << "40 fills of 256 KiB into a 1 MiB queue";
+  EXPECT_EQ(s.writes + s.dropped_writes, 40u);
+  EXPECT_GT(s.write_bytes_per_s, 0u);
+  for (int i = 0; i < 40; ++i) c.PutNow("vol/chunks/00/9_" + std::to_string(i) + "_262144", blocks[i]);
+  for (int i = 0; i < 40; ++i) EXPECT_TRUE(c.Contains("vol/chunks/00/9_" + std::to_string(i) + "_262144")) << i;
+  EXPECT_EQ(c.stats().writes, 40u) << "each block written once";
+  EXPECT_EQ(c.stats().dropped_writes, s.dropped_writes);
+}
+
 }  // namespace
 }  // namespace tierfs

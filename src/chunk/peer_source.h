@@ -26,7 +26,8 @@ class PeerSource {
   // Hedging: when the owner has not answered within the group's hedge delay, `from_store`
   // runs in the calling thread and whichever answer is first is returned; *from_peer says
   // which one it was (the store's answer, error included, is returned as it is). An empty
-  // from_store means: no hedge, wait for the owner (warm-up).
+  // from_store means a warm-up: no hedge, wait for the owner, which writes the block to its
+  // disk cache before it answers (never dropping it when its fill queue is full).
   // Threads: any thread, concurrently.
   virtual Result<std::shared_ptr<const std::string>> Fetch(const std::string& key, uint32_t block_len,
                                                            const StoreGet& from_store, bool* from_peer) = 0;

@@ -8,9 +8,15 @@
 
 #include "chunk/block_key.h"
 #include "chunk/cached_store.h"
+#include "common/io_budget.h"
 #include "meta/types.h"
 
 namespace tierfs {
+
+namespace {
+// The deletes after a failed upload, all together, wait at most this long for the store.
+constexpr int64_t kCleanupBudgetNs = 5000000000;
+}  // namespace
 
 SliceWriter::SliceWriter(CachedStore* store, uint64_t id)
     : store_(store), id_(id), block_size_(store->config().block_size) {}
@@ -113,13 +119,17 @@ void SliceWriter::StartNextUpload(bool in_caller) {
     return;
   }
   store_->UploadAsync(
-      std::move(key), std::move(data), [this, index](const Status& st) { OnUploadDone(index, st); }, in_caller);
+      std::move(key), std::move(data), [this, index](const Status& st) { OnUploadDone(index, st); }, in_caller,
+      failed_);
 }
 
 void SliceWriter::OnUploadDone(uint32_t index, const Status& status) {
   std::lock_guard<std::mutex> l(mu_);
   uploading_[index].reset();
-  if (!status.ok() && first_error_.ok()) first_error_ = status;
+  if (!status.ok() && first_error_.ok()) {
+    first_error_ = status;
+    failed_->store(true);  // uploads of this slice not yet started are skipped
+  }
   --in_flight_;
   // Notified under mu_: once the writer thread sees in_flight_ == 0 it may destroy cv_.
   cv_.notify_all();
@@ -148,6 +158,9 @@ Status SliceWriter::Finish() {
   if (!finish_status_.ok()) {
     spdlog::warn("slice {} ({} bytes) failed to upload, deleting its blocks: {}", id_, length_,
                  finish_status_.ToString());
+    // The store probably fails these too: a short budget, so that the writer (a close)
+    // does not wait for a dead store once more; what is left goes to gc.
+    ScopedIoBudget quick(ScopedIoBudget::Within(kCleanupBudgetNs));
     DeleteSentBlocks();
   }
   return finish_status_;

@@ -11,6 +11,7 @@
 // mu_. The CachedStore must outlive the writer.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -91,6 +92,8 @@ class SliceWriter {
   std::condition_variable cv_;
   int in_flight_ = 0;
   Status first_error_;
+  // Set with first_error_; read by uploads when they start (CachedStore::UploadAsync).
+  std::shared_ptr<std::atomic<bool>> failed_ = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::shared_ptr<const std::string>> uploading_;  // by block, while the put runs
 };
 

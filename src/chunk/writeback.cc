@@ -7,6 +7,7 @@
 #include "chunk/block_key.h"
 #include "common/backoff.h"
 #include "common/clock.h"
+#include "common/io_budget.h"
 
 namespace tierfs {
 
@@ -196,6 +197,9 @@ void Writeback::Forget(const std::string& key) {
 }
 
 void Writeback::UploadLoop() {
+  // This loop is the uploads' one retry policy (backoff until they land): the store makes
+  // one attempt per call instead of retrying within it as well (common/io_budget.h).
+  ScopedIoBudget one_attempt(IoBudget{0, 1});
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });

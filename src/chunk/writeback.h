@@ -2,7 +2,8 @@
 // (chunk/staging.h) and counts as uploaded at once, so the writer's slice is committed to
 // metadata without waiting for the object store; the upload runs in the background, in
 // staging order, on `threads` threads, and is retried with backoff until it succeeds or
-// the block's slice is deleted.
+// the block's slice is deleted. That loop is the only retry: put and pack are called with
+// a budget of one attempt (common/io_budget.h), which the store's client honours.
 //
 // What survives what (README, "Consistency and durability"):
 // - a staged block survives a crash or kill of the client and a power loss: the next

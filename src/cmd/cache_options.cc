@@ -7,22 +7,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
+#include "chunk/cache_folders.h"
 #include "chunk/cached_store.h"
 #include "cmd/util.h"
+#include "common/clock.h"
 #include "common/size.h"
 #include "meta/meta.h"
 
 namespace tierfs::cmd {
 namespace {
-
-// The disk cache's home: /var/cache/tierfs for root, ~/.cache/tierfs for others.
-std::string DefaultCacheDir() {
-  if (geteuid() == 0) return "/var/cache/tierfs";
-  const char* home = getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/tierfs";
-}
 
 // The memory block cache: 2% of RAM, between 256 MiB and 16 GiB (a GPU node with 1 TiB of
 // RAM gets 16 GiB; this 24 GiB machine about 490 MiB). The kernel's page cache holds what
@@ -31,6 +27,45 @@ uint64_t DefaultMemCache() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t ram = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
   return std::clamp<uint64_t>(ram / 50, 256ull << 20, 16ull << 30);
+}
+
+std::string DescribeFolder(const CacheFolder& f, int64_t now_ns) {
+  if (f.in_use) return f.uuid + " (in use)";
+  if (f.staged_files > 0) return f.uuid + " (holds staged writes)";
+  return f.uuid + " (unused for " + std::to_string((now_ns - f.last_used_ns) / kDayNs) + " days)";
+}
+
+void ReportOtherVolumeFolders(const std::vector<std::string>& dirs, const std::string& own_uuid) {
+  const int64_t now = NowNanos();
+  for (const std::string& dir : dirs) {
+    std::vector<CacheFolder> others;
+    size_t stale = 0;
+    for (CacheFolder& f : ListCacheFolders({dir}, false)) {
+      if (f.uuid == own_uuid) continue;
+      if (!f.in_use && f.staged_files == 0 && now - f.last_used_ns >= kUnusedCacheDays * kDayNs) ++stale;
+      others.push_back(std::move(f));
+    }
+    if (others.empty()) continue;
+    std::string list;
+    for (size_t i = 0; i < others.size() && i < 8; ++i) list += (i ? ", " : "") + DescribeFolder(others[i], now);
+    if (others.size() > 8) list += ", ...";
+    spdlog::info("disk cache directory {} also holds the folders of {} other volumes: {}", dir, others.size(), list);
+    if (stale > 0) {
+      spdlog::warn("disk cache directory {}: {} folders of other volumes were unused for {} days or more; this "
+                   "mount cannot tell whether their volumes still exist (another metadata engine may hold them): "
+                   "`tierfs gc --cache --cache-dir {}` lists them, and with --delete removes those unused for {} "
+                   "days (never staged writes)",
+                   dir, stale, kUnusedCacheDays, dir, kUnusedCacheDays);
+    }
+  }
+}
+
+}  // namespace
+
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/tierfs";
+  const char* home = getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/tierfs";
 }
 
 std::vector<std::string> SplitDirs(const std::string& s) {
@@ -45,9 +80,12 @@ std::vector<std::string> SplitDirs(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
 void AddCacheOptions(CLI::App* sub, CacheArgs* a) {
+  sub->add_option("--io-timeout", a->io_timeout,
+                  "Seconds a read, write or close waits for an object store that does not answer (retries "
+                  "included) before it fails with EIO")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   sub->add_option("--cache-dir", a->cache_dir,
                   "Disk cache directories, DIR[:DIR...], a folder per volume inside; 'memory' for none "
                   "(default: /var/cache/tierfs for root, ~/.cache/tierfs otherwise)");
@@ -103,6 +141,15 @@ Result<std::string> StagingDirFor(const CacheArgs& a, const FormatRecord& fmt) {
   return dirs.front() + "/" + fmt.uuid + "/staging";
 }
 
+std::vector<std::string> StagingDirsFor(const CacheArgs& a, const FormatRecord& fmt) {
+  std::vector<std::string> out;
+  if (a.cache_dir == "memory") return out;
+  for (const auto& d : SplitDirs(a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir)) {
+    out.push_back(d + "/" + fmt.uuid + "/staging");
+  }
+  return out;
+}
+
 void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
   if (DiskCache* dc = store->disk()) {
     DiskCacheStats ds = dc->stats();
@@ -111,6 +158,7 @@ void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
   } else if (!cfg.disk.dirs.empty()) {
     spdlog::warn("no usable disk cache directory; reads not in memory go to the object store");
   }
+  ReportOtherVolumeFolders(cfg.disk.dirs, cfg.disk.volume_uuid);
 }
 
 }  // namespace tierfs::cmd

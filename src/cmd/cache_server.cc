@@ -45,7 +45,7 @@ int Run(const Args& a) {
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("cache-server", meta.status());
   const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt);
+  auto store = OpenStore(fmt, true, a.cache.io_timeout);
   if (!store.ok()) return Fail("cache-server", store.status());
   StoreConfig cfg;
   cfg.volume = fmt.name;
@@ -85,7 +85,10 @@ int Run(const Args& a) {
   sigwait(&stop, &sig);
   spdlog::info("cache server stopping (signal {}): {}", sig, group->StatsJson());
   exporter->reset();
-  group->StopServing();
+  // Nothing may outlive what it uses: the group's listener serves from `cached` and its
+  // refresh thread reads cached's stats and writes the session, so both stop first; the
+  // group object itself goes last (prefetches running in ~CachedStore may still ask it).
+  group->Stop();
   (*meta)->StopBackground();
   st = (*meta)->CloseSession();
   if (!st.ok()) spdlog::warn("closing the session failed: {}", st.ToString());

@@ -1,7 +1,8 @@
 // tierfs compact PATH... [--json]: rewrites the fragmented chunks of files (or of every file
 // in directory trees) of a mounted volume as few slices, so that their reads scan few
 // records and their overwritten data leaves the object store. The mount does the work, per
-// file, through the "tierfs.compact" virtual xattr (vfs/compactor.h).
+// file, through the "tierfs.compact" virtual xattr (vfs/compactor.h); trees are walked
+// with bounded memory at any depth (common/dir_walk.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -10,37 +11,43 @@
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
+#include "common/dir_walk.h"
 #include "common/size.h"
 
 namespace tierfs::cmd {
 namespace {
 
 int Run(const std::vector<std::string>& paths, bool json) {
-  std::vector<std::string> files;
-  Status listed = RegularFilesUnder(paths, &files);
-  if (!listed.ok()) return Fail("compact", listed);
   nlohmann::json total = {{"files", 0},           {"failed", 0},        {"chunks", 0},    {"compacted", 0},
                           {"conflicts", 0},       {"records_before", 0}, {"records_after", 0},
                           {"live_bytes", 0},      {"dead_bytes", 0}};
   std::string first_error;
-  for (size_t i = 0; i < files.size(); ++i) {
-    auto r = AskMount(files[i], "tierfs.compact");
+  Status outside;  // the first file is outside TierFS: that says all there is to say
+  uint64_t n = 0;
+  Status walked = WalkRegularFiles(paths, [&](WalkFile f) {
+    auto r = AskMount(f.Path(), "tierfs.compact");
     total["files"] = total["files"].get<uint64_t>() + 1;
+    ++n;
     if (!r.ok()) {
-      // The first file outside TierFS says all there is to say.
-      if (i == 0 && (r.status().code() == ENOTSUP || r.status().code() == ENODATA)) return Fail("compact", r.status());
+      if (n == 1 && (r.status().code() == ENOTSUP || r.status().code() == ENODATA)) {
+        outside = Status::Err(r.status().code(), f.Shown() + " is not in a TierFS mount");
+        return false;
+      }
       total["failed"] = total["failed"].get<uint64_t>() + 1;
-      if (first_error.empty()) first_error = r.status().message();
-      continue;
+      if (first_error.empty()) first_error = f.Shown() + ": " + r.status().message();
+      return true;
     }
     auto j = nlohmann::json::parse(*r, nullptr, false);
     for (const char* k : {"chunks", "compacted", "conflicts", "records_before", "records_after", "live_bytes",
                           "dead_bytes"}) {
       total[k] = total[k].get<uint64_t>() + j.value(k, uint64_t{0});
     }
-    if (isatty(STDERR_FILENO)) std::cerr << "\r" << i + 1 << "/" << files.size() << " files" << std::flush;
-  }
-  if (isatty(STDERR_FILENO) && !files.empty()) std::cerr << "\n";
+    if (isatty(STDERR_FILENO)) std::cerr << "\r" << n << " files" << std::flush;
+    return true;
+  });
+  if (!outside.ok()) return Fail("compact", outside);
+  if (!walked.ok()) return Fail("compact", walked);
+  if (isatty(STDERR_FILENO) && n > 0) std::cerr << "\n";
   if (json) {
     std::cout << total.dump(2) << std::endl;
   } else {

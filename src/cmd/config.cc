@@ -1,10 +1,12 @@
 // tierfs config META-URL [--access-key AK] [--secret-key SK] [--bucket B] ...: shows or
 // changes a volume's settings without reformatting (new keys after a rotation, a moved
-// bucket, a different session timeout).
+// bucket, a different session timeout); --take-bucket makes this engine the owner of the
+// volume's objects (after moving the volume to it with dump and load).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/secret.h"
@@ -21,6 +23,7 @@ struct Args {
   int trash_days = -1;
   std::string capacity, inodes;
   bool no_check = false;
+  bool take_bucket = false;
 };
 
 void Print(const FormatRecord& raw) {
@@ -46,7 +49,7 @@ int Run(const Args& a) {
     Status st = (*meta)->SetQuota(QuotaKind::kDir, kRootIno, cap, inodes);
     if (!st.ok()) return Fail("config", st.With("setting --capacity/--inodes"));
     std::cout << "volume limits set" << std::endl;
-    if (!change) return 0;
+    if (!change && !a.take_bucket) return 0;
   }
   if (a.session_timeout != 0 && (a.session_timeout < 1 || a.session_timeout > 86400)) {
     return Fail("config", Status::Err(EINVAL, "--session-timeout must be between 1 and 86400 seconds"));
@@ -66,6 +69,12 @@ int Run(const Args& a) {
     }
     return Status::OK();
   });
+  if (!updated.ok() && updated.status().code() == ECANCELED && a.take_bucket) {
+    auto fmt = Meta::ReadFormat(engine->get());
+    if (!fmt.ok()) return Fail("config", fmt.status());
+    Status st = TakeBucketAndSay(engine->get(), *fmt);
+    return st.ok() ? 0 : Fail("config --take-bucket", st);
+  }
   if (!updated.ok() && updated.status().code() == ECANCELED) {
     // No change asked for: show the settings.
     auto meta = Meta::Open(std::move(*engine));
@@ -77,6 +86,10 @@ int Run(const Args& a) {
   std::cout << "updated volume " << updated->name << "; mounted clients pick up new storage settings when "
             << "they remount, a new trash retention within a minute" << std::endl;
   Print(*updated);
+  if (a.take_bucket) {
+    Status st = TakeBucketAndSay(engine->get(), *updated);
+    if (!st.ok()) return Fail("config --take-bucket", st);
+  }
   return 0;
 }
 
@@ -95,6 +108,10 @@ void RegisterConfig(CLI::App& app, int* exit_code) {
   sub->add_option("--capacity", args->capacity, "Bytes the volume may hold (0: no limit)");
   sub->add_option("--inodes", args->inodes, "Files and directories the volume may hold (0: no limit)");
   sub->add_flag("--no-check", args->no_check, "Do not check that the new storage settings work");
+  sub->add_flag("--take-bucket", args->take_bucket,
+                "Make this metadata engine the owner of the volume's objects (after `tierfs load` moved the volume "
+                "here, once the engine it came from is no longer used): only the owner's clients write or delete "
+                "objects");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

@@ -11,6 +11,7 @@
 #include "common/size.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
+#include "tools/bucket_owner.h"
 #include "object/object_store.h"
 
 namespace tierfs::cmd {
@@ -94,6 +95,14 @@ int Format(const Args& a) {
   const std::string meta_desc = (*engine)->Describe();
   st = Meta::Format(engine->get(), rec, a.force);
   if (!st.ok()) return Fail("format", st);
+  // This engine owns the new volume's objects (tools/bucket_owner.h).
+  auto before = TakeBucket(engine->get(), store->get(), rec);
+  if (!before.ok()) return Fail("format", before.status());
+  if (*before) {
+    std::cerr << "tierfs format: warning: " << rec.name << "/ in the bucket held objects of another volume named "
+              << rec.name << " (of " << (*before)->engine << "); the new volume's blocks get other keys, and "
+              << "`tierfs gc --delete` will remove the old ones" << std::endl;
+  }
   if (cap || inodes) {
     // The volume's limits are the root directory's quota.
     auto meta = Meta::Open(std::move(*engine));

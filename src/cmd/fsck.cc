@@ -60,7 +60,7 @@ int Run(const Args& a) {
               << " other inodes, " << r->objects_checked << " objects"
               << (a.deep ? " (" + std::to_string(r->bytes_verified) + " bytes read and verified)" : "")
               << ": " << r->problems.size() << " problems, "
-              << r->Remaining() << " remaining" << (a.repair || r->Remaining() == 0 ? "" : " (--repair fixes link counts and dangling entries)")
+              << r->Remaining() << " remaining" << (a.repair || r->Remaining() == 0 ? "" : " (--repair fixes link counts and removes dangling and damaged entries)")
               << std::endl;
   }
   return r->Remaining() == 0 ? 0 : 1;
@@ -74,7 +74,7 @@ void RegisterFsck(CLI::App& app, int* exit_code) {
   sub->add_option("META-URL", a->meta_url, "Metadata engine of the volume")->required();
   AddCommandMetricsOption(sub, &a->metrics);
   sub->add_option("--path", a->path, "Check only this directory tree of the volume")->capture_default_str();
-  sub->add_flag("--repair", a->repair, "Fix link counts and remove entries whose inode is gone");
+  sub->add_flag("--repair", a->repair, "Fix link counts and remove entries whose inode is gone, and damaged entries");
   sub->add_flag("--skip-objects", a->skip_objects, "Do not check that block objects exist");
   sub->add_flag("--deep", a->deep,
                 "Read every block in full and verify its checksums (finds corrupted data, not only missing objects)");

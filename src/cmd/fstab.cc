@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -126,6 +127,19 @@ Result<std::string> FstabLineFor(const CLI::App& sub, const std::string& meta_ur
   }
   ASSIGN_OR_RETURN(std::string options, FstabOptionsField(given));
   return EscapeField(spec) + " " + EscapeField(mountpoint) + " tierfs " + options + " 0 0";
+}
+
+std::string MountSource(const std::string& meta_url, const std::string& volume) {
+  std::string spec = WithoutPassword(meta_url);
+  std::string lower = spec;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // /proc/mounts is readable by every user: a password in the query (PostgreSQL's
+  // ?password=) must not get there either.
+  if (spec.empty() || spec.find_first_of(", \t\n\\") != std::string::npos ||
+      lower.find("password") != std::string::npos) {
+    return "tierfs:" + volume;
+  }
+  return spec;
 }
 
 Status UpdateFstab(const std::string& path, const std::string& mountpoint, const std::string& line) {

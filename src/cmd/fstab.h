@@ -25,6 +25,12 @@ std::string FstabPath();
 Result<std::string> FstabLineFor(const CLI::App& sub, const std::string& meta_url, const std::string& mountpoint,
                                  const std::map<std::string, std::string>& resolved);
 
+// The mount's source, as /proc/mounts and df show it: the META-URL without its password,
+// as an fstab line has it, so that `mount -a` sees the line is mounted and skips it (it
+// compares sources and mount points); "tierfs:VOLUME" when the URL holds characters FUSE's
+// option list cannot carry (a comma, whitespace, a backslash) or a password parameter.
+std::string MountSource(const std::string& meta_url, const std::string& volume);
+
 // Replaces the line for `mountpoint` in the fstab at `path` with `line` (the first such
 // line; later ones for the same mount point go), or appends it; every other line stays as
 // it was. The file is replaced atomically, with its mode and owner kept (0644 when new).

@@ -25,13 +25,11 @@ void AddGroupOptions(CLI::App* sub, GroupArgs* args) {
   sub->add_flag("--no-sharing", args->no_sharing, "Read from the cache group but serve nothing to it");
 }
 
-GroupRuntime::~GroupRuntime() {
-  StopServing();
-  if (group_) group_->Stop();
-}
+GroupRuntime::~GroupRuntime() { Stop(); }
 
-void GroupRuntime::StopServing() {
+void GroupRuntime::Stop() {
   if (server_) server_->Stop();
+  if (group_) group_->Stop();
 }
 
 std::string GroupRuntime::StatsJson() const {
@@ -40,7 +38,8 @@ std::string GroupRuntime::StatsJson() const {
                       {"members", s.members},             {"asks", s.asks},
                       {"received", s.received},           {"unreachable", s.unreachable},
                       {"refused", s.refused},             {"damaged", s.damaged},
-                      {"skipped_down", s.skipped_down},   {"hedged", s.hedged}};
+                      {"skipped_down", s.skipped_down},   {"hedged", s.hedged},
+                      {"ask_pool_full", s.ask_pool_full}};
   nlohmann::json ring = nlohmann::json::array();
   for (const group::GroupMember& m : group_->members()) {
     if (!m.addr.empty()) ring.push_back(m.addr);
@@ -51,6 +50,12 @@ std::string GroupRuntime::StatsJson() const {
     j["served"] = p.served;
     j["refused_requests"] = p.refused;
     j["failed_requests"] = p.failed;
+    // Flat: scripts read the last {...} of the cache server's log line.
+    j["connections_open"] = p.connections.connections;
+    j["connections_refused"] = p.connections.refused;
+    j["connections_timed_out"] = p.connections.timed_out;
+    j["bad_requests"] = p.connections.bad_requests;
+    j["busy_replies"] = p.connections.busy;
   }
   return j.dump();
 }
@@ -105,7 +110,9 @@ Result<std::unique_ptr<GroupRuntime>> JoinGroup(const GroupArgs& args, const std
     so.volume_uuid = fmt.uuid;
     so.secret = secret;
     rt->server_ = std::make_unique<group::PeerServer>(
-        so, [store](const std::string& key, uint32_t len) { return store->ServeBlock(key, len); });
+        so, [store](const std::string& key, uint32_t len, bool keep_on_disk) {
+          return store->ServeBlock(key, len, keep_on_disk);
+        });
     if (const char* f = getenv("TIERFS_FAULT_PEER_CORRUPT"); f && *f == '1') {
       spdlog::warn("TIERFS_FAULT_PEER_CORRUPT: this member damages every block it serves (tests only)");
       rt->server_->set_corrupt_replies(true);

@@ -34,9 +34,11 @@ void AddGroupOptions(CLI::App* sub, GroupArgs* args);
 class GroupRuntime {
  public:
   ~GroupRuntime();
-  // Stops serving other members (before the CachedStore it serves from goes away); the
-  // membership stays usable until destruction.
-  void StopServing();
+  // Stops serving other members and refreshing the membership, the two things that use
+  // the CachedStore (its blocks; its cache sizes, published with each refresh): call it
+  // before that store goes away. Asks to other members (a prefetch of the store still
+  // running) keep working until destruction, which comes after the store's.
+  void Stop();
   group::CacheGroup* group() { return group_.get(); }
   group::PeerServer* server() { return server_.get(); }
   // The group's state and counters as a JSON object (tierfs.stats).
@@ -50,7 +52,8 @@ class GroupRuntime {
 
 // Starts the listener (unless --no-sharing), registers the member in its session (which
 // must exist) and reads the group; then refreshes it every heartbeat. The caller keeps the
-// result alive until after `store` is destroyed, and calls StopServing before that.
+// result alive until after `store` is destroyed, and calls Stop before that (and before
+// the session closes: a refresh writes to it).
 Result<std::unique_ptr<GroupRuntime>> JoinGroup(const GroupArgs& args, const std::string& meta_url, Meta* meta,
                                                 CachedStore* store);
 

@@ -11,11 +11,13 @@
 #include <iterator>
 #include <sstream>
 
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/commands.h"
 #include "cmd/mount_metrics.h"
 #include "cmd/util.h"
 #include "common/zstd_stream.h"
 #include "meta/kv_engine.h"
+#include "meta/meta.h"
 #include "meta/meta_dump.h"
 #include "meta/timed_engine.h"
 
@@ -24,7 +26,7 @@ namespace {
 
 struct Args {
   std::string meta_url, file;
-  bool force = false, quiet = false, skip_dangling = false;
+  bool force = false, quiet = false, skip_dangling = false, take_bucket = false;
   std::string metrics;  // --metrics ADDR:PORT while it runs ("": none)
 };
 
@@ -74,6 +76,21 @@ int Load(const Args& a) {
     std::cerr << "loaded " << stats.inodes << " inodes, " << stats.entries << " entries and " << stats.slices
               << " slices into " << (*engine)->Describe() << std::endl;
   }
+  auto fmt = Meta::ReadFormat(engine->get());
+  if (!fmt.ok()) return Fail("load", fmt.status());
+  if (a.take_bucket) {
+    Status st = TakeBucketAndSay(engine->get(), *fmt);
+    if (!st.ok()) {
+      return Fail("load", st.With("loaded, but taking over the objects failed; run `tierfs config " + a.meta_url +
+                                  " --take-bucket` (with the store's credentials)"));
+    }
+    return 0;
+  }
+  // The copy points at the same objects as the engine it was dumped from, which owns them.
+  std::cerr << "tierfs load: this copy shares the objects of volume " << fmt->name << " (" << fmt->storage << " "
+            << fmt->bucket << ") with the engine it was dumped from, which owns them: it can be mounted read-only. "
+            << "To move the volume here for good, stop using the other engine and run `tierfs config " << a.meta_url
+            << " --take-bucket`" << std::endl;
   return 0;
 }
 
@@ -95,6 +112,9 @@ void RegisterLoad(CLI::App& app, int* exit_code) {
   sub->add_flag("--force", args->force, "Erase whatever the engine holds first");
   sub->add_flag("-q,--quiet", args->quiet, "No progress or summary");
   AddCommandMetricsOption(sub, &args->metrics);
+  sub->add_flag("--take-bucket", args->take_bucket,
+                "Make the loaded engine the owner of the volume's objects (the engine the dump came from is no longer "
+                "used: a migration, or a restore from a backup); without it the copy mounts read-only only");
   sub->add_flag("--skip-dangling", args->skip_dangling,
                 "Leave out directory entries whose inode the dump lacks (a metadata backup taken while files were "
                 "being deleted) instead of refusing the dump");

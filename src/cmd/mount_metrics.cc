@@ -54,6 +54,15 @@ metrics::Collector StoreCollector(CachedStore* cs) {
     Add(out, "tierfs_disk_cache_corrupt_total", "Disk cache blocks that failed their checksum (dropped)", "counter", {},
         double(d.corrupt));
     Add(out, "tierfs_disk_cache_dirs_down", "Disk cache directories out of use", "gauge", {}, double(d.dirs_down));
+    Add(out, "tierfs_disk_cache_dropped_fills_total",
+        "Blocks read from the store that were not written to the disk cache: its fill queue was full (the disk "
+        "is slower than the reads)",
+        "counter", {}, double(d.dropped_writes));
+    Add(out, "tierfs_disk_cache_fill_queue_limit_bytes",
+        "Limit of the disk cache's fill queue (2 s of its measured write speed, 32 MiB to 256 MiB)", "gauge", {},
+        double(d.queue_limit));
+    Add(out, "tierfs_disk_cache_write_bytes_per_second", "Measured write speed of the disk cache (0: not yet)",
+        "gauge", {}, double(d.write_bytes_per_s));
     Add(out, "tierfs_write_buffer_bytes", "Written data buffered in memory, not yet uploaded", "gauge", {},
         double(s.buffered_bytes));
     Add(out, "tierfs_uploads_in_flight", "Block uploads queued or running", "gauge", {}, double(s.uploads_in_flight));

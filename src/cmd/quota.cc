@@ -47,10 +47,25 @@ nlohmann::json ToJson(const Quota& q, const std::string& path) {
   return j;
 }
 
-void PrintTable(const std::vector<Quota>& qs) {
-  std::printf("%-6s %-12s %12s %12s %12s %12s\n", "KIND", "ID", "USED", "CAPACITY", "INODES", "MAX-INODES");
+// What names a quota: a directory quota's path in the volume (the root's is the volume's
+// own limits), a uid or a gid.
+std::string IdOf(Meta* meta, const Quota& q) {
+  if (q.kind != QuotaKind::kDir) return std::to_string(q.id);
+  auto path = meta->PathOf(q.id);
+  return path.ok() ? *path : "inode " + std::to_string(q.id) + " (" + path.status().message() + ")";
+}
+
+void PrintTable(Meta* meta, const std::vector<Quota>& qs) {
+  std::vector<std::string> ids;
+  int width = 12;
   for (const Quota& q : qs) {
-    std::printf("%-6s %-12llu %12s %12s %12lld %12s\n", KindName(q.kind), static_cast<unsigned long long>(q.id),
+    ids.push_back(IdOf(meta, q));
+    width = std::max(width, static_cast<int>(ids.back().size()));
+  }
+  std::printf("%-6s %-*s %12s %12s %12s %12s\n", "KIND", width, "ID", "USED", "CAPACITY", "INODES", "MAX-INODES");
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const Quota& q = qs[i];
+    std::printf("%-6s %-*s %12s %12s %12lld %12s\n", KindName(q.kind), width, ids[i].c_str(),
                 FormatSize(static_cast<uint64_t>(std::max<int64_t>(0, q.used_bytes))).c_str(),
                 q.max_bytes ? FormatSize(static_cast<uint64_t>(q.max_bytes)).c_str() : "-",
                 static_cast<long long>(q.used_inodes), q.max_inodes ? std::to_string(q.max_inodes).c_str() : "-");
@@ -77,10 +92,9 @@ int Run(const std::string& op, const Args& a) {
       cap = static_cast<int64_t>(*c);
     }
     if (!a.inodes.empty()) {
-      char* end = nullptr;
-      long long n = std::strtoll(a.inodes.c_str(), &end, 10);
-      if (*end != '\0' || n < 0) return Fail(what, Status::Err(EINVAL, "--inodes must be a count, not " + a.inodes));
-      inodes = n;
+      auto n = ParseCount(a.inodes);
+      if (!n.ok()) return Fail(what, n.status().With("--inodes"));
+      inodes = static_cast<int64_t>(*n);
     }
     if (!cap && !inodes) return Fail(what, Status::Err(EINVAL, "give --capacity and/or --inodes (0: no limit)"));
     bool exact = true;
@@ -110,10 +124,12 @@ int Run(const std::string& op, const Args& a) {
   if (op != "check") {
     if (a.json) {
       nlohmann::json out = nlohmann::json::array();
-      for (const Quota& q : qs) out.push_back(ToJson(q, q.kind == QuotaKind::kDir && given ? a.path : ""));
+      for (const Quota& q : qs) {
+        out.push_back(ToJson(q, q.kind != QuotaKind::kDir ? "" : given ? a.path : IdOf(meta->get(), q)));
+      }
       std::cout << (given && op != "list" ? out[0].dump() : out.dump()) << std::endl;
     } else {
-      PrintTable(qs);
+      PrintTable(meta->get(), qs);
     }
     return 0;
   }

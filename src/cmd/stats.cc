@@ -56,7 +56,7 @@ double Sum(const json& m, const std::string& family, const std::string& filter =
 
 struct View {
   double fuse_ops, fuse_s, meta_txns, meta_s, meta_retries, gets, puts, store_s, down, up, store_errors;
-  double mem_hits, mem_misses, disk_hits, disk_misses, group_hits, buffer, uploads, cpu, rss, staged;
+  double mem_hits, mem_misses, disk_hits, disk_misses, group_hits, buffer, uploads, cpu, rss, staged, dropped;
 };
 
 View Take(const json& m) {
@@ -78,6 +78,7 @@ View Take(const json& m) {
   v.disk_hits = Sum(m, "tierfs_cache_hits_total", "disk");
   v.disk_misses = Sum(m, "tierfs_cache_misses_total", "disk");
   v.group_hits = Sum(m, "tierfs_cache_hits_total", "group");
+  v.dropped = Sum(m, "tierfs_disk_cache_dropped_fills_total");
   v.buffer = Sum(m, "tierfs_write_buffer_bytes");
   v.uploads = Sum(m, "tierfs_uploads_in_flight");
   v.staged = Sum(m, "tierfs_staged_bytes");
@@ -106,7 +107,8 @@ json Rates(const View& a, const View& b, double dt) {
           {"cache",
            {{"memory_hit_pct", Pct(b.mem_hits - a.mem_hits, b.mem_misses - a.mem_misses)},
             {"disk_hit_pct", Pct(b.disk_hits - a.disk_hits, b.disk_misses - a.disk_misses)},
-            {"group_hits_per_s", per(a.group_hits, b.group_hits)}}},
+            {"group_hits_per_s", per(a.group_hits, b.group_hits)},
+            {"disk_dropped_fills_per_s", per(a.dropped, b.dropped)}}},
           {"buffer", {{"bytes", b.buffer}, {"uploads_in_flight", b.uploads}, {"staged_bytes", b.staged}}},
           {"process", {{"cpu_pct", per(a.cpu, b.cpu) * 100}, {"rss_bytes", b.rss}}}};
 }
@@ -114,20 +116,20 @@ json Rates(const View& a, const View& b, double dt) {
 std::string Short(double bytes) { return FormatSize(static_cast<uint64_t>(std::max(0.0, bytes))); }
 
 void PrintHeader() {
-  std::printf("%9s %7s | %8s %7s %6s | %6s %6s %9s %9s %7s | %5s %5s | %9s %5s | %5s %9s\n", "fuse/s", "avg-ms",
-              "txn/s", "avg-ms", "retry", "get/s", "put/s", "down/s", "up/s", "avg-ms", "mem%", "disk%", "buffer",
-              "upl", "cpu%", "rss");
+  std::printf("%9s %7s | %8s %7s %6s | %6s %6s %9s %9s %7s | %5s %5s %6s | %9s %5s | %5s %9s\n", "fuse/s",
+              "avg-ms", "txn/s", "avg-ms", "retry", "get/s", "put/s", "down/s", "up/s", "avg-ms", "mem%", "disk%",
+              "drop/s", "buffer", "upl", "cpu%", "rss");
 }
 
 void PrintLine(const json& r) {
-  std::printf("%9.0f %7.2f | %8.0f %7.2f %6.0f | %6.0f %6.0f %9s %9s %7.2f | %5.0f %5.0f | %9s %5.0f | %5.0f %9s\n",
+  std::printf("%9.0f %7.2f | %8.0f %7.2f %6.0f | %6.0f %6.0f %9s %9s %7.2f | %5.0f %5.0f %6.0f | %9s %5.0f | %5.0f %9s\n",
               r["fuse"]["ops_per_s"].get<double>(), r["fuse"]["avg_ms"].get<double>(),
               r["meta"]["txns_per_s"].get<double>(), r["meta"]["avg_ms"].get<double>(),
               r["meta"]["retries_per_s"].get<double>(), r["store"]["gets_per_s"].get<double>(),
               r["store"]["puts_per_s"].get<double>(), Short(r["store"]["download_bytes_per_s"]).c_str(),
               Short(r["store"]["upload_bytes_per_s"]).c_str(), r["store"]["avg_ms"].get<double>(),
               r["cache"]["memory_hit_pct"].get<double>(), r["cache"]["disk_hit_pct"].get<double>(),
-              Short(r["buffer"]["bytes"]).c_str(), r["buffer"]["uploads_in_flight"].get<double>(),
+              r["cache"]["disk_dropped_fills_per_s"].get<double>(), Short(r["buffer"]["bytes"]).c_str(), r["buffer"]["uploads_in_flight"].get<double>(),
               r["process"]["cpu_pct"].get<double>(), Short(r["process"]["rss_bytes"]).c_str());
   std::fflush(stdout);
 }
@@ -151,7 +153,8 @@ int Run(const std::string& mp, double interval, int count, bool once, bool as_js
       r["totals"] = {{"fuse_ops", now.fuse_ops},         {"meta_txns", now.meta_txns},
                      {"meta_retries", now.meta_retries}, {"store_gets", now.gets},
                      {"store_puts", now.puts},           {"download_bytes", now.down},
-                     {"upload_bytes", now.up},           {"store_errors", now.store_errors}};
+                     {"upload_bytes", now.up},           {"store_errors", now.store_errors},
+                     {"disk_dropped_fills", now.dropped}};
       r["interval_s"] = std::chrono::duration<double>(t1 - t0).count();
       std::cout << r.dump() << std::endl;
     } else {

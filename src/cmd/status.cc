@@ -3,15 +3,19 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <ctime>
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "cmd/cache_options.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/clock.h"
 #include "common/size.h"
 #include "common/secret.h"
 #include "meta/meta.h"
+#include "tools/staged_upload.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -27,6 +31,52 @@ nlohmann::json MountStats(const SessionInfo& s) {
   if (n <= 0) return nullptr;
   auto j = nlohmann::json::parse(buf.substr(0, static_cast<size_t>(n)), nullptr, false);
   return j.is_discarded() ? nlohmann::json(nullptr) : j;
+}
+
+std::string ThisHost() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// Staging areas of write-back clients that died with slices still marked staged: their
+// blocks wait on that host's disk, nowhere else. On this host the area is looked at.
+nlohmann::json DeadStaging(Meta* meta, const FormatRecord& f) {
+  nlohmann::json out = nlohmann::json::array();
+  auto areas = meta->StagingAreas();
+  if (!areas.ok()) return out;
+  const std::string here = ThisHost();
+  std::set<std::string> seen;  // areas of this host the metadata knows of
+  for (const auto& a : *areas) {
+    if (a.host == here && !a.dir.empty()) seen.insert(a.dir);
+    if (a.alive || a.slices == 0) continue;
+    nlohmann::json j = {{"sid", a.sid}, {"host", a.host}, {"dir", a.dir}, {"slices", a.slices}};
+    if (!a.dir.empty() && a.host == here) {
+      StagedFiles found = CountStaged(a.dir);
+      j["local_blocks"] = found.blocks;
+      j["local_bytes"] = found.bytes;
+    }
+    out.push_back(j);
+  }
+  // Areas of clients that recorded none (older ones) in this host's default cache directory.
+  for (const std::string& dir : StagingDirsFor(CacheArgs{}, f)) {
+    StagedFiles found = CountStaged(dir);
+    if (found.blocks > 0 && !seen.count(dir)) {
+      out.push_back({{"sid", 0}, {"host", here}, {"dir", dir}, {"slices", 0}, {"local_blocks", found.blocks},
+                     {"local_bytes", found.bytes}});
+    }
+  }
+  return out;
+}
+
+// "2026-11-25 19:00 UTC".
+std::string UtcMinute(int64_t ns) {
+  time_t secs = static_cast<time_t>(ns / 1000000000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
 }
 
 int Run(const std::string& meta_url, bool json) {
@@ -54,7 +104,9 @@ int Run(const std::string& meta_url, bool json) {
                       {"session_timeout_s", f.session_timeout_s},
                       {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes},
                       {"trash_days", f.trash_days},
-                      {"trash", {{"bytes", trash->bytes}, {"entries", trash->entries}, {"hours", trash->hours}}},
+                      {"trash", {{"bytes", trash->bytes}, {"entries", trash->entries}, {"hours", trash->hours},
+                                 {"first_expiry_ns", trash->first_expiry_ns},
+                                 {"last_expiry_ns", trash->last_expiry_ns}}},
                       {"capacity", limits ? limits->max_bytes : 0}, {"max_inodes", limits ? limits->max_inodes : 0},
                       {"quotas", quotas->size()}};
   nlohmann::json ss = nlohmann::json::array();
@@ -104,6 +156,7 @@ int Run(const std::string& meta_url, bool json) {
                      {"cleaned", p.done}});
   }
   j["ended_sessions"] = ended;
+  j["staged_left"] = DeadStaging(meta->get(), f);
   j["cache_groups"] = groups;
   if (!f.access_key.empty()) j["access_key"] = f.access_key;
   if (!f.secret_key.empty()) j["secret_key"] = Redact(f.secret_key);
@@ -121,7 +174,13 @@ int Run(const std::string& meta_url, bool json) {
             << (limits && limits->max_bytes ? " (capacity " + FormatSize(static_cast<uint64_t>(limits->max_bytes)) + ")" : "")
             << (limits && limits->max_inodes ? " (at most " + std::to_string(limits->max_inodes) + " inodes)" : "") << "\n"
             << "trash:      " << (f.trash_days > 0 ? std::to_string(f.trash_days) + " days: " : "off: ")
-            << FormatSize(trash->bytes) << " in " << trash->entries << " entries over " << trash->hours << " hours\n"
+            << FormatSize(trash->bytes) << " in " << trash->entries << " entries over " << trash->hours << " hours"
+            << (trash->hours == 0 ? std::string()
+                : trash->first_expiry_ns <= now
+                    ? "; freed within a minute (past its retention)"
+                    : "; freed hour by hour from " + UtcMinute(trash->first_expiry_ns) + " until " +
+                          UtcMinute(trash->last_expiry_ns) + " (`tierfs config --trash-days 0` frees it now)")
+            << "\n"
             << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";
   for (const auto& s : *sessions) {
@@ -152,6 +211,26 @@ int Run(const std::string& meta_url, bool json) {
               << "      object store: " << o.value("gets", 0ull) << " gets ("
               << FormatSize(o.value("bytes_downloaded", 0ull)) << "), " << o.value("puts", 0ull) << " puts ("
               << FormatSize(o.value("bytes_uploaded", 0ull)) << ")\n";
+  }
+  for (const auto& d : j["staged_left"]) {
+    std::string dir = d.value("dir", "");
+    std::string host = d.value("host", "");
+    std::cout << "not uploaded: ";
+    if (d.value("sid", uint64_t{0}) != 0) {
+      std::cout << "session #" << d.value("sid", uint64_t{0}) << " (host " << (host.empty() ? "?" : host)
+                << ", no longer running) left " << d.value("slices", uint64_t{0})
+                << " slices staged for write-back" << (dir.empty() ? "" : " in " + dir);
+    } else {
+      std::cout << dir << " holds blocks a write-back client staged";
+    }
+    if (d.contains("local_blocks")) {
+      std::cout << " (" << d.value("local_blocks", uint64_t{0}) << " blocks, "
+                << FormatSize(d.value("local_bytes", uint64_t{0})) << " there now)";
+    }
+    std::cout << ": written and closed data that is not in the object store. Do not delete that folder (it is not "
+              << "cache); mount the volume again on " << (host.empty() ? "that host" : host)
+              << " with the same cache directory (the mount uploads it first), or run `tierfs upload-staged "
+              << meta_url << " " << (dir.empty() ? "CACHE-DIR" : dir) << "` there\n";
   }
   for (const auto& [name, g] : groups.items()) {
     std::cout << "cache group " << name << ": " << g["members"].size() << " members, "

@@ -7,13 +7,14 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "chunk/cached_store.h"
-#include "chunk/writeback.h"
+#include "cmd/bucket_owner_cmd.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
+#include "tools/bucket_owner.h"
+#include "tools/staged_upload.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -33,26 +34,19 @@ int Run(const std::string& meta_url, const std::string& dir_arg, int threads) {
   if (IsDir(dir + "/" + fmt.uuid + "/staging")) dir += "/" + fmt.uuid + "/staging";
   auto store = OpenStore(fmt);
   if (!store.ok()) return Fail("upload-staged", store.status());
-  StoreConfig cfg;
-  cfg.volume = fmt.name;
-  cfg.block_size = fmt.block_size;
-  cfg.cache_bytes = 0;
-  CachedStore cached(std::move(*store), cfg);
-  Status st = cached.StartWriteback(dir, threads);
-  if (!st.ok()) return Fail("upload-staged", st);
-  StoreStats s0 = cached.stats();
-  std::cerr << "uploading " << s0.staged_blocks << " blocks (" << FormatSize(s0.staged_bytes) << ") from " << dir
-            << "\n";
-  WritebackStats left = cached.DrainWriteback(std::chrono::hours(24 * 365), [](const WritebackStats& w) {
-    std::cerr << "  " << w.staged_blocks << " blocks (" << FormatSize(w.staged_bytes) << ") to go\n";
-  });
-  st = (*meta)->ClearStaged(cached.TakeUploadedMarks());
-  if (!st.ok()) return Fail("upload-staged", st.With("dropping the staged marks"));
-  StoreStats s1 = cached.stats();
-  std::cout << "uploaded " << s1.wb_uploaded_blocks << " blocks (" << FormatSize(s1.wb_uploaded_bytes) << ")";
-  if (s1.wb_lost > 0) std::cout << "; " << s1.wb_lost << " staged blocks were unreadable and are lost (see the log)";
+  auto owner = OwnBucketFor((*meta)->engine(), store->get(), fmt, meta_url, "upload-staged");
+  if (!owner.ok()) return Fail("upload-staged", owner.status());
+  StagedFiles found = CountStaged(dir);
+  std::cerr << "uploading " << found.blocks << " blocks (" << FormatSize(found.bytes) << ") from " << dir << "\n";
+  auto r = UploadStaged(meta->get(), std::move(*store), dir, threads, std::chrono::hours(24 * 365),
+                        [](uint64_t blocks, uint64_t bytes) {
+                          std::cerr << "  " << blocks << " blocks (" << FormatSize(bytes) << ") to go\n";
+                        });
+  if (!r.ok()) return Fail("upload-staged", r.status());
+  std::cout << "uploaded " << r->uploaded_blocks << " blocks (" << FormatSize(r->uploaded_bytes) << ")";
+  if (r->lost > 0) std::cout << "; " << r->lost << " staged blocks were unreadable and are lost (see the log)";
   std::cout << std::endl;
-  if (left.staged_blocks > 0 || s1.wb_lost > 0) return 1;
+  if (r->left_blocks > 0 || r->lost > 0) return 1;
   return 0;
 }
 

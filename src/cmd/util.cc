@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -69,10 +70,9 @@ Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes,
     *cap = static_cast<int64_t>(*c);
   }
   if (!inodes.empty()) {
-    char* end = nullptr;
-    long long v = std::strtoll(inodes.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) return Status::Err(EINVAL, "--inodes must be a count, not " + inodes);
-    *n = v;
+    auto v = ParseCount(inodes);
+    if (!v.ok()) return v.status().With("--inodes");
+    *n = static_cast<int64_t>(*v);
   }
   return Status::OK();
 }
@@ -94,9 +94,12 @@ Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
   return ino;
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts) {
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s,
+                                               double free_space_ratio) {
   StorageSpec spec = format.Spec();
   spec.sync_puts = sync_puts;
+  if (io_timeout_s > 0) spec.io_timeout_s = io_timeout_s;
+  spec.free_space_ratio = free_space_ratio;
   ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;
@@ -205,10 +208,28 @@ bool IsMountPoint(const std::string& abs_path) {
   return false;
 }
 
+int OpenLogFile(const std::string& file) {
+  int fd = open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 007) != 0) {
+    // An older log, readable by everybody: other users lose access (the group keeps what
+    // an administrator gave it). A file of another user that root may not change stays.
+    if (fchmod(fd, st.st_mode & 07770) != 0) {
+      std::cerr << "tierfs: warning: log file " << file << " is readable by other users and cannot be made "
+                << "private: " << strerror(errno) << std::endl;
+    }
+  }
+  return fd;
+}
+
 void SetupLogging(const std::string& file, bool foreground) {
   try {
     std::shared_ptr<spdlog::logger> logger;
     if (!file.empty()) {
+      // Created (or made) private before spdlog opens it with the umask's mode.
+      int fd = OpenLogFile(file);
+      if (fd >= 0) close(fd);
       logger = spdlog::basic_logger_mt("tierfs", file);
     } else if (foreground) {
       logger = spdlog::stderr_color_mt("tierfs");
@@ -249,24 +270,6 @@ Result<std::string> AskMount(const std::string& path, const char* xattr) {
     return Status::Err(err, path + ": " + strerror(err));
   }
   return buf.substr(0, static_cast<size_t>(n));
-}
-
-Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files) {
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    auto st = std::filesystem::symlink_status(p, ec);
-    if (ec) return Status::Err(ENOENT, "cannot stat " + p + ": " + ec.message());
-    if (std::filesystem::is_directory(st)) {
-      for (auto it = std::filesystem::recursive_directory_iterator(p, ec); !ec && it != decltype(it)();
-           it.increment(ec)) {
-        if (it->is_regular_file(ec) && !it->is_symlink(ec)) files->push_back(it->path());
-      }
-      if (ec) return Status::Err(EIO, "cannot walk " + p + ": " + ec.message());
-    } else if (std::filesystem::is_regular_file(st)) {
-      files->push_back(p);
-    }
-  }
-  return Status::OK();
 }
 
 }  // namespace tierfs::cmd

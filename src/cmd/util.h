@@ -22,8 +22,12 @@ struct SessionInfo;
 
 namespace tierfs::cmd {
 
-// Logs to `file` when given, else to stderr when in the foreground (a daemon without a
-// file logs nowhere).
+// Opens (creating) a log file for appending, private: a new file is 0600 and an existing
+// one readable by other users loses their access (logs name private paths). -1 on errors.
+int OpenLogFile(const std::string& file);
+
+// Logs to `file` when given (through OpenLogFile), else to stderr when in the foreground
+// (a daemon without a file logs nowhere).
 void SetupLogging(const std::string& file, bool foreground);
 // The session record of this process (host, pid, version) for a mount on `mountpoint`
 // ("" for a cache server).
@@ -49,8 +53,12 @@ class NewDatabaseFile {
 };
 // Opens the object store a volume's format record describes, with TIERFS_ACCESS_KEY and
 // TIERFS_SECRET_KEY (or TIERFS_SECRET_KEY_FILE) overriding the stored credentials.
-// sync_puts: see StorageSpec::sync_puts (only `mount --no-sync-blocks` turns it off).
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts = true);
+// sync_puts: see StorageSpec::sync_puts (only `mount --no-sync-blocks` turns it off);
+// io_timeout_s: StorageSpec::io_timeout_s (0: its default). free_space_ratio: for a `file`
+// bucket, the share of its disk kept free (mount --bucket-free-space-ratio); other commands
+// write little and keep none.
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts = true, int io_timeout_s = 0,
+                                               double free_space_ratio = 0);
 // Adds --access-key, --secret-key, --session-token and --ceph-conf to a subcommand.
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
                           std::string* session_token, std::string* ceph_conf);
@@ -76,9 +84,5 @@ bool IsMountPoint(const std::string& abs_path);
 // tierfs.warmup, tierfs.compact...), as the mount answered it. Errors name the path; a
 // path outside TierFS says so.
 Result<std::string> AskMount(const std::string& path, const char* xattr);
-
-// The regular files among paths and in the trees of the directories among them (symlinks
-// not followed). ENOENT for a path that does not exist.
-Status RegularFilesUnder(const std::vector<std::string>& paths, std::vector<std::string>* files);
 
 }  // namespace tierfs::cmd

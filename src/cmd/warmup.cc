@@ -1,7 +1,8 @@
 // tierfs warmup PATH... [--threads N] [--evict | --check | --cache-group] [--json]: fills the client's cache
 // with files or directory trees of a mounted volume (or drops them, or reports how much is
 // cached). The mount does the work, per file, through the "tierfs.warmup", "tierfs.evict"
-// and "tierfs.cache" virtual xattrs (vfs/vfs_cache.cc).
+// and "tierfs.cache" virtual xattrs (vfs/vfs_cache.cc); the trees are walked as they are
+// worked on (common/dir_walk.h), with bounded memory at any depth.
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -9,8 +10,9 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
-#include <filesystem>
+#include <deque>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
+#include "common/dir_walk.h"
 #include "common/size.h"
 
 namespace tierfs::cmd {
@@ -35,37 +38,78 @@ Result<nlohmann::json> Ask(const std::string& path, const char* name) {
   return j;
 }
 
-void Progress(const Totals& t, size_t total, bool final) {
+void Progress(const Totals& t, uint64_t found, bool walking, bool final) {
   if (!isatty(STDERR_FILENO) && !final) return;
-  size_t done = t.files.load();
-  int width = 30;
-  int fill = total ? static_cast<int>(done * width / total) : width;
-  std::cerr << "\r[" << std::string(fill, '=') << std::string(width - fill, ' ') << "] " << done << "/" << total
-            << " files, " << FormatSize(t.bytes.load()) << (final ? "\n" : "") << std::flush;
+  std::cerr << "\r" << t.files.load() << "/" << found << (walking ? "+" : "") << " files, "
+            << FormatSize(t.bytes.load()) << (final ? "\n" : "") << std::flush;
 }
+
+// Files from the walk to the workers: a bounded queue, so that a tree of any size costs
+// the memory of `cap` names (and the directories they are in), not of the whole listing.
+class FileQueue {
+ public:
+  explicit FileQueue(size_t cap) : cap_(cap) {}
+  void Push(WalkFile f) {
+    std::unique_lock<std::mutex> l(mu_);
+    not_full_.wait(l, [&] { return q_.size() < cap_; });
+    q_.push_back(std::move(f));
+    ++pushed_;
+    not_empty_.notify_one();
+  }
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    closed_ = true;
+    not_empty_.notify_all();
+  }
+  bool Pop(WalkFile* f) {
+    std::unique_lock<std::mutex> l(mu_);
+    not_empty_.wait(l, [&] { return !q_.empty() || closed_; });
+    if (q_.empty()) return false;
+    *f = std::move(q_.front());
+    q_.pop_front();
+    not_full_.notify_one();
+    return true;
+  }
+  uint64_t pushed() {
+    std::lock_guard<std::mutex> l(mu_);
+    return pushed_;
+  }
+
+ private:
+  const size_t cap_;
+  std::mutex mu_;
+  std::condition_variable not_full_, not_empty_;
+  std::deque<WalkFile> q_;
+  uint64_t pushed_ = 0;
+  bool closed_ = false;
+};
 
 int Run(const std::vector<std::string>& paths, int threads, bool evict, bool check, bool json, bool group) {
   const char* name = evict ? "tierfs.evict" : check ? "tierfs.cache" : group ? "tierfs.warmup.group" : "tierfs.warmup";
-  std::vector<std::string> files;
-  Status listed = RegularFilesUnder(paths, &files);
-  if (!listed.ok()) return Fail("warmup", listed);
-  // Fail early and clearly when the first path is not in a mount.
-  if (!files.empty()) {
-    auto probe = Ask(files.front(), "tierfs.cache");
-    if (!probe.ok()) return Fail("warmup", probe.status());
+  // Fail early and clearly when a path is missing or the first one is not in a mount.
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (lstat(p.c_str(), &st) != 0) return Fail("warmup", Status::Err(errno, "cannot stat " + p + ": " + strerror(errno)));
+  }
+  {
+    auto probe = Ask(paths.front(), "tierfs.cache");
+    if (!probe.ok() && (probe.status().code() == ENOTSUP || probe.status().code() == ENODATA)) {
+      return Fail("warmup", probe.status());
+    }
   }
   Totals t;
-  std::atomic<size_t> next{0};
   std::mutex err_mu;
   std::string first_error;
   auto start = std::chrono::steady_clock::now();
+  FileQueue queue(static_cast<size_t>(std::max(1, threads)) * 64);
   auto work = [&] {
-    for (size_t i = next++; i < files.size(); i = next++) {
-      auto r = Ask(files[i], name);
+    WalkFile f;
+    while (queue.Pop(&f)) {
+      auto r = Ask(f.Path(), name);
       if (!r.ok()) {
         t.failed++;
         std::lock_guard<std::mutex> l(err_mu);
-        if (first_error.empty()) first_error = r.status().ToString();
+        if (first_error.empty()) first_error = f.Shown() + ": " + r.status().message();
       } else {
         const auto& j = *r;
         t.blocks += j.value("blocks", 0ull);
@@ -77,16 +121,29 @@ int Run(const std::vector<std::string>& paths, int threads, bool evict, bool che
         t.evicted_blocks += j.value("evicted_blocks", 0ull);
         t.owner_blocks += j.value("owner_blocks", 0ull);
       }
+      f = WalkFile();  // lets its directory close
       t.files++;
     }
   };
   std::vector<std::thread> pool;
   for (int i = 0; i < std::max(1, threads); ++i) pool.emplace_back(work);
-  while (t.files.load() < files.size()) {
-    Progress(t, files.size(), false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  std::atomic<bool> walking{true};
+  std::thread progress([&] {
+    while (walking.load() || t.files.load() < queue.pushed()) {
+      Progress(t, queue.pushed(), walking.load(), false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  Status walked = WalkRegularFiles(paths, [&](WalkFile f) {
+    queue.Push(std::move(f));
+    return true;
+  });
+  queue.Close();
+  walking = false;
   for (auto& th : pool) th.join();
+  progress.join();
+  if (!walked.ok()) return Fail("warmup", walked);
+  uint64_t nfiles = t.files.load();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::json j = {{"files", t.files.load()},
                       {"failed", t.failed.load()},
@@ -104,9 +161,9 @@ int Run(const std::vector<std::string>& paths, int threads, bool evict, bool che
   if (json) {
     std::cout << j.dump(2) << std::endl;
   } else {
-    Progress(t, files.size(), true);
+    Progress(t, nfiles, false, true);
     uint64_t bytes = t.bytes.load(), cached = t.cached_bytes.load();
-    std::cout << files.size() << " files, " << t.blocks.load() << " blocks, " << FormatSize(bytes) << "\n";
+    std::cout << nfiles << " files, " << t.blocks.load() << " blocks, " << FormatSize(bytes) << "\n";
     if (evict) {
       std::cout << "evicted " << t.evicted_blocks.load() << " blocks\n";
     } else if (group) {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 #include "fuse/fuse_internal.h"
 #include "fuse/name_hints.h"
 #include "meta/meta.h"
+#include "metrics/metrics.h"
 #include "vfs/vfs.h"
 
 namespace tierfs {
@@ -53,6 +55,12 @@ Ctx MakeCtx(fuse_req_t req) {
   return ctx;
 }
 
+Ctx MakeCtx(fuse_req_t req, uint64_t kernel_ino) {
+  Ctx ctx = MakeCtx(req);
+  ctx.outside_trash = !IsTrashView(kernel_ino);
+  return ctx;
+}
+
 thread_local int g_reply_err = 0;
 thread_local Ino g_req_parent = 0;
 thread_local const char* g_req_name = nullptr;
@@ -69,22 +77,31 @@ void Reply(fuse_req_t req, const Status& st) {
   fuse_reply_err(req, err);
 }
 
-void ToStat(Ino ino, const Attr& a, struct stat* st) {
+void ToStat(uint64_t kernel_ino, const Attr& a, struct stat* st) {
   memset(st, 0, sizeof *st);
-  st->st_ino = ino;
+  st->st_ino = kernel_ino & ~kTrashView;  // both views of a trash entry are one file
   st->st_mode = a.mode;
-  // A trash entry is read-only and only its owner (and root) may read it: the kernel checks
-  // permissions from these bits (default_permissions), so they show that.
-  if (a.flags & kAttrInTrash) st->st_mode &= ~static_cast<mode_t>(07277);
   st->st_nlink = a.nlink;
+  if (a.flags & kAttrInTrash) {
+    if (IsTrashView(kernel_ino)) {
+      // In .trash an entry is read-only and only its owner (and root) may read it: the
+      // kernel checks permissions from these bits (default_permissions), so they show that.
+      st->st_mode &= ~static_cast<mode_t>(07277);
+    } else {
+      // Its link in the trash is bookkeeping: to those who hold it, it has none (the trash
+      // keeps only last links, so no other is left).
+      st->st_nlink = 0;
+    }
+  }
   st->st_uid = a.uid;
   st->st_gid = a.gid;
   st->st_rdev = a.rdev;
   st->st_size = static_cast<off_t>(a.length);
   st->st_blksize = 4096;
-  // Regular files count the bytes that hold data, so sparse files look sparse (du,
-  // cp --sparse, tar); other types their length.
+  // Regular files count the 4 KiB blocks that hold data (the unit SEEK_DATA/SEEK_HOLE
+  // report in), so sparse files look sparse (du, cp --sparse, tar); other types their length.
   uint64_t used = a.IsRegular() ? std::min(a.allocated, (a.length + 4095) / 4096 * 4096) : a.length;
+  if (a.IsRegular()) used = (used + 4095) / 4096 * 4096;  // counts written before blocks were
   st->st_blocks = static_cast<blkcnt_t>((used + 511) / 512);
   st->st_atim.tv_sec = a.atime_ns / 1000000000;
   st->st_atim.tv_nsec = a.atime_ns % 1000000000;
@@ -94,14 +111,22 @@ void ToStat(Ino ino, const Attr& a, struct stat* st) {
   st->st_ctim.tv_nsec = a.ctime_ns % 1000000000;
 }
 
-void ReplyEntry(fuse_req_t req, const Entry& e) {
+// How long the kernel may keep a name without asking again. Never for an entry of the
+// trash: the kernel's name cache is shared by all users, and Meta answers each user with
+// only the entries that user owns (docs/design.md, "Local privacy").
+double EntryTimeout(fuse_req_t req, const Attr& a) {
+  if (a.flags & kAttrInTrash) return 0;
+  return a.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+}
+
+void ReplyEntry(fuse_req_t req, const Entry& e, uint64_t kernel_ino) {
   fuse_entry_param p;
   memset(&p, 0, sizeof p);
-  p.ino = Out(req, e.ino);
+  p.ino = kernel_ino ? kernel_ino : OutEntry(req, e.ino, e.attr);
   p.generation = 1;
   ToStat(p.ino, e.attr, &p.attr);
   p.attr_timeout = O(req).attr_timeout;
-  p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
+  p.entry_timeout = EntryTimeout(req, e.attr);
   NoteReplyName(e.ino);
   fuse_reply_entry(req, &p);
 }
@@ -261,7 +286,13 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   // Nothing above a --subdir root: its ".." (asked for by file-handle lookups) is itself.
   bool up_from_root = parent == 1 && strcmp(name, "..") == 0;
-  auto r = V(req)->Lookup(MakeCtx(req), In(req, parent), up_from_root ? "." : name);
+  auto r = V(req)->Lookup(MakeCtx(req, parent), In(req, parent), up_from_root ? "." : name);
+  if (r.ok() && strcmp(name, ".") == 0) {
+    // A file handle names the kernel's inode it was made from: the reply must be that one.
+    // A handle of a trash entry's view whose entry was restored meanwhile is stale.
+    if (IsTrashView(parent) && !(r->attr.flags & kAttrInTrash)) return ReplyErr(req, ESTALE);
+    return ReplyEntry(req, *r, parent);
+  }
   if (!r.ok()) {
     if (r.status().code() == ENOENT) {
       // Negative entry, cached by the kernel for the entry timeout.
@@ -323,7 +354,7 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     mask |= kSetCtime;
     in.ctime_ns = attr->st_ctim.tv_sec * 1000000000LL + attr->st_ctim.tv_nsec;
   }
-  auto r = V(req)->SetAttr(MakeCtx(req), In(req, ino), mask, in, fi ? fi->fh : 0);
+  auto r = V(req)->SetAttr(MakeCtx(req, ino), In(req, ino), mask, in, fi ? fi->fh : 0);
   if (!r.ok()) return Reply(req, r.status());
   ReplyAttr(req, ino, *r);
 }
@@ -337,14 +368,14 @@ void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
 
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   OpTimer timer(kOpMknod, req, parent, name);
-  auto r = V(req)->Mknod(MakeCtx(req), In(req, parent), name, mode, rdev);
+  auto r = V(req)->Mknod(MakeCtx(req, parent), In(req, parent), name, mode, rdev);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   OpTimer timer(kOpMkdir, req, parent, name);
-  auto r = V(req)->Mkdir(MakeCtx(req), In(req, parent), name, mode);
+  auto r = V(req)->Mkdir(MakeCtx(req, parent), In(req, parent), name, mode);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -361,7 +392,7 @@ void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   OpTimer timer(kOpSymlink, req, parent, name);
-  auto r = V(req)->Symlink(MakeCtx(req), In(req, parent), name, link);
+  auto r = V(req)->Symlink(MakeCtx(req, parent), In(req, parent), name, link);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -379,7 +410,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   OpTimer timer(kOpLink, req, newparent, newname);
-  auto r = V(req)->Link(MakeCtx(req), In(req, ino), In(req, newparent), newname);
+  auto r = V(req)->Link(MakeCtx(req, newparent), In(req, ino), In(req, newparent), newname);
   if (!r.ok()) return Reply(req, r.status());
   ReplyEntry(req, *r);
 }
@@ -407,15 +438,22 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (fuse_reply_open(req, fi) == -ENOENT) AccessLog::Close(fi->fh);
     return;
   }
-  auto r = V(req)->Open(MakeCtx(req), In(req, ino), fi->flags);
+  auto r = V(req)->Open(MakeCtx(req, ino), In(req, ino), fi->flags);
   if (!r.ok()) return Reply(req, r.status());
+  if (r->atime_marked) {
+    // Reads the kernel serves from its page cache never reach us, so the open set the
+    // access time: the kernel's cached attributes go (only those: offset -1), or stat
+    // would show the old time until they expire.
+    fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
+    if (se) fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  }
   FillOpen(fi, *r);
   if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Release(r->fh).ok();
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   OpTimer timer(kOpCreate, req, parent, name);
-  auto r = V(req)->Create(MakeCtx(req), In(req, parent), name, mode, fi->flags);
+  auto r = V(req)->Create(MakeCtx(req, parent), In(req, parent), name, mode, fi->flags);
   if (!r.ok()) return Reply(req, r.status());
   FillOpen(fi, r->second);
   fuse_entry_param p;
@@ -495,74 +533,6 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
   Reply(req, V(req)->Fsync(fi->fh));
 }
 
-void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(kOpOpendir, req, ino);
-  auto r = V(req)->Opendir(MakeCtx(req), In(req, ino));
-  if (!r.ok()) return Reply(req, r.status());
-  fi->fh = *r;
-  fi->cache_readdir = 0;
-  if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Releasedir(*r).ok();
-}
-
-void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
-  OpTimer timer(kOpReaddir, req, ino);
-  auto r = V(req)->Readdir(MakeCtx(req), fi->fh, static_cast<uint64_t>(off), plus);
-  if (!r.ok()) return Reply(req, r.status());
-  std::vector<char> buf(size);
-  size_t used = 0;
-  uint64_t next = static_cast<uint64_t>(off);
-  for (const DirEntry& e : *r) {
-    ++next;
-    size_t n;
-    if (plus) {
-      fuse_entry_param p;
-      memset(&p, 0, sizeof p);
-      bool dots = e.name == "." || e.name == "..";
-      if (!dots && e.attr.mode == 0) {
-        // Removed between listing and attribute load: show the name without attributes.
-        p.attr.st_ino = Out(req, e.ino);
-        p.attr.st_mode = e.type;
-      } else {
-        ToStat(Out(req, e.ino), e.attr, &p.attr);
-        if (!dots) {
-          NoteName(e.ino, In(req, ino), e.name);  // the kernel now knows the name: no lookup follows
-          p.ino = Out(req, e.ino);
-          p.generation = 1;
-          p.attr_timeout = O(req).attr_timeout;
-          p.entry_timeout = e.attr.IsDir() ? O(req).dir_entry_timeout : O(req).entry_timeout;
-        }
-      }
-      n = fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &p, static_cast<off_t>(next));
-    } else {
-      struct stat st;
-      memset(&st, 0, sizeof st);
-      st.st_ino = Out(req, e.ino);
-      st.st_mode = e.type;
-      n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st, static_cast<off_t>(next));
-    }
-    if (n > size - used) break;
-    used += n;
-  }
-  fuse_reply_buf(req, buf.data(), used);
-}
-
-void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  DoReaddir(req, ino, size, off, fi, false);
-}
-void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  DoReaddir(req, ino, size, off, fi, true);
-}
-
-void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(kOpReleasedir, req, ino);
-  Reply(req, V(req)->Releasedir(fi->fh));
-}
-
-void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-  OpTimer timer(kOpFsync, req, ino);
-  Reply(req, V(req)->FsyncDir());
-}
-
 void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   OpTimer timer(kOpStatfs, req, ino);
   // The path's nearest directory quota, else the volume (on a local disk: that disk).
@@ -587,9 +557,35 @@ void OpStatfs(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_statfs(req, &s);
 }
 
+// Tells the kernel to drop its entry parent/name, from a thread of its own that shares
+// nothing with the session: it writes the notification on its own duplicate of the FUSE
+// device, so it may outlive the session (a notification the kernel holds back until a
+// directory lock is free must neither delay the session's end nor use it after
+// fuse_session_destroy; the process's exit closes the duplicate and ends the wait).
+void NotifyInvalEntryDetached(fuse_session* se, uint64_t parent, const std::string& name) {
+  int fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
+  std::thread([fd, parent, name] {
+    fuse_out_header out{};
+    fuse_notify_inval_entry_out arg{};
+    arg.parent = parent;
+    arg.namelen = static_cast<uint32_t>(name.size());
+    const char nul = '\0';
+    iovec iov[] = {{&out, sizeof out}, {&arg, sizeof arg}, {const_cast<char*>(name.data()), name.size()},
+                   {const_cast<char*>(&nul), 1}};
+    out.len = static_cast<uint32_t>(sizeof out + sizeof arg + name.size() + 1);
+    out.error = FUSE_NOTIFY_INVAL_ENTRY;
+    out.unique = 0;
+    if (writev(fd, iov, 4) < 0 && errno != ENOENT) {
+      spdlog::debug("dropping the kernel's entry {}/{}: {}", parent, name, strerror(errno));
+    }
+    close(fd);
+  }).detach();
+}
+
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   OpTimer timer(kOpSetxattr, req, ino);
-  Status st = V(req)->SetXattr(MakeCtx(req), In(req, ino), name, std::string(value, size), flags);
+  Status st = V(req)->SetXattr(MakeCtx(req, ino), In(req, ino), name, std::string(value, size), flags);
   if (st.ok() && strcmp(name, Vfs::kCloneXattr) == 0) {
     // The kernel may hold a negative entry for the clone's name (the caller looked first).
     // Dropped from another thread: this request holds the source's lock, and the source
@@ -597,9 +593,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
     uint64_t parent;
     std::string n;
     fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
-    if (se && Vfs::CloneTarget(std::string(value, size), &parent, &n)) {
-      std::thread([se, parent, n] { fuse_lowlevel_notify_inval_entry(se, parent, n.c_str(), n.size()); }).detach();
-    }
+    if (se && Vfs::CloneTarget(std::string(value, size), &parent, &n)) NotifyInvalEntryDetached(se, parent, n);
   }
   Reply(req, st);
 }
@@ -607,7 +601,7 @@ void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* va
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   OpTimer timer(kOpGetxattr, req, ino);
   if (ino == kAccessLogIno) return ReplyErr(req, ENODATA);
-  auto r = V(req)->GetXattr(MakeCtx(req), In(req, ino), name);
+  auto r = V(req)->GetXattr(MakeCtx(req, ino), In(req, ino), name);
   if (!r.ok()) return Reply(req, r.status());
   if ((size == 0 || r->size() > size) && Vfs::IsCacheXattr(name)) V(req)->KeepCacheAnswer(In(req, ino), name, *r);
   if (size == 0) return (void)fuse_reply_xattr(req, r->size());
@@ -617,7 +611,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   OpTimer timer(kOpListxattr, req, ino);
-  auto r = V(req)->ListXattr(MakeCtx(req), In(req, ino));
+  auto r = V(req)->ListXattr(MakeCtx(req, ino), In(req, ino));
   if (!r.ok()) return Reply(req, r.status());
   std::string buf;
   for (const auto& n : *r) {
@@ -631,12 +625,12 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   OpTimer timer(kOpRemovexattr, req, ino);
-  Reply(req, V(req)->RemoveXattr(MakeCtx(req), In(req, ino), name));
+  Reply(req, V(req)->RemoveXattr(MakeCtx(req, ino), In(req, ino), name));
 }
 
 void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
   OpTimer timer(kOpAccess, req, ino);
-  Reply(req, V(req)->Access(MakeCtx(req), In(req, ino), mask));
+  Reply(req, V(req)->Access(MakeCtx(req, ino), In(req, ino), mask));
 }
 
 

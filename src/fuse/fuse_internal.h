@@ -132,23 +132,55 @@ void NoteReplyName(Ino ino);
 
 inline Vfs* V(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->vfs; }
 inline const FuseOptions& O(fuse_req_t req) { return static_cast<Ctxt*>(fuse_req_userdata(req))->opts; }
-// Inode numbers between the kernel and the volume: they differ only for the mount's root,
-// which is FUSE_ROOT_ID (1) to the kernel and FuseOptions::root (--subdir) to the volume.
-inline Ino InoIn(Ino root, uint64_t kernel_ino) { return kernel_ino == 1 ? root : kernel_ino; }
+// A trash entry reached through .trash (a lookup or listing of an hour directory) is handed
+// to the kernel under its inode number with this bit set: a second kernel inode for it, the
+// read-only entry of the trash. Without the bit the kernel's inode is the file as those who
+// had it before its removal know it (open descriptors, names resolved before, file handles):
+// an unlinked file, usable as its mode allows (Ctx::outside_trash), with no link left.
+constexpr uint64_t kTrashView = 1ull << 63;
+inline bool IsTrashView(uint64_t kernel_ino) { return (kernel_ino & kTrashView) != 0; }
+// Inode numbers between the kernel and the volume: they differ for the mount's root, which
+// is FUSE_ROOT_ID (1) to the kernel and FuseOptions::root (--subdir) to the volume, and for
+// trash entries seen through .trash (kTrashView).
+inline Ino InoIn(Ino root, uint64_t kernel_ino) {
+  kernel_ino &= ~kTrashView;
+  return kernel_ino == 1 ? root : kernel_ino;
+}
 inline uint64_t InoOut(Ino root, Ino ino) { return ino == root ? 1 : ino; }
 inline Ino In(fuse_req_t req, uint64_t kernel_ino) { return InoIn(O(req).root, kernel_ino); }
 inline uint64_t Out(fuse_req_t req, Ino ino) { return InoOut(O(req).root, ino); }
+// The kernel's inode for an entry a lookup or listing found: trash entries are found
+// through .trash only, and get the trash's view of them.
+inline uint64_t OutEntry(fuse_req_t req, Ino ino, const Attr& a) {
+  return Out(req, ino) | ((a.flags & kAttrInTrash) ? kTrashView : 0);
+}
 // The caller of a request; supplementary groups are read only when a check needs them.
+// With the kernel's inode the request is about, it also says whether the caller reached a
+// trash entry outside the trash (Ctx::outside_trash).
 Ctx MakeCtx(fuse_req_t req);
+Ctx MakeCtx(fuse_req_t req, uint64_t kernel_ino);
 inline void ReplyErr(fuse_req_t req, int err) {
   g_reply_err = err;
   fuse_reply_err(req, err);
 }
 // errno of st (0 when OK) as the reply; EIO is logged with its message.
 void Reply(fuse_req_t req, const Status& st);
-void ToStat(Ino ino, const Attr& a, struct stat* st);
-void ReplyEntry(fuse_req_t req, const Entry& e);
+// The attributes the kernel is given for its inode kernel_ino (which decides how a trash
+// entry shows: kTrashView).
+void ToStat(uint64_t kernel_ino, const Attr& a, struct stat* st);
+// An entry reply, for the kernel inode kernel_ino (0: the one OutEntry gives the entry).
+void ReplyEntry(fuse_req_t req, const Entry& e, uint64_t kernel_ino = 0);
 void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a);
+// How long the kernel may keep a name (never one of the trash: its name cache is shared by
+// all users, and a trash hour shows each user only their own entries).
+double EntryTimeout(fuse_req_t req, const Attr& a);
+
+// Directory requests (fuse_dirs.cc).
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 
 // Requests libfuse does not know (fuse_tmpfile.cc): true when it answered this one.
 bool HandleRawRequest(Ctxt* c, const RawRequest& r);

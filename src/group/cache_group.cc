@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "common/clock.h"
+#include "common/thread_pool.h"
 #include "group/wire.h"
 #include "meta/meta.h"
 #include "object/http_client.h"
@@ -46,12 +47,13 @@ CacheGroupOptions WithDefaults(CacheGroupOptions o, Meta* meta) {
 
 CacheGroup::CacheGroup(Meta* meta, CacheGroupOptions options)
     : meta_(meta), opts_(WithDefaults(std::move(options), meta)),
-      http_(std::make_unique<HttpClient>(ClientOptions(opts_))), ring_(std::make_shared<Ring>()) {}
+      http_(std::make_unique<HttpClient>(ClientOptions(opts_))), ring_(std::make_shared<Ring>()),
+      ask_pool_(std::make_unique<ThreadPool>("tierfs-peerask", std::max(1, opts_.ask_threads),
+                                             static_cast<size_t>(std::max(1, opts_.ask_threads)))) {}
 
 CacheGroup::~CacheGroup() {
   Stop();
-  std::unique_lock<std::mutex> l(calls_mu_);
-  calls_cv_.wait(l, [&] { return calls_ == 0; });
+  ask_pool_.reset();  // waits for asks in flight (each at most request_timeout_ms)
 }
 
 Status CacheGroup::Refresh() {
@@ -158,7 +160,7 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& 
     return Status::Err(EHOSTDOWN, "owner " + addr + " of " + key + " is marked down");
   }
   if (!from_store || opts_.hedge_ms <= 0) {
-    auto got = Ask(addr, key, block_len);
+    auto got = Ask(addr, key, block_len, /*warm=*/!from_store);
     *from_peer = got.ok();
     return got;
   }
@@ -169,21 +171,17 @@ Result<std::shared_ptr<const std::string>> CacheGroup::Fetch(const std::string& 
     std::optional<Result<std::shared_ptr<const std::string>>> result;
   };
   auto call = std::make_shared<Call>();
-  {
-    std::lock_guard<std::mutex> l(calls_mu_);
-    ++calls_;
-  }
-  std::thread([this, call, addr, key, block_len] {
+  bool queued = ask_pool_->TrySubmit([this, call, addr, key, block_len] {
     auto got = Ask(addr, key, block_len);
-    {
-      std::lock_guard<std::mutex> l(call->mu);
-      call->result.emplace(std::move(got));
-    }
+    std::lock_guard<std::mutex> l(call->mu);  // notified under the lock: the asker may be gone after
+    call->result.emplace(std::move(got));
     call->cv.notify_all();
-    std::lock_guard<std::mutex> l(calls_mu_);  // notified under the lock: ~CacheGroup waits for it
-    --calls_;
-    calls_cv_.notify_all();
-  }).detach();
+  });
+  if (!queued) {
+    // Every ask thread waits on slow owners: this block does not wait for another.
+    ask_pool_full_++;
+    return from_store();
+  }
   {
     std::unique_lock<std::mutex> l(call->mu);
     auto answered = [&] { return call->result.has_value(); };
@@ -214,13 +212,13 @@ std::chrono::milliseconds CacheGroup::HedgeDelay() const {
 }
 
 Result<std::shared_ptr<const std::string>> CacheGroup::Ask(const std::string& addr, const std::string& key,
-                                                           uint32_t block_len) {
+                                                           uint32_t block_len, bool warm) {
   asks_++;
   int64_t t = WallSeconds();
   int64_t t0 = MonoNanos();
   HttpRequest req;
   req.method = "GET";
-  req.url = "http://" + addr + kBlockPath + "?key=" + UriEncode(key, false) + "&len=" + std::to_string(block_len);
+  req.url = "http://" + addr + kBlockPath + "?key=" + UriEncode(key, false) + "&len=" + std::to_string(block_len) + (warm ? "&warm=1" : "");
   req.headers.emplace_back(kVolumeHeader, opts_.volume_uuid);
   req.headers.emplace_back(kTimeHeader, std::to_string(t));
   req.headers.emplace_back(kMacHeader, RequestMac(opts_.secret, opts_.volume_uuid, key, block_len, t));
@@ -271,6 +269,7 @@ CacheGroupStats CacheGroup::stats() const {
   s.damaged = damaged_;
   s.skipped_down = skipped_down_;
   s.hedged = hedged_;
+  s.ask_pool_full = ask_pool_full_;
   return s;
 }
 

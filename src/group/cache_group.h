@@ -11,7 +11,9 @@
 // is raced by the store (the caller's GET); one that cannot be reached, or does not answer
 // within request_timeout_ms, is skipped for down_ms: its blocks go to the store meanwhile,
 // so a dead member costs one failed connection and a hung one a hedge delay per read until
-// its request times out, never an error.
+// its request times out, never an error. Hedged asks run on a bounded pool (ask_threads):
+// when every one of its threads waits on slow owners, further blocks go to the store at
+// once instead of starting more threads.
 //
 // Threads: Fetch and members from any thread; Start/Stop from the owner's thread.
 #pragma once
@@ -35,6 +37,7 @@ namespace tierfs {
 
 class HttpClient;
 class Meta;
+class ThreadPool;
 struct SessionInfo;
 
 namespace group {
@@ -57,6 +60,9 @@ struct CacheGroupOptions {
   // request_timeout_ms). 0: no hedging.
   long hedge_ms = 1000;
   int64_t down_ms = 10000;
+  // Threads for asks that the store may race (and a queue as long): a hung owner holds each
+  // for up to request_timeout_ms.
+  int ask_threads = 16;
   // Current bytes cached by this member, published with each refresh (status shows it).
   std::function<uint64_t()> used_bytes;
 };
@@ -77,6 +83,7 @@ struct CacheGroupStats {
   uint64_t damaged = 0;       // replies that failed the MAC or a checksum
   uint64_t skipped_down = 0;  // asks not sent because the owner was marked down
   uint64_t hedged = 0;        // asks raced by the store after hedge_ms
+  uint64_t ask_pool_full = 0;  // blocks sent to the store because every ask thread was busy
 };
 
 class CacheGroup : public PeerSource {
@@ -108,8 +115,9 @@ class CacheGroup : public PeerSource {
     std::vector<GroupMember> members;  // everyone in the group, readers included
   };
   std::shared_ptr<const Ring> ring() const;
-  // One request to the owner, verified.
-  Result<std::shared_ptr<const std::string>> Ask(const std::string& addr, const std::string& key, uint32_t block_len);
+  // One request to the owner, verified; warm: the owner keeps it on disk first (warm-up).
+  Result<std::shared_ptr<const std::string>> Ask(const std::string& addr, const std::string& key, uint32_t block_len,
+                                                 bool warm = false);
   std::chrono::milliseconds HedgeDelay() const;
   bool AnsweredWithin(const std::string& addr, std::chrono::milliseconds window);
   bool IsDown(const std::string& addr);
@@ -129,13 +137,12 @@ class CacheGroup : public PeerSource {
   bool stopping_ = false;
   std::thread refresher_;
 
-  // Hedged asks run on detached threads; the destructor waits for them.
-  std::mutex calls_mu_;
-  std::condition_variable calls_cv_;
-  int calls_ = 0;
-
   std::atomic<int64_t> answer_us_{0};  // moving average of good answers
-  std::atomic<uint64_t> asks_{0}, received_{0}, unreachable_{0}, refused_{0}, damaged_{0}, skipped_down_{0}, hedged_{0};
+  std::atomic<uint64_t> asks_{0}, received_{0}, unreachable_{0}, refused_{0}, damaged_{0}, skipped_down_{0}, hedged_{0},
+      ask_pool_full_{0};
+
+  // Hedged asks; declared last, so its threads are joined before what they use goes.
+  std::unique_ptr<ThreadPool> ask_pool_;
 };
 
 // The address this host uses to reach `target_host` (for example the metadata server), as

@@ -67,7 +67,7 @@ class PeerTest : public ::testing::Test {
     o.volume_name = "vol";
     o.volume_uuid = "uuid-" + name_;
     o.secret = secret.empty() ? secret_ : secret;
-    server_ = std::make_unique<PeerServer>(o, [this](const std::string& key, uint32_t) -> Result<std::shared_ptr<const std::string>> {
+    server_ = std::make_unique<PeerServer>(o, [this](const std::string& key, uint32_t, bool) -> Result<std::shared_ptr<const std::string>> {
       if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
       std::lock_guard<std::mutex> l(mu_);
       provided_++;
@@ -254,7 +254,7 @@ TEST_F(PeerTest, ASecondServerOnATakenPortFailsToStart) {
   o.volume_name = "vol";
   o.volume_uuid = "uuid-" + name_;
   o.secret = secret_;
-  PeerServer second(o, [](const std::string&, uint32_t) -> Result<std::shared_ptr<const std::string>> {
+  PeerServer second(o, [](const std::string&, uint32_t, bool) -> Result<std::shared_ptr<const std::string>> {
     return Status::Err(EIO, "never asked");
   });
   Status st = second.Start();

@@ -124,6 +124,11 @@ std::string Session(uint64_t sid) {
   PutU64(&k, sid);
   return k;
 }
+std::string StagingArea(uint64_t sid) {
+  std::string k(kStagingAreaPrefix);
+  PutU64(&k, sid);
+  return k;
+}
 std::string Heartbeat(uint64_t sid) {
   std::string k("SH");
   PutU64(&k, sid);
@@ -225,6 +230,74 @@ std::string EncodeU64(uint64_t v) {
   std::string s;
   PutU64(&s, v);
   return s;
+}
+
+std::string Hex(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+std::string Quote(std::string_view name) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
+      out += "\\x";
+      out.push_back(digits[c >> 4]);
+      out.push_back(digits[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+std::string Describe(std::string_view key) {
+  std::string what;
+  if (key.size() >= 10 && key[0] == 'A') {
+    std::string ino = std::to_string(DecodeU64(key.substr(1, 8)));
+    std::string_view rest = key.substr(10);
+    switch (key[9]) {
+      case 'I':
+        what = "attributes of inode " + ino;
+        break;
+      case 'D':
+        what = "entry '" + Quote(rest) + "' of directory inode " + ino;
+        break;
+      case 'C': {
+        uint32_t index = 0;
+        uint64_t seq = 0;
+        what = ParseChunkRecordKey(key, &index, &seq)
+                   ? "record " + std::to_string(seq) + " of chunk " + std::to_string(index) + " of inode " + ino
+                   : "chunk record of inode " + ino;
+        break;
+      }
+      case 'T':
+        what = "truncation mask of inode " + ino;
+        break;
+      case 'X':
+        what = "extended attribute '" + Quote(rest) + "' of inode " + ino;
+        break;
+      case 'S':
+        what = "symlink target of inode " + ino;
+        break;
+      default:
+        what = "record of inode " + ino;
+        break;
+    }
+  } else if (!key.empty()) {
+    what = "record '" + Quote(key.substr(0, key[0] == 'C' || key[0] == 'S' || key[0] == 'P' || key[0] == 'Q' ? 2 : 1)) +
+           "'";
+  } else {
+    what = "empty key";
+  }
+  return what + " (key " + Hex(key) + ")";
 }
 
 }  // namespace tierfs::keys

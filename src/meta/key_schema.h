@@ -91,6 +91,11 @@ std::string PurgedSession(uint64_t sid);
 constexpr std::string_view kPurgedSessionPrefix = "SP";
 // "SD" -> u64 ns: `tierfs destroy` began at that time; no new session may start.
 std::string Destroying();
+// "SW" sid -> JSON {host, dir, started_ns}: the staging area of a session that writes back
+// (`mount --writeback`); outlives the session until no "W" mark of it is left, so that the
+// blocks a killed client staged can be found (status, fsck) after its session was purged.
+std::string StagingArea(uint64_t sid);
+constexpr std::string_view kStagingAreaPrefix = "SW";
 // "SL" sid ino -> empty: the session holds locks on ino (so a dead session's locks are found).
 std::string SessionLock(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);
@@ -115,5 +120,14 @@ bool ParseSliceKey(std::string_view key, uint64_t* id, uint32_t* size);  // K or
 bool ParseInoKey(std::string_view key, Ino* ino);                        // L keys, SE/SH/SO
 uint64_t DecodeU64(std::string_view v);
 std::string EncodeU64(uint64_t v);
+
+// A key described for people, for messages about damaged records: what it is ("attributes
+// of inode 12", "entry 'a' of directory 1", ...) and its bytes in hex, to find it in the
+// engine by hand (sqlite3: `... WHERE k = x'HEX'`; Redis: the string "k" + the bytes).
+std::string Describe(std::string_view key);
+// Bytes as lower-case hex.
+std::string Hex(std::string_view bytes);
+// A name for messages: control bytes, quotes and backslashes as \xNN, the rest as is.
+std::string Quote(std::string_view name);
 
 }  // namespace tierfs::keys

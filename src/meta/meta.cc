@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
+#include "meta/record_check.h"
 
 namespace tierfs {
 
@@ -56,6 +57,7 @@ StorageSpec FormatRecord::Spec() const {
   s.session_token = session_token;
   s.ceph_conf = ceph_conf;
   s.checksums_in_meta = version >= 2;
+  s.volume = name;
   return s;
 }
 
@@ -269,6 +271,10 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
           if (!DecodeAttr(*v[2], &out.second)) {
             return Status::Err(EIO, "inode " + std::to_string(out.first) + " has corrupt attributes");
           }
+          // Other users' entries of a trash hour are not there for this user (see Readdir).
+          if (pa.parent == kTrashIno && ctx.uid != 0 && out.second.uid != ctx.uid) {
+            return Status::Err(ENOENT, "no entry '" + name + "'");
+          }
           return Status::OK();
         }
         // "." and ".." come only from the kernel's export operations (open_by_handle_at,
@@ -276,7 +282,15 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
         // inode, of any type, also when it is unlinked but still open somewhere.
         if (name == ".") {
           out.first = parent;
-          return GetAttrTx(t, parent, &out.second);
+          RETURN_IF_ERROR(GetAttrTx(t, parent, &out.second));
+          // A file whose last name went to the trash is, to a handle made before, an
+          // unlinked file: stale once nobody holds it open (ext4: ESTALE after the last
+          // close). Through .trash it is an entry there, reachable as long as it is.
+          if ((out.second.flags & kAttrInTrash) && ctx.outside_trash && !IsOpen(parent)) {
+            ASSIGN_OR_RETURN(bool held, HeldOpenTx(t, parent));
+            if (!held) return Status::Err(ENOENT, "inode " + std::to_string(parent) + " was removed (it is in the trash)");
+          }
+          return Status::OK();
         }
         RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
         if (!pa.IsDir()) return NotDir(parent);
@@ -297,12 +311,15 @@ Result<Attr> Meta::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& i
     usage = 0;
     Attr a;
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
-    if (InTrash(ino, a)) return TrashReadOnly();
+    // A trash entry reached outside the trash is an unlinked file (fchmod, ftruncate work).
+    const bool unlinked = (a.flags & kAttrInTrash) && ctx.outside_trash;
+    if (InTrash(ino, a) && !unlinked) return TrashReadOnly();
     int64_t now = NowNanos();
     bool owner = ctx.uid == 0 || ctx.uid == a.uid;
     bool changed = false;
     QuotaTx quota(t);
-    const bool counted = a.nlink > 0 && ino != kRootIno;  // in the namespace: counts in quotas
+    // In the namespace: counts in quotas.
+    const bool counted = a.nlink > 0 && ino != kRootIno && !(a.flags & kAttrInTrash);
     if (mask & (kSetUid | kSetGid)) {
       uint32_t uid = (mask & kSetUid) ? in.uid : a.uid;
       uint32_t gid = (mask & kSetGid) ? in.gid : a.gid;
@@ -395,7 +412,10 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
     Attr pa;
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
     if (!pa.IsDir()) return NotDir(parent);
-    if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    // A directory removed into the trash is, to a descriptor of it opened before, removed.
+    if (pa.nlink == 0 || ((pa.flags & kAttrInTrash) && ctx.outside_trash)) {
+      return Status::Err(ENOENT, "directory was removed");
+    }
     if (InTrash(parent, pa) || (parent == kRootIno && name == kTrashName)) return TrashReadOnly();
     RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, W_OK | X_OK));
     if (!unnamed) {
@@ -524,6 +544,7 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
     }
     return t.Put(keys::Sustained(sid_, ino), "");
   }
+  NoteFreed(ino);  // an open of it reading concurrently fails (Meta::Open)
   RETURN_IF_ERROR(t.Delete(keys::Inode(ino)));
   RETURN_IF_ERROR(t.Delete(keys::Symlink(ino)));
   std::vector<std::string> xattrs;
@@ -646,7 +667,9 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
     Attr pa, a;
     RETURN_IF_ERROR(GetAttrTx(t, new_parent, &pa));
     if (!pa.IsDir()) return NotDir(new_parent);
-    if (pa.nlink == 0) return Status::Err(ENOENT, "directory was removed");
+    if (pa.nlink == 0 || ((pa.flags & kAttrInTrash) && ctx.outside_trash)) {
+      return Status::Err(ENOENT, "directory was removed");
+    }
     if (InTrash(new_parent, pa) || (new_parent == kRootIno && new_name == kTrashName)) return TrashReadOnly();
     RETURN_IF_ERROR(CheckAccessTx(t, ctx, new_parent, pa, W_OK | X_OK));
     RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
@@ -690,11 +713,13 @@ Result<Attr> Meta::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
   return out;
 }
 
-Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) {
+Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus, std::vector<DamagedRecord>* damaged) {
   std::vector<DirEntry> out;
+  std::vector<DamagedRecord> bad;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         out.clear();
+        bad.clear();
         Attr a;
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         if (!a.IsDir()) return NotDir(ino);
@@ -702,27 +727,69 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus) 
         RETURN_IF_ERROR(ScanPrefix(t, keys::DentryPrefix(ino), 0, [&](std::string_view k, std::string_view v) {
           std::string_view name;
           if (!keys::ParseDentryName(k, &name)) return true;
-          ByteReader r(v);
+          // A damaged entry is left out (and reported), never the whole directory.
           DirEntry e;
+          std::string what = record_check::EntryName(name);
+          if (what.empty()) what = record_check::EntryValue(v, &e.ino, &e.type);
+          if (!what.empty()) {
+            bad.push_back(DamagedRecord{std::string(k), what});
+            return true;
+          }
           e.name = std::string(name);
-          e.ino = r.U64();
-          e.type = static_cast<uint32_t>(r.U8()) << 12;
+          e.type <<= 12;
           out.push_back(std::move(e));
           return true;
         }));
-        if (plus) {
+        // An hour of the trash shows a user only the entries the user owns (root sees all):
+        // the names of what others removed, perhaps from directories this user could never
+        // read, are theirs.
+        const bool own_only = a.parent == kTrashIno && ctx.uid != 0;
+        if (plus || own_only) {
           for (auto& e : out) {
-            Status st = GetAttrTx(t, e.ino, &e.attr);
-            if (!st.ok() && st.code() != ENOENT) return st;
+            // An inode whose attributes are damaged is listed without them (stat then fails).
+            ASSIGN_OR_RETURN(auto v, t.Get(keys::Inode(e.ino)));
+            if (!v) continue;  // removed meanwhile
+            if (!DecodeAttr(*v, &e.attr)) {
+              e.attr = Attr();
+              bad.push_back(DamagedRecord{keys::Inode(e.ino), "attributes that cannot be decoded"});
+            }
+          }
+        }
+        if (own_only) {
+          std::erase_if(out, [&](const DirEntry& e) { return e.attr.nlink == 0 || e.attr.uid != ctx.uid; });
+        }
+        return Status::OK();
+      },
+      true));
+  if (plus) NoteAclFlags(out.data(), out.size());  // the kernel uses these attributes
+  if (damaged) {
+    *damaged = std::move(bad);
+  } else {
+    for (const auto& d : bad) record_check::LogDamaged(d);
+  }
+  return out;
+}
+
+Status Meta::FillAttrs(DirEntry* entries, size_t n) {
+  std::vector<DamagedRecord> bad;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        bad.clear();
+        for (size_t i = 0; i < n; ++i) {
+          entries[i].attr = Attr();
+          ASSIGN_OR_RETURN(auto v, t.Get(keys::Inode(entries[i].ino)));
+          if (!v) continue;  // removed meanwhile
+          if (!DecodeAttr(*v, &entries[i].attr)) {
+            entries[i].attr = Attr();  // listed without attributes (stat then fails), as Readdir does
+            bad.push_back(DamagedRecord{keys::Inode(entries[i].ino), "attributes that cannot be decoded"});
           }
         }
         return Status::OK();
       },
       true));
-  if (plus) {
-    for (const auto& e : out) NoteAclFlags(e.ino, e.attr);  // the kernel uses these attributes
-  }
-  return out;
+  for (const auto& d : bad) record_check::LogDamaged(d);
+  NoteAclFlags(entries, n);  // the kernel uses these attributes
+  return Status::OK();
 }
 
 }  // namespace tierfs

@@ -44,6 +44,12 @@ struct Ctx {
   // it. FUSE passes the caller's umask (the kernel leaves it to us: FUSE_CAP_DONT_MASK).
   uint32_t umask = 0;
   std::function<std::vector<uint32_t>()> load_groups;  // may be empty
+  // How the caller reached the inode, for a trash entry (kAttrInTrash): through .trash
+  // (false, the default), where entries are read-only and only their owner and root may
+  // read them; or (true) through a name or descriptor it had before the entry was removed
+  // (the FUSE adapter tells them apart by the kernel's inode), for which it is the
+  // unlinked file it is to POSIX: opened, changed and truncated as its mode allows.
+  bool outside_trash = false;
 
   bool InGroup(uint32_t g) const;
   static Ctx Root() { return Ctx{}; }
@@ -196,6 +202,12 @@ struct RenameCondition {
   uint64_t dst_seq = 0;
   std::vector<std::pair<std::string, std::string>> set_xattrs;
 };
+// When a read updates a file's access time (mount -o relatime, the default; strictatime;
+// noatime).
+enum class AtimeMode { kRelatime, kStrict, kNone };
+// Whether a read at read_ns updates an atime under mode: strictatime whenever the time moved
+// on; relatime when the atime is not after the mtime or ctime, or a day old (meta_atime.cc).
+bool AtimeDue(AtimeMode mode, int64_t atime_ns, int64_t mtime_ns, int64_t ctime_ns, int64_t read_ns);
 
 // Called by background work to delete a slice's blocks from object storage.
 using DeleteSliceFn = std::function<Status(uint64_t id, uint32_t size)>;
@@ -292,10 +304,14 @@ class Meta {
   // How dead pack objects are deleted (background work and gc); set before StartBackground.
   void SetPackDeleter(DeletePackFn delete_pack) { delete_pack_ = std::move(delete_pack); }
   // Calls fn for every slice a chunk record refers to (once per record), scanning the whole
-  // namespace in batches of read transactions; for gc and fsck.
-  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn);
-  // Calls fn for every inode with attributes, in inode order (batched read transactions).
-  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn);
+  // namespace in batches of read transactions; for gc and fsck. Records that cannot be
+  // decoded are added to *damaged when given (gc must not delete what they may refer to).
+  Status ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn,
+                         std::vector<DamagedRecord>* damaged = nullptr);
+  // Calls fn for every inode with attributes, in inode order (batched read transactions);
+  // attributes that cannot be decoded go to *damaged when given.
+  Status ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn,
+                      std::vector<DamagedRecord>* damaged = nullptr);
   // fsck repairs, each one transaction: set a link count; drop a directory entry.
   Status RepairLinkCount(Ino ino, uint32_t nlink);
   // Inodes unlinked while some session holds them open (still charged to the volume).
@@ -305,6 +321,12 @@ class Meta {
   Status RepairRemoveEntry(Ino parent, const std::string& name);
   // Slices whose blocks await deletion ("X" records).
   Result<std::vector<std::pair<uint64_t, uint32_t>>> PendingSlices();
+  struct PendingSlice {
+    uint64_t id = 0;
+    uint32_t size = 0;
+    int64_t due_ns = 0;  // the blocks may go from then on (compaction sets it ahead: --compact-grace)
+  };
+  Result<std::vector<PendingSlice>> PendingSlicesDue();
   Result<StatFs> GetStatFs();
   // statfs of a path: the nearest directory quota with a limit at or above ino (a file:
   // its directory), else the volume (whose limits are the root's quota).
@@ -352,6 +374,9 @@ class Meta {
   bool TrashOn() const { return trash_days_.load() > 0; }
   struct TrashUsage {
     uint64_t bytes = 0, entries = 0, hours = 0;
+    // When the oldest and the newest hour go (their start + the retention + an hour, as
+    // ExpireTrash judges; the background checks every minute); 0 when the trash is empty.
+    int64_t first_expiry_ns = 0, last_expiry_ns = 0;
   };
   Result<TrashUsage> GetTrashUsage();
   // Makes every committed change durable against a power loss (see KvEngine::Sync).
@@ -367,6 +392,9 @@ class Meta {
   // its own) only when attr says the inode has one.
   Status CheckAccess(const Ctx& ctx, Ino ino, const Attr& attr, int mask);
   Result<Attr> SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in);
+  // Access times of files read at the given times (meta_atime.cc): each is set to its
+  // read's time when AtimeDue says so for what the engine holds; batched transactions.
+  Status TouchAtimes(const std::vector<std::pair<Ino, int64_t>>& reads, AtimeMode mode);
   // Regular files, fifos, sockets, devices. mode includes S_IFMT. ctx.umask is applied
   // here, unless the parent has a default ACL: then the new inode inherits it (acl.h)
   // and the umask is ignored. The same for Mkdir.
@@ -389,7 +417,15 @@ class Meta {
                 const std::string& new_name, uint32_t flags, const RenameCondition* cond = nullptr);
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
-  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus);
+  // A damaged entry (a name or value no entry may have) is left out, and an entry whose
+  // inode's attributes are damaged comes without attributes (mode 0): they go to *damaged
+  // when given (fsck), else to the log (once per key), so that one damaged record never
+  // makes the whole directory unlistable.
+  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus,
+                                        std::vector<DamagedRecord>* damaged = nullptr);
+  // Fills the attributes of n entries listed by Readdir, in one read transaction (an entry
+  // removed meanwhile, or whose attributes are damaged (logged), keeps mode 0).
+  Status FillAttrs(DirEntry* entries, size_t n);
   // Up to `limit` entries whose names are at least `from` ("": from the first; after + '\0'
   // for the names after `after`), in name (byte) order, with attributes when plus and the
   // value of xattr `xattr` (when not empty) in DirEntry::xattr; *more (when given) says
@@ -478,10 +514,27 @@ class Meta {
   struct StagedMark {
     uint64_t sid = 0;
     std::string host;
+    std::string dir;  // its staging area, when the session recorded it (RecordStagingArea)
     bool alive = false;  // the session still sends heartbeats
   };
   // The staged mark of slice id, if any.
   Result<std::optional<StagedMark>> StagedBy(uint64_t id);
+  // ---- staging areas of write-back clients (meta_staging.cc) ----
+  // Records where this session stages (its "SW" record: host, dir), so that what it leaves
+  // staged can be found after it died; DropStagingArea forgets it (nothing left staged).
+  Status RecordStagingArea(const std::string& dir);
+  Status DropStagingArea();
+  struct StagingArea {
+    uint64_t sid = 0;
+    std::string host, dir;  // empty when the session left no record (an older client)
+    bool alive = false;     // the session still sends heartbeats
+    uint64_t slices = 0;    // slices of it still marked staged ("W")
+  };
+  // Every session with a staging record or staged marks, in sid order.
+  Result<std::vector<StagingArea>> StagingAreas();
+  // Drops the records of dead sessions that have no staged mark left (after their blocks
+  // were uploaded).
+  Status PruneStagingAreas();
   // ---- small-file packing (meta_pack.cc) ----
   // Pack object `pack` (pack_len bytes) now holds `members`, slices committed while staged
   // (WriteSlice with staged and a kRecordMayBePacked record). In one transaction, every
@@ -556,6 +609,12 @@ class Meta {
   // Moves a session's shards into the volume's counters (its end, or its death).
   Status FoldUsage(uint64_t sid);
   bool IsOpen(Ino ino);
+  // Inodes this client freed (their last link and open gone) in the last minute or so: an
+  // open that read one while it was being freed must not succeed (Meta::Open).
+  bool FreedHere(Ino ino);
+  void NoteFreed(Ino ino);
+  // Whether some session holds ino open while it has no name (its `SO` record).
+  Result<bool> HeldOpenTx(KvTxn& t, Ino ino);
   Status CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, Attr attr, const std::string* target,
                      std::pair<Ino, Attr>* out);
   // Drops one link of `ino` inside txn; frees or parks the inode when it was the last.
@@ -577,9 +636,10 @@ class Meta {
   // spare: an inode number for the hour directory, should it not exist yet.
   Status TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& name, Ino ino, Attr* a, int64_t now, Ino spare,
                  bool* moved);
-  // meta_clone.cc: copies one inode (not a directory's entries); *usage gains its bytes.
-  Status CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name, int64_t now,
-                      int64_t* usage);
+  // meta_clone.cc: copies one inode (not a directory's entries) for the caller ctx (who owns
+  // the copy unless root); *usage gains its bytes, *copy receives the copy's attributes.
+  Status CloneInodeTx(KvTxn& t, const Ctx& ctx, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name,
+                      int64_t now, int64_t* usage, Attr* copy);
   // Removes what session sid left: sustained inodes, locks, usage shares (its own clean end,
   // and the second step of ending a dead session, after EndDeadSession).
   Status PurgeSession(uint64_t sid);
@@ -630,6 +690,7 @@ class Meta {
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;
   std::set<Ino> sustained_;  // unlinked while open here: delete at the last Release
+  std::map<Ino, int64_t> freed_;  // FreedHere: inode -> when (monotonic ns)
 
   void RememberDir(Ino ino, const Attr& a);
   void ForgetDir(Ino ino);
@@ -653,6 +714,7 @@ class Meta {
   // dir_cache_ are known from there. Guarded by dir_cache_mu_ (meta_acl.cc).
   std::map<Ino, int64_t> seen_without_acl_;
   void NoteAclFlags(Ino ino, const Attr& a);
+  void NoteAclFlags(const DirEntry* entries, size_t n);  // one lock for all
   bool KnownWithoutAcl(Ino ino);
 
   DeleteSliceFn delete_slice_;

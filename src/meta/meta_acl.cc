@@ -54,7 +54,7 @@ Status LoadAccessAclTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, acl::Ac
 }
 
 Status CheckAccessTx(KvTxn& t, const Ctx& ctx, Ino ino, const Attr& a, int mask) {
-  if (a.flags & kAttrInTrash) {
+  if ((a.flags & kAttrInTrash) && !ctx.outside_trash) {
     if (mask & W_OK) return TrashReadOnly();
     if (ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EACCES, "only its owner and root may use a trash entry");
   }
@@ -127,14 +127,26 @@ constexpr size_t kMaxSeenWithoutAcl = 1 << 16;
 }  // namespace
 
 void Meta::NoteAclFlags(Ino ino, const Attr& a) {
-  if (opts_.dir_attr_cache_ns <= 0) return;
+  DirEntry e;
+  e.ino = ino;
+  e.attr = a;
+  NoteAclFlags(&e, 1);
+}
+
+void Meta::NoteAclFlags(const DirEntry* entries, size_t n) {
+  if (opts_.dir_attr_cache_ns <= 0 || n == 0) return;
+  const int64_t until = MonoNanos() + opts_.dir_attr_cache_ns;
   std::lock_guard<std::mutex> l(dir_cache_mu_);
-  if (a.flags & (kAttrAccessAcl | kAttrDefaultAcl)) {
-    seen_without_acl_.erase(ino);
-    return;
+  for (size_t i = 0; i < n; ++i) {
+    const Attr& a = entries[i].attr;
+    if (a.mode == 0) continue;  // not read (removed meanwhile)
+    if (a.flags & (kAttrAccessAcl | kAttrDefaultAcl)) {
+      seen_without_acl_.erase(entries[i].ino);
+      continue;
+    }
+    if (seen_without_acl_.size() >= kMaxSeenWithoutAcl) seen_without_acl_.clear();
+    seen_without_acl_[entries[i].ino] = until;
   }
-  if (seen_without_acl_.size() >= kMaxSeenWithoutAcl) seen_without_acl_.clear();
-  seen_without_acl_[ino] = MonoNanos() + opts_.dir_attr_cache_ns;
 }
 
 bool Meta::KnownWithoutAcl(Ino ino) {

@@ -3,6 +3,8 @@
 // under a hidden name in the destination directory, batch by batch, and renamed to its
 // name at the end, so it appears there complete or not at all; an interrupted clone leaves
 // the hidden entry (`.tierfs-clone-INO`), which the caller removes on error.
+#include <sys/stat.h>
+
 #include "common/clock.h"
 #include "meta/meta.h"
 #include "meta/meta_acl.h"
@@ -14,24 +16,45 @@ using namespace internal;  // NOLINT: shared helpers of the meta*.cc files
 
 namespace {
 constexpr size_t kCloneBatch = 128;  // entries copied per transaction
+
+// The copy belongs to the caller, as a copy made with cp does: root keeps the source's owner
+// and group (cp -a); anybody else owns the copy and keeps the source's group only when a
+// member of it (else the copy gets the caller's group), and a copy whose owner or group
+// changed loses set-user-ID (and set-group-ID on a file), as chown takes them away.
+// Returns whether the owner or group changed.
+bool AdoptCopy(const Ctx& ctx, Attr* a) {
+  if (ctx.uid == 0) return false;
+  const uint32_t uid = ctx.uid, gid = ctx.InGroup(a->gid) ? a->gid : ctx.gid;
+  if (uid == a->uid && gid == a->gid) return false;
+  a->uid = uid;
+  a->gid = gid;
+  a->mode &= ~static_cast<uint32_t>(S_ISUID);
+  if (!a->IsDir()) a->mode &= ~static_cast<uint32_t>(S_ISGID);
+  return true;
+}
+
 }  // namespace
 
 // Copies inode `src` (attributes as read) to new inode `ino`, named `name` in `parent`:
 // attributes, extended attributes, symlink target, and a regular file's chunk records and
 // truncation masks, each slice gaining a reference. Directories get no entries here.
-Status Meta::CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent, const std::string& name,
-                          int64_t now, int64_t* usage) {
+Status Meta::CloneInodeTx(KvTxn& t, const Ctx& ctx, Ino src, const Attr& sa, Ino ino, Ino parent,
+                          const std::string& name, int64_t now, int64_t* usage, Attr* copy) {
   Attr a = sa;
   a.nlink = a.IsDir() ? 2 : 1;
   a.parent = parent;
   a.ctime_ns = now;
   a.flags &= ~kAttrLinkable;
+  // A file capability is granted by its owner: it does not pass to another owner's copy.
+  const bool adopted = AdoptCopy(ctx, &a);
   RETURN_IF_ERROR(PutAttrTx(t, ino, a));
   RETURN_IF_ERROR(t.Put(keys::Dentry(parent, name), EncodeDentry(ino, a.mode)));
   std::vector<std::pair<std::string, std::string>> copies;
   std::string xp = keys::XattrPrefix(src);
   RETURN_IF_ERROR(ScanPrefix(t, xp, 0, [&](std::string_view k, std::string_view v) {
-    copies.emplace_back(keys::Xattr(ino, k.substr(xp.size())), std::string(v));
+    std::string_view xname = k.substr(xp.size());
+    if (adopted && xname == "security.capability") return true;
+    copies.emplace_back(keys::Xattr(ino, xname), std::string(v));
     return true;
   }));
   if (a.IsSymlink()) {
@@ -41,14 +64,19 @@ Status Meta::CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent
   }
   if (a.IsRegular()) {
     std::vector<SliceRecord> refs;
+    Status damaged;
     RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(src), 0, [&](std::string_view k, std::string_view v) {
       uint32_t index;
       SliceRecord r;
-      if (!keys::ParseChunkRecordKey(k, &index, &r.seq) || !DecodeSliceRecord(v, &r)) return true;
+      if (!keys::ParseChunkRecordKey(k, &index, &r.seq) || !DecodeSliceRecord(v, &r)) {
+        damaged = DamagedChunkRecord(k);  // a copy without it would read other bytes
+        return false;
+      }
       copies.emplace_back(keys::ChunkRecord(ino, index, r.seq), std::string(v));
       if (r.id != 0) refs.push_back(r);
       return true;
     }));
+    RETURN_IF_ERROR(damaged);
     std::string tp = keys::TruncRulesPrefix(src);
     RETURN_IF_ERROR(ScanPrefix(t, tp, 0, [&](std::string_view k, std::string_view v) {
       uint64_t seq = keys::DecodeU64(k.substr(tp.size()));
@@ -68,6 +96,7 @@ Status Meta::CloneInodeTx(KvTxn& t, Ino src, const Attr& sa, Ino ino, Ino parent
     *usage += ChargedBytes(a.length);
   }
   for (auto& [k, v] : copies) RETURN_IF_ERROR(t.Put(k, v));
+  *copy = a;
   return Status::OK();
 }
 
@@ -101,9 +130,10 @@ Result<Meta::CloneStats> Meta::Clone(const Ctx& ctx, Ino src, Ino dst_parent, co
       if (!existing.ok()) return existing.status();
       if (existing->has_value()) return Status::Err(EEXIST, "'" + name + "' exists");
       int64_t now = NowNanos();
-      RETURN_IF_ERROR(CloneInodeTx(t, src, sa, root, dst_parent, hidden, now, &usage));
+      Attr made;
+      RETURN_IF_ERROR(CloneInodeTx(t, ctx, src, sa, root, dst_parent, hidden, now, &usage, &made));
       QuotaTx quota(t);
-      RETURN_IF_ERROR(quota.ChargeIn(dst_parent, sa.uid, sa.gid, QuotaBytes(sa), 1, true));
+      RETURN_IF_ERROR(quota.ChargeIn(dst_parent, made.uid, made.gid, QuotaBytes(made), 1, true));
       if (sa.IsDir()) pa.nlink++;
       pa.mtime_ns = pa.ctime_ns = now;
       return PutAttrTx(t, dst_parent, pa);
@@ -162,8 +192,9 @@ Result<Meta::CloneStats> Meta::Clone(const Ctx& ctx, Ino src, Ino dst_parent, co
             if (got.code() == ENOENT) continue;  // removed meanwhile
             RETURN_IF_ERROR(got);
             Ino copy = numbers[next++];
-            RETURN_IF_ERROR(CloneInodeTx(t, child, ca, copy, to, n, now, &usage));
-            RETURN_IF_ERROR(quota.Charge(quotas, ca.uid, ca.gid, QuotaBytes(ca), 1, true));
+            Attr made;
+            RETURN_IF_ERROR(CloneInodeTx(t, ctx, child, ca, copy, to, n, now, &usage, &made));
+            RETURN_IF_ERROR(quota.Charge(quotas, made.uid, made.gid, QuotaBytes(made), 1, true));
             inodes++;
             if (ca.IsDir()) {
               ta.nlink++;

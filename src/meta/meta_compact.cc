@@ -20,12 +20,18 @@ Result<Meta::ChunkRecords> Meta::ReadChunkRecords(Ino ino, uint32_t index) {
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         if (!a.IsRegular()) return Status::Err(EINVAL, "inode " + std::to_string(ino) + " is not a regular file");
         out.length = a.length;
+        Status damaged;
         RETURN_IF_ERROR(ScanPrefix(t, keys::ChunkPrefix(ino, index), 0, [&](std::string_view k, std::string_view v) {
           SliceRecord r;
           uint32_t idx;
-          if (keys::ParseChunkRecordKey(k, &idx, &r.seq) && DecodeSliceRecord(v, &r)) out.records.push_back(r);
+          if (!keys::ParseChunkRecordKey(k, &idx, &r.seq) || !DecodeSliceRecord(v, &r)) {
+            damaged = DamagedChunkRecord(k);  // compacting around it would hide it
+            return false;
+          }
+          out.records.push_back(r);
           return true;
         }));
+        RETURN_IF_ERROR(damaged);
         RETURN_IF_ERROR(ScanPrefix(t, keys::TruncRulesPrefix(ino), 1, [&](std::string_view, std::string_view) {
           out.masked = true;
           return false;

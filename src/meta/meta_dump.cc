@@ -10,8 +10,10 @@
 #include "common/base64.h"
 #include "common/encoding.h"
 #include "meta/attr.h"
+#include "meta/dump_check.h"
 #include "meta/key_schema.h"
 #include "meta/quota_tx.h"
+#include "meta/record_check.h"
 
 namespace tierfs {
 
@@ -66,35 +68,56 @@ json AttrJson(Ino ino, const Attr& a) {
           {"seq", a.seq}};
 }
 
-// Collects the keys of one inode (they are contiguous in key order) into one object.
+// Collects the keys of one inode (they are contiguous in key order) into one object. A key
+// that cannot be decoded, or holds values the file system never writes, is reported to
+// `damaged` and left out; with `writing` off nothing more is written (a dump that found
+// damage and may not skip it stops its document short, so that no load takes it).
 class InodeWriter {
  public:
-  InodeWriter(std::ostream& out, DumpStats* stats) : out_(out), stats_(stats) {}
+  using DamageFn = std::function<void(std::string_view key, std::string what)>;
+  InodeWriter(std::ostream& out, DumpStats* stats, DamageFn damaged)
+      : out_(out), stats_(stats), damaged_(std::move(damaged)) {}
+
+  void set_writing(bool on) { writing_ = on; }
+  // Inodes that had keys but no attributes (not necessarily damage: a file deleted while
+  // the dump ran; the caller looks again).
+  const std::vector<std::pair<Ino, std::string>>& without_attr() const { return without_attr_; }
 
   void Add(std::string_view k, std::string_view v) {
+    if (k.size() < 10) return damaged_(k, "a key too short for an inode record");
     Ino ino = KeyIno(k);
     if (ino != cur_) Flush();
     cur_ = ino;
     char kind = k[9];
     std::string_view rest = k.substr(10);
+    if (kind != 'F' && kind != 'P' && first_key_.empty()) first_key_.assign(k);
     switch (kind) {
       case 'I': {
         Attr a;
-        if (DecodeAttr(v, &a)) {
-          has_attr_ = true;
-          nlink_ = a.nlink;
-          json base = AttrJson(ino, a);
-          base.update(obj_);
-          obj_ = std::move(base);
+        if (k.size() != 10) return damaged_(k, "an attribute key of " + std::to_string(k.size()) + " bytes");
+        // Without attributes the inode cannot be written: its entries, data and xattrs go too.
+        if (!DecodeAttr(v, &a)) {
+          return damaged_(k, "attributes that cannot be decoded (" + Size(v) + "); the whole inode is left out");
         }
+        if (std::string bad = record_check::Attributes(a); !bad.empty()) {
+          return damaged_(k, "attributes with " + bad + "; the whole inode is left out");
+        }
+        has_attr_ = true;
+        nlink_ = a.nlink;
+        json base = AttrJson(ino, a);
+        base.update(obj_);
+        obj_ = std::move(base);
         break;
       }
       case 'D': {
+        Ino child = 0;
+        uint32_t type = 0;
+        if (std::string bad = record_check::EntryName(rest); !bad.empty()) return damaged_(k, bad);
+        if (std::string bad = record_check::EntryValue(v, &child, &type); !bad.empty()) return damaged_(k, bad);
         json e;
         PutBytes(e, "name", rest);
-        ByteReader r(v);
-        e["ino"] = r.U64();
-        e["type"] = r.U8();
+        e["ino"] = child;
+        e["type"] = type;
         obj_["entries"].push_back(std::move(e));
         stats_->entries++;
         break;
@@ -103,54 +126,71 @@ class InodeWriter {
         uint32_t index = 0;
         uint64_t seq = 0;
         SliceRecord s;
-        if (keys::ParseChunkRecordKey(k, &index, &seq) && DecodeSliceRecord(v, &s)) {
-          json c = {{"index", index}, {"seq", seq}, {"pos", s.pos}, {"id", s.id},
-                    {"size", s.size}, {"off", s.off}, {"len", s.len}};
-          if (s.flags) c["flags"] = s.flags;
-          obj_["chunks"].push_back(std::move(c));
-          stats_->slices++;
-        }
+        if (!keys::ParseChunkRecordKey(k, &index, &seq)) return damaged_(k, "a chunk record key that cannot be parsed");
+        if (!DecodeSliceRecord(v, &s)) return damaged_(k, "a chunk record that cannot be decoded (" + Size(v) + ")");
+        if (std::string bad = record_check::ChunkRecord(s); !bad.empty()) return damaged_(k, bad);
+        json c = {{"index", index}, {"seq", seq}, {"pos", s.pos}, {"id", s.id},
+                  {"size", s.size}, {"off", s.off}, {"len", s.len}};
+        if (s.flags) c["flags"] = s.flags;
+        obj_["chunks"].push_back(std::move(c));
+        stats_->slices++;
         break;
       }
       case 'T':
+        if (rest.size() != 8 || v.size() != 8) return damaged_(k, "a truncation mask that cannot be decoded");
+        if (keys::DecodeU64(v) > kMaxFileSize) return damaged_(k, "a truncation mask beyond the file size limit");
         obj_["truncs"].push_back({{"seq", keys::DecodeU64(rest)}, {"length", keys::DecodeU64(v)}});
         break;
-      case 'X':
-      {
+      case 'X': {
+        if (std::string bad = record_check::XattrName(rest); !bad.empty()) return damaged_(k, bad);
+        if (std::string bad = record_check::XattrValue(v); !bad.empty()) return damaged_(k, bad);
         json x;
         PutBytes(x, "name", rest);
         x["value_b64"] = Base64Encode(v);
         obj_["xattrs"].push_back(std::move(x));
-      }
         break;
+      }
       case 'S':
+        if (!rest.empty()) return damaged_(k, "a symlink key of " + std::to_string(k.size()) + " bytes");
+        if (std::string bad = record_check::SymlinkTarget(v); !bad.empty()) return damaged_(k, bad);
         PutBytes(obj_, "symlink", v);
         break;
-      default:  // 'F', 'P': locks of live clients
+      case 'F':
+      case 'P':  // locks of live clients
         break;
+      default:
+        return damaged_(k, std::string("an inode record of unknown kind '") + keys::Quote(std::string_view(&kind, 1)) + "'");
     }
   }
 
   void Flush() {
-    if (cur_ != 0 && has_attr_ && nlink_ > 0) {
+    if (cur_ != 0 && has_attr_ && nlink_ > 0 && writing_) {
       out_ << (first_ ? "\n  " : ",\n  ") << obj_.dump();
       first_ = false;
       stats_->inodes++;
     }
+    if (cur_ != 0 && !has_attr_ && !first_key_.empty()) without_attr_.emplace_back(cur_, first_key_);
     obj_ = json::object();
     has_attr_ = false;
     nlink_ = 0;
     cur_ = 0;
+    first_key_.clear();
   }
 
  private:
+  static std::string Size(std::string_view v) { return std::to_string(v.size()) + " bytes"; }
+
   std::ostream& out_;
   DumpStats* stats_;
+  DamageFn damaged_;
   json obj_ = json::object();
   Ino cur_ = 0;
   bool has_attr_ = false;
   uint32_t nlink_ = 0;
   bool first_ = true;
+  bool writing_ = true;
+  std::string first_key_;  // the current inode's first key other than locks
+  std::vector<std::pair<Ino, std::string>> without_attr_;
 };
 
 // Visits [begin, kEnd) in batches of read-only transactions.
@@ -178,8 +218,46 @@ Status ScanAll(KvEngine* engine, std::string_view begin, std::string_view end,
 
 }  // namespace
 
+namespace {
+
+// Inodes that had records but no attributes while the dump read them: damage, unless the
+// file was being deleted (its "L" key, then nothing left) or was created meanwhile. Looked
+// at again, each in a transaction of its own.
+Status CheckWithoutAttributes(KvEngine* engine, const std::vector<std::pair<Ino, std::string>>& inos,
+                              const std::function<void(std::string_view, std::string)>& damaged) {
+  for (const auto& [ino, first_key] : inos) {
+    bool damage = false;
+    RETURN_IF_ERROR(engine->Txn(
+        [&](KvTxn& t) {
+          damage = false;
+          ASSIGN_OR_RETURN(auto attr, t.Get(keys::Inode(ino)));
+          ASSIGN_OR_RETURN(auto pending, t.Get(keys::PendingFile(ino)));
+          if (attr || pending) return Status::OK();
+          return t.Scan(keys::InodePrefix(ino), PrefixEnd(keys::InodePrefix(ino)), 0,
+                        [&](std::string_view k, std::string_view) {
+                          char kind = k.size() > 9 ? k[9] : 0;
+                          if (kind != 'F' && kind != 'P') damage = true;
+                          return !damage;
+                        });
+        },
+        true));
+    if (damage) damaged(first_key, "a record of inode " + std::to_string(ino) + ", which has no attributes");
+  }
+  return Status::OK();
+}
+
+// Every damaged record named, at most 20 (the rest counted).
+std::string DamageList(const std::vector<DamagedRecord>& damaged) {
+  std::string s;
+  for (size_t i = 0; i < damaged.size() && i < 20; ++i) s += "\n  " + keys::Describe(damaged[i].key) + ": " + damaged[i].what;
+  if (damaged.size() > 20) s += "\n  ... and " + std::to_string(damaged.size() - 20) + " more";
+  return s;
+}
+
+}  // namespace
+
 Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const DumpProgress& progress,
-                  DumpStats* stats) {
+                  DumpStats* stats, bool skip_damaged) {
   DumpStats local;
   if (stats == nullptr) stats = &local;
   std::optional<std::string> fmt;
@@ -197,13 +275,25 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
     format.erase("session_token");
     format.erase("group_secret");
   }
+  // A damaged record is named; without skip_damaged the document ends there (unfinished, so
+  // that no load takes it), and the rest is only read to name every damaged record.
+  bool writing = true;
+  InodeWriter* inodes_ptr = nullptr;
+  auto damaged = [&](std::string_view key, std::string what) {
+    if (stats->damaged.size() < 100000) stats->damaged.push_back(DamagedRecord{std::string(key), std::move(what)});
+    if (!skip_damaged && writing) {
+      writing = false;
+      if (inodes_ptr) inodes_ptr->set_writing(false);
+    }
+  };
   out << "{\n\"tierfs_dump\": " << kDumpVersion << ",\n\"format\": " << format.dump() << ",\n\"inodes\": [";
-  InodeWriter inodes(out, stats);
+  InodeWriter inodes(out, stats, damaged);
+  inodes_ptr = &inodes;
   uint64_t last_report = 0;
   RETURN_IF_ERROR(ScanAll(
       engine, "A", "B",
       [&](std::string_view k, std::string_view v) {
-        if (k.size() >= 10) inodes.Add(k, v);
+        inodes.Add(k, v);
         if (progress && stats->keys / 100000 != last_report) {
           last_report = stats->keys / 100000;
           progress(*stats);
@@ -211,7 +301,7 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
       },
       stats));
   inodes.Flush();
-  out << "\n],\n";
+  if (writing) out << "\n],\n";
 
   json counters = json::object(), refs = json::array(), pending_files = json::array(),
        pending_truncs = json::array(), pending_slices = json::array(), pack_members = json::array(),
@@ -227,64 +317,92 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
         switch (k[0]) {
           case 'C':
             if (k.starts_with(keys::kUsageShardPrefix)) {
+              if (v.size() != 16) return damaged(k, "a usage share of " + std::to_string(v.size()) + " bytes (16)");
               ByteReader r(v);
               slot_bytes += static_cast<int64_t>(r.U64());
               slot_inodes += static_cast<int64_t>(r.U64());
             } else {
+              if (v.size() != 8) return damaged(k, "a counter of " + std::to_string(v.size()) + " bytes (8)");
               counters[std::string(k.substr(1))] = keys::DecodeU64(v);
             }
             break;
           case 'P': {
             uint64_t pack = 0;
             uint32_t len = 0;
-            if (keys::ParsePackMemberKey(k, &pack, &id)) {
+            if (k.starts_with(keys::kPackMemberPrefix)) {
               ByteReader r(v);
               uint32_t pack_len = r.U32(), off = r.U32(), sz = r.U32();
-              if (r.ok()) pack_members.push_back({pack, id, pack_len, off, sz});
-            } else if (keys::ParsePendingPackKey(k, &pack, &len)) {
+              if (!keys::ParsePackMemberKey(k, &pack, &id) || !r.ok() || !r.empty() ||
+                  uint64_t{off} + sz > pack_len) {
+                return damaged(k, "a pack member record that cannot be decoded");
+              }
+              pack_members.push_back({pack, id, pack_len, off, sz});
+            } else if (k.starts_with(keys::kPendingPackPrefix)) {
+              if (!keys::ParsePendingPackKey(k, &pack, &len) || v.size() != 8) {
+                return damaged(k, "a dead pack record that cannot be decoded");
+              }
               pending_packs.push_back({pack, len, keys::DecodeU64(v)});
             }
             break;  // "PL" keys are rebuilt from the members
           }
           case 'K':
-            if (keys::ParseSliceKey(k, &id, &size)) refs.push_back({id, size, keys::DecodeU64(v)});
+            if (!keys::ParseSliceKey(k, &id, &size) || v.size() != 8) {
+              return damaged(k, "a slice reference count that cannot be decoded");
+            }
+            refs.push_back({id, size, keys::DecodeU64(v)});
             break;
           case 'Q':  // "QR" records; the "QC" list is rebuilt from them
-            if (k.size() == 11 && k[1] == 'R') {
+            if (k.starts_with("QR")) {
               Quota q;
-              if (DecodeQuota(v, &q)) {
-                quotas.push_back({std::string(1, k[2]), keys::DecodeU64(k.substr(3)), q.max_bytes, q.max_inodes,
-                                  q.used_bytes, q.used_inodes});
+              if (k.size() != 11 || !DecodeQuota(v, &q) || (k[2] != 'D' && k[2] != 'U' && k[2] != 'G')) {
+                return damaged(k, "a quota record that cannot be decoded");
               }
+              quotas.push_back({std::string(1, k[2]), keys::DecodeU64(k.substr(3)), q.max_bytes, q.max_inodes,
+                                q.used_bytes, q.used_inodes});
             }
             break;
           case 'X':
-            if (keys::ParseSliceKey(k, &id, &size)) pending_slices.push_back({id, size, keys::DecodeU64(v)});
+            // Old clients wrote no deletion time: due at once.
+            if (!keys::ParseSliceKey(k, &id, &size) || (v.size() != 8 && !v.empty())) {
+              return damaged(k, "a pending slice deletion that cannot be decoded");
+            }
+            pending_slices.push_back({id, size, keys::DecodeU64(v)});
             break;
           case 'L':
+            if (k.size() != 9 || v.size() != 8) return damaged(k, "a pending file deletion that cannot be decoded");
             pending_files.push_back({KeyIno(k), keys::DecodeU64(v)});
             break;
           case 'T':
-            if (k.size() == 17) pending_truncs.push_back({KeyIno(k), keys::DecodeU64(k.substr(9))});
+            if (k.size() != 17) return damaged(k, "a pending truncation that cannot be decoded");
+            pending_truncs.push_back({KeyIno(k), keys::DecodeU64(k.substr(9))});
             break;
-          default:  // 'V' (written above), 'S*' sessions of live clients
+          default:  // 'V' (written above), 'S*' sessions of live clients, 'W' staged marks, 'BK'
             break;
         }
       },
       stats));
+  RETURN_IF_ERROR(CheckWithoutAttributes(engine, inodes.without_attr(), damaged));
   for (const char* name : {"usedSpace", "totalInodes"}) {
     int64_t base = counters.contains(name) ? static_cast<int64_t>(counters[name].get<uint64_t>()) : 0;
     int64_t add = std::string_view(name) == "usedSpace" ? slot_bytes : slot_inodes;
     if (add != 0) counters[name] = static_cast<uint64_t>(std::max<int64_t>(0, base + add));
   }
-  out << "\"quotas\": " << quotas.dump() << ",\n";
-  out << "\"pack_members\": " << pack_members.dump() << ",\n\"pending_packs\": " << pending_packs.dump() << ",\n";
-  out << "\"counters\": " << counters.dump() << ",\n\"slice_refs\": " << refs.dump()
-      << ",\n\"pending_slices\": " << pending_slices.dump() << ",\n\"pending_files\": " << pending_files.dump()
-      << ",\n\"pending_truncs\": " << pending_truncs.dump() << "\n}\n";
+  if (writing) {
+    out << "\"quotas\": " << quotas.dump() << ",\n";
+    out << "\"pack_members\": " << pack_members.dump() << ",\n\"pending_packs\": " << pending_packs.dump() << ",\n";
+    out << "\"counters\": " << counters.dump() << ",\n\"slice_refs\": " << refs.dump()
+        << ",\n\"pending_slices\": " << pending_slices.dump() << ",\n\"pending_files\": " << pending_files.dump()
+        << ",\n\"pending_truncs\": " << pending_truncs.dump() << "\n}\n";
+  }
   out.flush();
   if (!out) return Status::Err(EIO, "cannot write the dump");
+  stats->finished = true;
   if (progress) progress(*stats);
+  if (!stats->damaged.empty()) {
+    return Status::Err(EIO, std::to_string(stats->damaged.size()) + " metadata record(s) of " + engine->Describe() +
+                                " cannot be read" + (skip_damaged ? " and were left out of the dump:" : ":") +
+                                DamageList(stats->damaged));
+  }
   return Status::OK();
 }
 
@@ -377,30 +495,6 @@ Status LoadInode(const json& j, BatchWriter& w, DumpStats* stats) {
   return Status::OK();
 }
 
-// Before anything is written: every directory entry must point at an inode of the dump
-// (a damaged or hand-edited dump would otherwise load as a volume whose names lead
-// nowhere), and the root must be there.
-Status CheckEntries(const json& inodes) {
-  std::set<Ino> present;
-  for (const auto& j : inodes) present.insert(j.at("ino").get<Ino>());
-  if (!present.count(kRootIno)) {
-    return Status::Err(EINVAL, "the dump has no root directory (inode " + std::to_string(kRootIno) +
-                                   "); nothing was loaded");
-  }
-  for (const auto& j : inodes) {
-    if (!j.contains("entries")) continue;
-    for (const auto& e : j["entries"]) {
-      Ino target = e.at("ino").get<Ino>();
-      if (present.count(target)) continue;
-      ASSIGN_OR_RETURN(std::string name, GetBytes(e, "name"));
-      return Status::Err(EINVAL, "the dump is damaged: entry '" + name + "' of directory inode " +
-                                     std::to_string(j.at("ino").get<Ino>()) + " points at inode " +
-                                     std::to_string(target) + ", which the dump does not contain; nothing was loaded");
-    }
-  }
-  return Status::OK();
-}
-
 Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, DumpStats* stats) {
   if (!doc.is_object() || doc.value("tierfs_dump", 0) != kDumpVersion) {
     return Status::Err(EINVAL, "not a TierFS dump (version " + std::to_string(kDumpVersion) + ")");
@@ -419,7 +513,8 @@ Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, 
     return Status::Err(EEXIST, engine->Describe() +
                                    " is not empty; load needs an empty engine (erase it with `tierfs load --force`)");
   }
-  RETURN_IF_ERROR(CheckEntries(doc.at("inodes")));
+  // Every field of every record, before anything is written.
+  RETURN_IF_ERROR(internal::CheckDumpDocument(doc));
   BatchWriter w(engine, stats);
   uint64_t n = 0;
   for (const auto& ino : doc.at("inodes")) {

@@ -2,6 +2,7 @@
 // copy_file_range, slice reference counts and the deletion of file data.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -21,14 +22,26 @@ constexpr uint64_t kSliceBatch = 1024;
 }  // namespace
 
 namespace internal {
+Status DamagedChunkRecord(std::string_view key) {
+  return Status::Err(EIO, "damaged metadata: " + keys::Describe(key) +
+                              " cannot be decoded; the file cannot be read there (`tierfs fsck` lists such files)");
+}
+
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out) {
   out->clear();
+  Status damaged;
   RETURN_IF_ERROR(ScanPrefix(t, keys::ChunkPrefix(ino, index), 0, [&](std::string_view k, std::string_view v) {
     SliceRecord r;
     uint32_t idx;
-    if (keys::ParseChunkRecordKey(k, &idx, &r.seq) && DecodeSliceRecord(v, &r)) out->push_back(r);
+    if (!keys::ParseChunkRecordKey(k, &idx, &r.seq) || !DecodeSliceRecord(v, &r)) {
+      // Damaged: reading around it would return wrong bytes without an error.
+      damaged = DamagedChunkRecord(k);
+      return false;
+    }
+    out->push_back(r);
     return true;
   }));
+  RETURN_IF_ERROR(damaged);
   std::string rules = keys::TruncRulesPrefix(ino);
   uint64_t chunk_start = static_cast<uint64_t>(index) * kChunkSize;
   RETURN_IF_ERROR(ScanPrefix(t, rules, 0, [&](std::string_view k, std::string_view v) {
@@ -48,6 +61,11 @@ Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* 
 
 void AddAllocated(Attr* a, uint64_t bytes) {
   a->allocated = std::min<uint64_t>(a->allocated + bytes, static_cast<uint64_t>(ChargedBytes(a->length)));
+}
+
+uint64_t BlockSpan(uint64_t off, uint64_t len) {
+  if (len == 0) return 0;
+  return (off + len + kAllocUnit - 1) / kAllocUnit * kAllocUnit - off / kAllocUnit * kAllocUnit;
 }
 
 // Calls fn(chunk start, begin, end, segments) for every chunk overlapping [begin, end),
@@ -86,13 +104,22 @@ static Status ForEachChunkMap(
   return Status::OK();
 }
 
-Result<uint64_t> AllocatedBytesTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end) {
-  uint64_t total = 0;
+Result<uint64_t> AllocatedBlocksTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end) {
+  uint64_t blocks = 0;
   RETURN_IF_ERROR(ForEachChunkMap(t, ino, begin, end, [&](uint64_t cstart, uint64_t a, uint64_t b, const auto& segs) {
-    total += AllocatedBytes(segs, static_cast<uint32_t>(a - cstart), static_cast<uint32_t>(b - a));
+    blocks += AllocatedBlocks(segs, a - cstart, b - cstart, kAllocUnit);
     return Status::OK();
   }));
-  return total;
+  return blocks * kAllocUnit;
+}
+
+Result<uint64_t> PunchedBlocksTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end) {
+  uint64_t blocks = 0;
+  RETURN_IF_ERROR(ForEachChunkMap(t, ino, begin, end, [&](uint64_t cstart, uint64_t a, uint64_t b, const auto& segs) {
+    blocks += BlocksFreedByPunch(segs, a - cstart, b - cstart, kAllocUnit);
+    return Status::OK();
+  }));
+  return blocks * kAllocUnit;
 }
 
 Status UnallocatedTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end, std::vector<std::pair<uint64_t, uint64_t>>* out) {
@@ -163,7 +190,7 @@ Status Meta::WriteSlice(Ino ino, uint32_t index, const SliceRecord& rec, uint64_
       a.length = min_length;
       RETURN_IF_ERROR(ChargeFileQuotasTx(t, ino, a, usage));
     }
-    AddAllocated(&a, rec.len);
+    AddAllocated(&a, BlockSpan(rec.pos, rec.len));  // chunks start on block boundaries
     a.mtime_ns = a.ctime_ns = mtime_ns;
     if (out) *out = a;
     if (staged) RETURN_IF_ERROR(t.Put(keys::Staged(rec.id), keys::EncodeU64(sid_)));
@@ -224,12 +251,23 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
       return Status::OK();
     };
     uint64_t end = off + len;
+    // Allocation counts in 4 KiB blocks (st_blocks, SEEK_DATA/SEEK_HOLE), exactly here:
+    // fallocate is rare, and only the chunks of the range that have records are read.
+    // The part of the range inside the file (as it will be), whose blocks count:
+    const uint64_t new_len = (mode & FALLOC_FL_KEEP_SIZE) ? a.length : std::max(a.length, end);
+    const uint64_t lo = std::min(off, new_len), hi = std::min(end, new_len);
+    uint64_t had = 0;  // bytes of the blocks [lo, hi) touches that were allocated before
+    if (!(mode & FALLOC_FL_PUNCH_HOLE) && hi > lo) {
+      ASSIGN_OR_RETURN(had, AllocatedBlocksTx(t, ino, lo / kAllocUnit * kAllocUnit, BlockSpan(0, hi)));
+    }
     if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
       if (mode & FALLOC_FL_KEEP_SIZE) end = std::min(end, a.length);
-      // What the range held stops counting (exactly: punching is rare, and only the chunks
-      // of the range that have records are read); a zeroed range counts again below.
-      ASSIGN_OR_RETURN(uint64_t had, AllocatedBytesTx(t, ino, std::min(off, a.length), std::min(end, a.length)));
-      a.allocated -= std::min(a.allocated, had);
+      if (mode & FALLOC_FL_PUNCH_HOLE) {
+        // Blocks left without an allocated byte stop counting; an edge block with data
+        // outside the hole stays (ext4 zeroes that part and keeps the block).
+        ASSIGN_OR_RETURN(uint64_t freed, PunchedBlocksTx(t, ino, lo, hi));
+        a.allocated -= std::min(a.allocated, freed);
+      }
       RETURN_IF_ERROR(put_zeros(off, end, (mode & FALLOC_FL_ZERO_RANGE) != 0));
       a.mtime_ns = now;
     }
@@ -239,15 +277,16 @@ Status Meta::Fallocate(const Ctx& ctx, Ino ino, int mode, uint64_t off, uint64_t
       a.length = off + len;
       a.mtime_ns = now;
     }
-    if (mode & FALLOC_FL_ZERO_RANGE) {
-      AddAllocated(&a, std::min(end, a.length) - std::min(off, a.length));
-    } else if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
-      // Preallocation: mark what is not yet allocated inside the file, leaving data as is.
-      std::vector<std::pair<uint64_t, uint64_t>> gaps;
-      RETURN_IF_ERROR(UnallocatedTx(t, ino, std::min(off, a.length), std::min(end, a.length), &gaps));
-      for (auto [from, to] : gaps) {
-        RETURN_IF_ERROR(put_zeros(from, to, true));
-        AddAllocated(&a, to - from);
+    if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
+      // Zeroed or preallocated: every block the range touches inside the file is allocated
+      // now; those that were not before start counting.
+      const uint64_t span = BlockSpan(lo, hi - lo);
+      AddAllocated(&a, span - std::min(span, had));
+      if (!(mode & FALLOC_FL_ZERO_RANGE)) {
+        // Preallocation marks what is not yet allocated, leaving data as is.
+        std::vector<std::pair<uint64_t, uint64_t>> gaps;
+        RETURN_IF_ERROR(UnallocatedTx(t, ino, lo, hi, &gaps));
+        for (auto [from, to] : gaps) RETURN_IF_ERROR(put_zeros(from, to, true));
       }
     }
     a.ctime_ns = now;
@@ -308,7 +347,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
       }
       return Status::OK();
     };
-    uint64_t data = 0;  // bytes of data copied
+    uint64_t data = 0;  // 4 KiB blocks of the destination that data was copied into (bytes)
     // First a hole over the whole destination range, so source holes copy as holes.
     SliceRecord hole;
     RETURN_IF_ERROR(place(hole, off_in, off_in + n, off_in));
@@ -325,7 +364,7 @@ Result<uint64_t> Meta::CopyFileRange(const Ctx& ctx, Ino in, uint64_t off_in, In
                            static_cast<uint32_t>(end - pos));
       for (const ChunkSegment& seg : visible) {
         if (seg.id == 0) continue;  // already a hole
-        data += seg.len;
+        data += BlockSpan(off_out + (chunk_abs + seg.pos - off_in), seg.len);
         SliceRecord r;
         r.id = seg.id;
         r.size = seg.size;
@@ -376,7 +415,15 @@ Status Meta::DeleteFilesData(const std::vector<Ino>& inos, size_t* finished) {
       std::vector<std::pair<std::string, SliceRecord>> recs;
       RETURN_IF_ERROR(ScanPrefix(t, keys::ChunksPrefix(ino), budget, [&](std::string_view k, std::string_view v) {
         SliceRecord r;
-        if (DecodeSliceRecord(v, &r)) recs.emplace_back(std::string(k), r);
+        if (DecodeSliceRecord(v, &r)) {
+          recs.emplace_back(std::string(k), r);
+        } else {
+          // A damaged record of a file being deleted goes with it (its blocks, if any, are
+          // left for gc to find as unreferenced).
+          spdlog::warn("deleting damaged metadata of a removed file: {}", keys::Describe(k));
+          r = SliceRecord();
+          recs.emplace_back(std::string(k), r);
+        }
         return true;
       }));
       for (auto& [k, r] : recs) {
@@ -453,31 +500,39 @@ Status Meta::ApplyTruncRule(Ino ino, uint64_t seq, bool* done) {
   });
 }
 
-Status Meta::ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn) {
+Status Meta::ForEachSliceRef(const std::function<void(uint64_t id, uint32_t size)>& fn,
+                             std::vector<DamagedRecord>* damaged) {
   constexpr size_t kBatch = 10000;
   std::string from = "A";
   const std::string end = PrefixEnd("A");
   for (;;) {
     std::vector<std::pair<uint64_t, uint32_t>> refs;
+    std::vector<DamagedRecord> bad;
     std::string last;
     size_t seen = 0;
     RETURN_IF_ERROR(engine_->Txn(
         [&](KvTxn& t) {
           refs.clear();
+          bad.clear();
           seen = 0;
           return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
             ++seen;
             last.assign(k);
             // "A" ino(8) "C" index(4) seq(8): a chunk record.
-            if (k.size() == 22 && k[9] == 'C') {
+            if (k.size() >= 10 && k[9] == 'C') {
               SliceRecord r;
-              if (DecodeSliceRecord(v, &r) && r.id) refs.emplace_back(r.id, r.size);
+              if (k.size() != 22 || !DecodeSliceRecord(v, &r)) {
+                bad.push_back(DamagedRecord{std::string(k), "a chunk record that cannot be decoded"});
+              } else if (r.id) {
+                refs.emplace_back(r.id, r.size);
+              }
             }
             return true;
           });
         },
         true));
     for (auto [id, size] : refs) fn(id, size);
+    if (damaged) damaged->insert(damaged->end(), bad.begin(), bad.end());
     if (seen < kBatch) return Status::OK();
     from = last;
     from.push_back('\0');  // the smallest key after `last`
@@ -500,28 +555,55 @@ Result<std::vector<std::pair<uint64_t, uint32_t>>> Meta::PendingSlices() {
   return out;
 }
 
-Status Meta::ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn) {
+Result<std::vector<Meta::PendingSlice>> Meta::PendingSlicesDue() {
+  std::vector<PendingSlice> out;
+  RETURN_IF_ERROR(engine_->Txn(
+      [&](KvTxn& t) {
+        out.clear();
+        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 0, [&](std::string_view k, std::string_view v) {
+          PendingSlice p;
+          if (!keys::ParseSliceKey(k, &p.id, &p.size)) return true;
+          p.due_ns = v.size() == 8 ? static_cast<int64_t>(keys::DecodeU64(v)) : 0;
+          out.push_back(p);
+          return true;
+        });
+      },
+      true));
+  return out;
+}
+
+Status Meta::ForEachInode(const std::function<void(Ino ino, const Attr& attr)>& fn,
+                          std::vector<DamagedRecord>* damaged) {
   constexpr size_t kBatch = 10000;
   std::string from = "A";
   const std::string end = PrefixEnd("A");
   for (;;) {
     std::vector<std::pair<Ino, Attr>> batch;
+    std::vector<DamagedRecord> bad;
     std::string last;
     size_t seen = 0;
     RETURN_IF_ERROR(engine_->Txn(
         [&](KvTxn& t) {
           batch.clear();
+          bad.clear();
           seen = 0;
           return t.Scan(from, end, kBatch, [&](std::string_view k, std::string_view v) {
             ++seen;
             last.assign(k);
             Attr a;
-            if (k.size() == 10 && k[9] == 'I' && DecodeAttr(v, &a)) batch.emplace_back(keys::DecodeU64(k.substr(1, 8)), a);
+            if (k.size() >= 10 && k[9] == 'I') {
+              if (k.size() == 10 && DecodeAttr(v, &a)) {
+                batch.emplace_back(keys::DecodeU64(k.substr(1, 8)), a);
+              } else {
+                bad.push_back(DamagedRecord{std::string(k), "attributes that cannot be decoded"});
+              }
+            }
             return true;
           });
         },
         true));
     for (auto& [ino, a] : batch) fn(ino, a);
+    if (damaged) damaged->insert(damaged->end(), bad.begin(), bad.end());
     if (seen < kBatch) return Status::OK();
     from = last;
     from.push_back('\0');

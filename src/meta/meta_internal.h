@@ -102,15 +102,25 @@ inline Status ChargeFileQuotasTx(KvTxn& t, Ino ino, const Attr& a, int64_t bytes
 // Space charged for a file of this length (4 KiB granularity, like a block device).
 inline int64_t ChargedBytes(uint64_t length) { return static_cast<int64_t>((length + 4095) / 4096 * 4096); }
 
-// A chunk's records plus the file's truncation masks as hole records, in commit order.
+// A chunk's records plus the file's truncation masks as hole records, in commit order. EIO
+// naming the key when a record cannot be decoded (DamagedChunkRecord).
+Status DamagedChunkRecord(std::string_view key);
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out);
 
+// Allocation (Attr::allocated, st_blocks, SEEK_DATA/SEEK_HOLE) is counted in blocks of
+// this size, as ext4 counts its blocks: a block holding any data counts whole.
+constexpr uint64_t kAllocUnit = 4096;
 // Counts `bytes` more as allocated (Attr::allocated), up to the length rounded to 4 KiB.
 void AddAllocated(Attr* a, uint64_t bytes);
+// Bytes of the kAllocUnit blocks that [off, off+len) touches.
+uint64_t BlockSpan(uint64_t off, uint64_t len);
 
-// Bytes of [begin, end) of the file that are allocated (data, or zeros from fallocate);
-// reads only the chunks of the range that have records.
-Result<uint64_t> AllocatedBytesTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end);
+// Bytes of the blocks overlapping [begin, end) of the file that hold an allocated byte
+// (data, or zeros from fallocate) inside the range; reads only the chunks of the range that
+// have records.
+Result<uint64_t> AllocatedBlocksTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end);
+// Bytes of the blocks that punching [begin, end) leaves without an allocated byte.
+Result<uint64_t> PunchedBlocksTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end);
 // The parts of [begin, end) that are not allocated, in file order.
 Status UnallocatedTx(KvTxn& t, Ino ino, uint64_t begin, uint64_t end, std::vector<std::pair<uint64_t, uint64_t>>* out);
 

@@ -203,6 +203,12 @@ Status Meta::HandleSessionLoss(uint64_t old_sid) {
       return true;
     }));
     for (const auto& k : mine) RETURN_IF_ERROR(t.Put(k, keys::EncodeU64(loss.new_sid)));
+    // The record of where they wait follows them (meta_staging.cc).
+    ASSIGN_OR_RETURN(auto area, t.Get(keys::StagingArea(old_sid)));
+    if (area) {
+      RETURN_IF_ERROR(t.Put(keys::StagingArea(loss.new_sid), *area));
+      RETURN_IF_ERROR(t.Delete(keys::StagingArea(old_sid)));
+    }
     return Status::OK();
   });
   if (!marks.ok()) spdlog::warn("moving the staged marks to session {} failed: {}", loss.new_sid, marks.ToString());

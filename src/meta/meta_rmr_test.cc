@@ -1,5 +1,6 @@
 // Batched tree removal (meta_rmr.cc) and clones (meta_clone.cc), against every engine.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -116,6 +117,53 @@ TYPED_TEST(MetaTest, CloneSharesSlicesUntilBothSidesAreGone) {
   ASSERT_TRUE(this->m_->RunCleanupOnce().ok());
   std::sort(deleted.begin(), deleted.end());
   EXPECT_EQ(deleted, (std::vector<uint64_t>{std::min(a, b), std::max(a, b)}));
+}
+
+
+// A clone of another user's file belongs to the caller, as cp's copy does: owned by the
+// caller, in a group of the caller's, without set-user-ID or a file capability, and charged
+// to the caller's quota (not the source owner's). Root's clone keeps the owner (cp -a).
+TYPED_TEST(MetaTest, ACloneBelongsToTheCallerAndIsChargedToThem) {
+  Ctx alice;
+  alice.uid = alice.gid = 1000;
+  Ctx bob;
+  bob.uid = bob.gid = 1001;
+  Ino pub = this->Dir("pub", kRootIno, 0777);
+  auto f = this->m_->Mknod(alice, pub, "shared", S_IFREG | 06777, 0);
+  ASSERT_TRUE(f.ok());
+  Attr mode;
+  mode.mode = 06777;  // Mknod applied no umask; make sure the bits are there
+  ASSERT_TRUE(this->m_->SetAttr(alice, f->first, kSetMode, mode).ok());
+  ASSERT_TRUE(this->m_->SetXattr(this->root_, f->first, "security.capability", "cap", 0).ok());
+  ASSERT_TRUE(this->m_->SetXattr(alice, f->first, "user.note", "kept", 0).ok());
+  this->WriteSlice(f->first, 0, 0, 100000);
+  ASSERT_TRUE(this->m_->SetQuota(QuotaKind::kUser, 1000, 0, 0).ok());
+  ASSERT_TRUE(this->m_->SetQuota(QuotaKind::kUser, 1001, 0, 0).ok());
+  const auto alice_before = **this->m_->GetQuota(QuotaKind::kUser, 1000);
+
+  ASSERT_TRUE(this->m_->Clone(bob, f->first, pub, "bobs-copy").ok());
+  auto copy = this->m_->Lookup(bob, pub, "bobs-copy");
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->second.uid, 1001u);
+  EXPECT_EQ(copy->second.gid, 1001u);
+  EXPECT_EQ(copy->second.mode & 07777, 0777u) << "set-user-ID and set-group-ID go with the owner";
+  EXPECT_EQ(copy->second.length, 100000u);
+  EXPECT_EQ(this->Err(this->m_->GetXattr(this->root_, copy->first, "security.capability")), ENODATA);
+  EXPECT_EQ(*this->m_->GetXattr(bob, copy->first, "user.note"), "kept");
+  const auto alice_after = **this->m_->GetQuota(QuotaKind::kUser, 1000);
+  const auto bob_after = **this->m_->GetQuota(QuotaKind::kUser, 1001);
+  EXPECT_EQ(alice_after.used_inodes, alice_before.used_inodes);
+  EXPECT_EQ(alice_after.used_bytes, alice_before.used_bytes);
+  EXPECT_EQ(bob_after.used_inodes, 1);
+  EXPECT_GE(bob_after.used_bytes, 100000);
+  // Bob may remove his copy (the directory is his to write; the file is his).
+  EXPECT_TRUE(this->m_->Unlink(bob, pub, "bobs-copy").ok());
+
+  ASSERT_TRUE(this->m_->Clone(this->root_, f->first, pub, "roots-copy").ok());
+  auto rc = this->m_->Lookup(this->root_, pub, "roots-copy");
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(rc->second.uid, 1000u);
+  EXPECT_EQ(rc->second.mode & 07777, 06777u);
 }
 
 }  // namespace

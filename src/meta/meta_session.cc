@@ -231,6 +231,16 @@ Result<std::optional<Meta::StagedMark>> Meta::StagedBy(uint64_t id) {
         m.sid = keys::DecodeU64(*v);
         ASSIGN_OR_RETURN(auto info, t.Get(keys::Session(m.sid)));
         if (info) m.host = ParseSession(m.sid, *info).host;
+        // The staging area's record names the directory, and the host once a dead
+        // session's own record is gone.
+        ASSIGN_OR_RETURN(auto area, t.Get(keys::StagingArea(m.sid)));
+        if (area) {
+          auto j = nlohmann::json::parse(*area, nullptr, false);
+          if (j.is_object()) {
+            m.dir = j.value("dir", "");
+            if (m.host.empty()) m.host = j.value("host", "");
+          }
+        }
         ASSIGN_OR_RETURN(auto hb, t.Get(keys::Heartbeat(m.sid)));
         m.alive = hb && NowNanos() - static_cast<int64_t>(keys::DecodeU64(*hb)) < opts_.session_timeout_ns;
         out = std::move(m);
@@ -588,19 +598,33 @@ void Meta::BackgroundLoop() {
 // ---- open files ----
 
 Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRecord>* first_chunk) {
+  // Counted before the inode is read: a removal of its last name by this client either
+  // sees the open and keeps the inode (DropLink), or frees it and is seen below.
+  {
+    std::lock_guard<std::mutex> l(open_mu_);
+    open_count_[ino]++;
+  }
   Attr a;
   acl::Acl access;
-  RETURN_IF_ERROR(engine_->Txn(
+  Status st = engine_->Txn(
       [&](KvTxn& t) {
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         RETURN_IF_ERROR(LoadAccessAclTx(t, ctx, ino, a, &access));  // reads only when it must
         if (first_chunk && a.IsRegular() && a.length > 0) return ReadChunkTx(t, ino, 0, first_chunk);
         return Status::OK();
       },
-      true));
-  RETURN_IF_ERROR(CheckOpen(ctx, a, &access, flags));
-  std::lock_guard<std::mutex> l(open_mu_);
-  open_count_[ino]++;
+      true);
+  if (st.ok()) st = CheckOpen(ctx, a, &access, flags);
+  // The inode is gone, or going (a removal that did not see this open read it first): the
+  // kernel resolved a name that was removed meanwhile. ESTALE makes it look the name up
+  // again, so open(O_CREAT) creates the file anew, as on a local file system.
+  if (st.code() == ENOENT || (st.ok() && FreedHere(ino))) {
+    st = Status::Err(ESTALE, "inode " + std::to_string(ino) + " was removed");
+  }
+  if (!st.ok()) {
+    Release(ino).ok();
+    return st;
+  }
   return a;
 }
 
@@ -609,8 +633,25 @@ Status Meta::OpenWithAttr(const Ctx& ctx, Ino ino, int flags, const Attr& a) {
   acl::Acl none;
   RETURN_IF_ERROR(CheckOpen(ctx, a, &none, flags));
   std::lock_guard<std::mutex> l(open_mu_);
+  if (freed_.count(ino)) return Status::Err(EAGAIN, "removed meanwhile: open through the engine");
   open_count_[ino]++;
   return Status::OK();
+}
+
+bool Meta::FreedHere(Ino ino) {
+  std::lock_guard<std::mutex> l(open_mu_);
+  return freed_.count(ino) > 0;
+}
+
+void Meta::NoteFreed(Ino ino) {
+  std::lock_guard<std::mutex> l(open_mu_);
+  if (freed_.size() >= 4096) {
+    // Opens that raced with a removal are over within seconds; inode numbers are never reused.
+    const int64_t old = MonoNanos() - 60'000'000'000;
+    for (auto it = freed_.begin(); it != freed_.end();) it = it->second < old ? freed_.erase(it) : std::next(it);
+    if (freed_.size() >= 4096) freed_.clear();
+  }
+  freed_[ino] = MonoNanos();
 }
 
 Status Meta::CheckOpen(const Ctx& ctx, const Attr& a, const acl::Acl* access, int flags) {
@@ -626,7 +667,7 @@ Status Meta::CheckOpen(const Ctx& ctx, const Attr& a, const acl::Acl* access, in
   if (flags & O_TRUNC) mask |= W_OK;
   if (a.IsDir() && (mask & W_OK)) return Status::Err(EISDIR, "cannot open a directory for writing");
   if (opts_.read_only && (mask & W_OK)) return Status::Err(EROFS, "volume mounted read-only");
-  if (a.flags & kAttrInTrash) {
+  if ((a.flags & kAttrInTrash) && !ctx.outside_trash) {
     if (mask & W_OK) return TrashReadOnly();
     if (ctx.uid != 0 && ctx.uid != a.uid) return Status::Err(EACCES, "only its owner and root may use a trash entry");
   }

@@ -626,5 +626,42 @@ TYPED_TEST(MetaTest, ConcurrentCreatesInOneDirectory) {
   EXPECT_EQ(this->m_->Readdir(this->root_, d, false)->size(), 400u);
 }
 
+TEST(Atime, RelatimeStrictatimeAndNoatimeRules) {
+  const int64_t day = 24ll * 3600 * 1000000000, t = 100 * day;
+  // relatime: after a change (atime not after mtime or ctime), or a day on.
+  EXPECT_TRUE(AtimeDue(AtimeMode::kRelatime, t, t, t, t + 1));
+  EXPECT_TRUE(AtimeDue(AtimeMode::kRelatime, t, t - 5, t + 3, t + 4));
+  EXPECT_FALSE(AtimeDue(AtimeMode::kRelatime, t, t - 5, t - 5, t + day - 1));
+  EXPECT_TRUE(AtimeDue(AtimeMode::kRelatime, t, t - 5, t - 5, t + day));
+  EXPECT_FALSE(AtimeDue(AtimeMode::kRelatime, t, t + 9, t + 9, t));  // never backwards
+  EXPECT_TRUE(AtimeDue(AtimeMode::kStrict, t, t - 5, t - 5, t + 1));
+  EXPECT_FALSE(AtimeDue(AtimeMode::kStrict, t, t - 5, t - 5, t));
+  EXPECT_FALSE(AtimeDue(AtimeMode::kNone, t, t + 9, t + 9, t + day));
+}
+
+TYPED_TEST(MetaTest, TouchAtimesJudgesAgainOnWhatTheEngineHolds) {
+  Ino f = this->File("f");
+  Ino g = this->File("g");
+  auto a = this->m_->GetAttr(f);
+  ASSERT_TRUE(a.ok());
+  const int64_t read = a->mtime_ns + 1000;
+  // g's atime was set (utimensat) after the read: the read does not move it back.
+  Attr in;
+  in.atime_ns = read + 5000;
+  ASSERT_TRUE(this->m_->SetAttr(this->root_, g, kSetAtime, in).ok());
+  auto g_before = this->m_->GetAttr(g);
+  ASSERT_TRUE(this->m_->TouchAtimes({{f, read}, {g, read}, {999999, read}}, AtimeMode::kRelatime).ok());
+  auto fa = this->m_->GetAttr(f);
+  EXPECT_EQ(fa->atime_ns, read);
+  EXPECT_EQ(fa->ctime_ns, a->ctime_ns) << "reading changes no attribute";
+  EXPECT_EQ(this->m_->GetAttr(g)->atime_ns, read + 5000);
+  EXPECT_EQ(this->m_->GetAttr(g)->ctime_ns, g_before->ctime_ns);
+  // Under relatime a second read soon after leaves it; strictatime moves it on.
+  ASSERT_TRUE(this->m_->TouchAtimes({{f, read + 10}}, AtimeMode::kRelatime).ok());
+  EXPECT_EQ(this->m_->GetAttr(f)->atime_ns, read);
+  ASSERT_TRUE(this->m_->TouchAtimes({{f, read + 10}}, AtimeMode::kStrict).ok());
+  EXPECT_EQ(this->m_->GetAttr(f)->atime_ns, read + 10);
+}
+
 }  // namespace
 }  // namespace tierfs

@@ -119,8 +119,32 @@ Status Meta::TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& na
   RETURN_IF_ERROR(PutAttrTx(t, ino, *a));
   RETURN_IF_ERROR(PutAttrTx(t, hour, ha));
   RETURN_IF_ERROR(PutAttrTx(t, kTrashIno, trash));
+  if ((a->IsRegular() || a->IsDir()) && IsOpen(ino)) {
+    // Open here: for POSIX an unlinked open file, held as one (the session's `SO` record,
+    // dropped at the last close) so that file handles of it stay valid until then, on
+    // every client (Lookup of ".").
+    {
+      std::lock_guard<std::mutex> l(open_mu_);
+      sustained_.insert(ino);  // harmless if this transaction is retried or fails
+    }
+    RETURN_IF_ERROR(t.Put(keys::Sustained(sid_, ino), ""));
+  }
   *moved = true;
   return Status::OK();
+}
+
+Result<bool> Meta::HeldOpenTx(KvTxn& t, Ino ino) {
+  std::vector<uint64_t> sids;
+  const std::string prefix(keys::kSessionPrefix);
+  RETURN_IF_ERROR(ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view) {
+    if (k.size() == prefix.size() + 8) sids.push_back(keys::DecodeU64(k.substr(prefix.size())));
+    return true;
+  }));
+  for (uint64_t sid : sids) {
+    ASSIGN_OR_RETURN(auto held, t.Get(keys::Sustained(sid, ino)));
+    if (held) return true;
+  }
+  return false;
 }
 
 Status Meta::ExpireTrash(int64_t now_ns, int days) {
@@ -286,9 +310,18 @@ Result<Meta::TrashUsage> Meta::GetTrashUsage() {
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         hours.clear();
-        return ScanPrefix(t, keys::DentryPrefix(kTrashIno), 0, [&](std::string_view, std::string_view v) {
+        u.first_expiry_ns = u.last_expiry_ns = 0;
+        const std::string prefix = keys::DentryPrefix(kTrashIno);
+        return ScanPrefix(t, prefix, 0, [&](std::string_view k, std::string_view v) {
           ByteReader r(v);
           hours.push_back(r.U64());
+          int64_t start = 0;
+          if (ParseHour(std::string(k.substr(prefix.size())), &start)) {
+            // ExpireTrash's rule, with the retention it will use.
+            const int64_t ends = start + int64_t{std::max(trash_days_.load(), 0)} * 24 * kHourNs + kHourNs;
+            if (!u.first_expiry_ns || ends < u.first_expiry_ns) u.first_expiry_ns = ends;
+            u.last_expiry_ns = std::max(u.last_expiry_ns, ends);
+          }
           return true;
         });
       },

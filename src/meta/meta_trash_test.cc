@@ -176,6 +176,46 @@ TYPED_TEST(MetaTest, TheTrashIsReadOnlyAndPrivate) {
   EXPECT_TRUE(TrashHour(this->m_.get()).empty());
 }
 
+// An hour of the trash lists, for a user, only what that user owns; root sees everything.
+// Bob's file removed from his private directory is not a name Alice may learn.
+TYPED_TEST(MetaTest, ATrashHourShowsEachUserOnlyTheirOwnEntries) {
+  TrashOn(this->m_.get());
+  Ctx alice;
+  alice.uid = alice.gid = 1000;
+  Ctx bob;
+  bob.uid = bob.gid = 1001;
+  Ino pub = this->Dir("pub", kRootIno, 0777);
+  auto bobs_dir = this->m_->Mkdir(bob, pub, "private", 0700);
+  ASSERT_TRUE(bobs_dir.ok());
+  ASSERT_TRUE(this->m_->Mknod(bob, bobs_dir->first, "salary-2026.xlsx", S_IFREG | 0600, 0).ok());
+  ASSERT_TRUE(this->m_->Mknod(alice, pub, "alice.txt", S_IFREG | 0644, 0).ok());
+  ASSERT_TRUE(this->m_->Unlink(bob, bobs_dir->first, "salary-2026.xlsx").ok());
+  ASSERT_TRUE(this->m_->Unlink(alice, pub, "alice.txt").ok());
+  auto all = TrashHour(this->m_.get());
+  ASSERT_EQ(all.size(), 2u);
+  Ino hour = all[0].attr.parent;
+  auto names = [&](const Ctx& who, bool plus) {
+    std::set<std::string> out;
+    auto r = this->m_->Readdir(who, hour, plus);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) {
+      for (const auto& e : *r) out.insert(e.name.substr(e.name.find('-', e.name.find('-') + 1) + 1));
+    }
+    return out;
+  };
+  for (bool plus : {false, true}) {
+    EXPECT_EQ(names(alice, plus), std::set<std::string>{"alice.txt"});
+    EXPECT_EQ(names(bob, plus), std::set<std::string>{"salary-2026.xlsx"});
+    EXPECT_EQ(names(this->root_, plus), (std::set<std::string>{"alice.txt", "salary-2026.xlsx"}));
+  }
+  for (const auto& e : all) {
+    bool bobs = e.name.ends_with("salary-2026.xlsx");
+    EXPECT_EQ(this->Err(this->m_->Lookup(alice, hour, e.name)), bobs ? ENOENT : 0) << e.name;
+    EXPECT_EQ(this->Err(this->m_->Lookup(bob, hour, e.name)), bobs ? 0 : ENOENT) << e.name;
+    EXPECT_TRUE(this->m_->Lookup(this->root_, hour, e.name).ok()) << e.name;
+  }
+}
+
 TYPED_TEST(MetaTest, TrashExpiryDeletesOldHoursAndTheirBlocks) {
   TrashOn(this->m_.get(), 2);
   auto before = this->m_->GetStatFs();
@@ -216,6 +256,56 @@ TYPED_TEST(MetaTest, TrashExpiryDeletesOldHoursAndTheirBlocks) {
   TrashOn(this->m_.get(), 0);
   EXPECT_EQ(this->m_->GetTrashUsage()->entries, 0u);
   EXPECT_EQ(this->Err(this->m_->GetAttr(g)), ENOENT);
+}
+
+TYPED_TEST(MetaTest, ATrashedFileIsAnUnlinkedFileToThoseWhoHadIt) {
+  // Reached outside the trash (a name resolved or a descriptor opened before the removal,
+  // a file handle made before it), a file whose last name went to the trash behaves as an
+  // unlinked file: its mode decides who may open it for writing, chmod and truncate work.
+  // Through the trash it stays read-only and private.
+  TrashOn(this->m_.get());
+  Ctx alice;
+  alice.uid = alice.gid = 1000;
+  Ctx alice_had = alice;
+  alice_had.outside_trash = true;
+  Ino pub = this->Dir("pub", kRootIno, 0777);
+  auto f = this->m_->Mknod(alice, pub, "lock", S_IFREG | 0644, 0);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(this->m_->Open(alice, f->first, O_RDWR).ok());  // held open across the removal
+  ASSERT_TRUE(this->m_->Unlink(alice, pub, "lock").ok());
+  ASSERT_EQ(TrashHour(this->m_.get()).size(), 1u);
+  EXPECT_EQ(this->Err(this->m_->Open(alice, f->first, O_WRONLY)), EPERM);
+  ASSERT_TRUE(this->m_->Open(alice_had, f->first, O_WRONLY).ok());
+  ASSERT_TRUE(this->m_->Release(f->first).ok());
+  Attr in;
+  in.mode = 0600;
+  in.length = 10;
+  EXPECT_EQ(this->Err(this->m_->SetAttr(alice, f->first, kSetMode, in)), EPERM);
+  auto a = this->m_->SetAttr(alice_had, f->first, kSetMode | kSetSize, in);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->mode & 07777, 0600u);
+  EXPECT_EQ(a->length, 10u);
+  // The trash and its hours are never changed that way.
+  Attr dir_mode;
+  dir_mode.mode = 0777;
+  EXPECT_EQ(this->Err(this->m_->SetAttr(alice_had, a->parent, kSetMode, dir_mode)), EPERM);
+  // A file handle made before the removal ("." lookups, outside the trash) resolves while
+  // the file is open somewhere, and is stale once it is not; through the trash it resolves.
+  EXPECT_TRUE(this->m_->Lookup(alice_had, f->first, ".").ok());
+  auto other = this->Open(false);  // another client sees this client's hold
+  EXPECT_TRUE(other->Lookup(alice_had, f->first, ".").ok());
+  ASSERT_TRUE(this->m_->Release(f->first).ok());
+  EXPECT_EQ(this->Err(this->m_->Lookup(alice_had, f->first, ".")), ENOENT);
+  EXPECT_EQ(this->Err(other->Lookup(alice_had, f->first, ".")), ENOENT);
+  EXPECT_TRUE(this->m_->Lookup(alice, f->first, ".").ok());
+}
+
+TYPED_TEST(MetaTest, OpeningARemovedInodeIsStale) {
+  // The kernel resolved a name, then it was removed (not open anywhere): the open says
+  // ESTALE, so the kernel looks the name up again (and open(O_CREAT) creates it anew).
+  Ino f = this->File("f");
+  ASSERT_TRUE(this->m_->Unlink(this->root_, kRootIno, "f").ok());
+  EXPECT_EQ(this->Err(this->m_->Open(this->root_, f, O_RDWR)), ESTALE);
 }
 
 }  // namespace

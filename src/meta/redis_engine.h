@@ -12,6 +12,9 @@
 //   "W"        integer global version: increased by every commit
 //   "x" id     string  commit marker (below), expires
 //   "tierfs"   string  marks the database as a TierFS volume (set when it was empty)
+// An indexed key whose "k" value is missing or not a string (damage done behind the
+// engine's back) is scanned with an empty value, so that the layers above report it as a
+// damaged record (redis_scripts.h); deleting it drops its index entry.
 // Every scan the semantics layer does stays inside one group (key_schema.h), so the index
 // of a directory, of a file's chunk records or of a session's locks is a zset of its own.
 // Whole-table walks (fsck, gc, dump) merge the groups of their range in order.

@@ -28,10 +28,9 @@ end
 for _ = 1, nd do
   local k = ARGV[i]
   local g = string.sub(k, 1, tonumber(ARGV[i + 1]))
-  if redis.call('DEL', 'k' .. k) == 1 then
-    redis.call('ZREM', 'i' .. g, k)
-    touched[g] = true
-  end
+  local gone = redis.call('DEL', 'k' .. k)
+  -- The index entry goes even when the value was already gone (damage: see the scans).
+  if redis.call('ZREM', 'i' .. g, k) == 1 or gone == 1 then touched[g] = true end
   i = i + 2
 end
 for g in pairs(touched) do
@@ -46,6 +45,12 @@ redis.call('INCR', 'W')
 return 1
 )lua";
 
+// Scans return every indexed key. A key whose value is missing (deleted or evicted behind
+// the engine's back) or not a string (overwritten by hand with another type) is damaged:
+// it comes back with an empty value, which no record that carries data decodes, so that
+// the layers above report it (and fsck --repair can delete it) instead of a scan failing
+// as a whole or the key silently vanishing.
+//
 // ARGV: group, from, to, bounded ('1' when `to` limits the range), n. Returns
 // {count, last_key, {k1, v1, k2, v2, ...}}: up to n keys of the group in [from, to) with
 // their values; count is how many index entries were read (fewer than n: the range is
@@ -55,8 +60,9 @@ local hi = ARGV[4] == '1' and ('(' .. ARGV[3]) or '+'
 local ks = redis.call('ZRANGEBYLEX', 'i' .. ARGV[1], '[' .. ARGV[2], hi, 'LIMIT', 0, tonumber(ARGV[5]))
 local out = {}
 for _, k in ipairs(ks) do
-  local v = redis.call('GET', 'k' .. k)
-  if v then out[#out + 1] = k; out[#out + 1] = v end
+  local v = redis.pcall('GET', 'k' .. k)
+  if type(v) ~= 'string' then v = '' end
+  out[#out + 1] = k; out[#out + 1] = v
 end
 return {#ks, ks[#ks] or '', out}
 )lua";
@@ -77,8 +83,9 @@ local function take(g, want)
   local ks = redis.call('ZRANGEBYLEX', 'i' .. g, '[' .. from, hi, 'LIMIT', 0, want)
   local kv = {}
   for _, k in ipairs(ks) do
-    local v = redis.call('GET', 'k' .. k)
-    if v then kv[#kv + 1] = k; kv[#kv + 1] = v end
+    local v = redis.pcall('GET', 'k' .. k)
+    if type(v) ~= 'string' then v = '' end
+    kv[#kv + 1] = k; kv[#kv + 1] = v
   end
   out[#out + 1] = {g, (#ks >= want) and 1 or 0, ks[#ks] or '', kv}
   total = total + #ks

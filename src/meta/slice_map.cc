@@ -108,4 +108,61 @@ uint64_t NextData(const std::vector<ChunkSegment>& segments, uint64_t pos, uint6
   return want_data ? end : pos;
 }
 
+namespace {
+uint64_t Down(uint64_t x, uint64_t unit) { return x / unit * unit; }
+uint64_t Up(uint64_t x, uint64_t unit) { return (x + unit - 1) / unit * unit; }
+}  // namespace
+
+uint64_t NextDataBlock(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, bool want_data,
+                       uint64_t unit) {
+  if (pos >= end) return end;
+  if (want_data) {
+    // The block of the first data byte from pos's block on; pos itself if that is its block.
+    uint64_t d = NextData(segments, Down(pos, unit), end, true);
+    return d >= end ? end : std::max(pos, Down(d, unit));
+  }
+  // The first block from pos's on without a data byte (the last one may be cut by end).
+  for (uint64_t b = Down(pos, unit); b < end;) {
+    uint64_t bend = std::min(b + unit, end);
+    if (NextData(segments, b, bend, true) >= bend) return std::max(pos, b);
+    // Data in block b: skip the data run that follows it; the block holding its end has data too.
+    uint64_t h = NextData(segments, bend, end, false);
+    if (h >= end) return end;
+    b = Up(h, unit);
+  }
+  return end;
+}
+
+uint64_t AllocatedBlocks(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, uint64_t unit) {
+  uint64_t n = 0;
+  uint64_t next = 0;  // blocks below this one are counted
+  if (pos >= end) return 0;
+  for (const ChunkSegment& s : Slice(segments, static_cast<uint32_t>(pos), static_cast<uint32_t>(end - pos))) {
+    if (!IsAllocated(s) || s.len == 0) continue;
+    uint64_t first = std::max(next, Down(s.pos, unit));
+    uint64_t last = Up(static_cast<uint64_t>(s.pos) + s.len, unit);
+    if (last > first) {
+      n += (last - first) / unit;
+      next = last;
+    }
+  }
+  return n;
+}
+
+uint64_t BlocksFreedByPunch(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, uint64_t unit) {
+  if (pos >= end) return 0;
+  uint64_t n = AllocatedBlocks(segments, pos, end, unit);
+  auto allocated = [&](uint64_t a, uint64_t b) {
+    return a < b && AllocatedBytes(segments, static_cast<uint32_t>(a), static_cast<uint32_t>(b - a)) > 0;
+  };
+  // An edge block keeps counting when it holds allocated bytes outside the punched range.
+  const uint64_t left = Down(pos, unit), right = Down(end - 1, unit);
+  if (allocated(std::max(pos, left), std::min(end, left + unit)) &&
+      (allocated(left, pos) || (left == right && allocated(end, left + unit)))) {
+    n--;
+  }
+  if (right != left && allocated(right, end) && allocated(end, right + unit)) n--;
+  return n;
+}
+
 }  // namespace tierfs

@@ -52,6 +52,19 @@ std::vector<std::pair<uint32_t, uint32_t>> Unallocated(const std::vector<ChunkSe
 // (want_data) or is a hole (an id-0 segment or a gap); `end` when there is none.
 uint64_t NextData(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, bool want_data);
 
+// NextData in blocks of `unit` bytes (a power of two dividing kChunkSize; 4 KiB, as ext4
+// and st_blocks count): a block holding any data byte is data throughout. SEEK_DATA gives
+// pos when pos's block holds data, else the start of the next block that does; SEEK_HOLE
+// gives pos when pos's block holds none, else the start of the next block without data
+// (`end` when there is none: the last block may be cut by the end of the file).
+uint64_t NextDataBlock(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, bool want_data,
+                       uint64_t unit);
+// Blocks of `unit` bytes that hold an allocated byte (IsAllocated) inside [pos, end).
+uint64_t AllocatedBlocks(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, uint64_t unit);
+// Blocks left without an allocated byte when [pos, end) becomes a hole: those the range
+// has allocated bytes in, except edge blocks that also hold allocated bytes outside it.
+uint64_t BlocksFreedByPunch(const std::vector<ChunkSegment>& segments, uint64_t pos, uint64_t end, uint64_t unit);
+
 // The pieces of `segments` (as returned by BuildSliceMap) that overlap [pos, pos+len),
 // clipped to that range, with off adjusted accordingly. Gaps are not filled.
 std::vector<ChunkSegment> Slice(const std::vector<ChunkSegment>& segments, uint32_t pos, uint32_t len);

@@ -172,6 +172,35 @@ TEST(SliceMap, RandomizedAgainstByteModel) {
     while (next_hole < end && is_data(next_hole)) ++next_hole;
     ASSERT_EQ(NextData(segs, pos, end, true), next_data) << "iteration " << iter;
     ASSERT_EQ(NextData(segs, pos, end, false), next_hole) << "iteration " << iter;
+
+    // The same in blocks (64 bytes here; 4 KiB in files): a block with a data byte (before
+    // `end`) is data; allocated blocks; blocks a punch of [pos, end) leaves unallocated.
+    constexpr uint64_t kUnit = 64;
+    auto block_data = [&](uint64_t b) {
+      for (uint64_t i = b * kUnit; i < std::min<uint64_t>((b + 1) * kUnit, end); ++i) {
+        if (is_data(i)) return true;
+      }
+      return false;
+    };
+    uint64_t want_data = end, want_hole = end;
+    for (uint64_t b = pos / kUnit; b * kUnit < end; ++b) {
+      if (want_data == end && block_data(b)) want_data = std::max<uint64_t>(pos, b * kUnit);
+      if (want_hole == end && !block_data(b)) want_hole = std::max<uint64_t>(pos, b * kUnit);
+    }
+    ASSERT_EQ(NextDataBlock(segs, pos, end, true, kUnit), want_data) << "iteration " << iter;
+    ASSERT_EQ(NextDataBlock(segs, pos, end, false, kUnit), want_hole) << "iteration " << iter;
+    uint64_t blocks = 0, freed = 0;
+    for (uint64_t b = pos / kUnit; b * kUnit < end; ++b) {
+      bool inside = false, outside = false;
+      for (uint64_t i = b * kUnit; i < (b + 1) * kUnit && i < kModelSize; ++i) {
+        if (!allocated[i]) continue;
+        (i >= pos && i < end ? inside : outside) = true;
+      }
+      blocks += inside;
+      freed += inside && !outside;
+    }
+    ASSERT_EQ(AllocatedBlocks(segs, pos, end, kUnit), blocks) << "iteration " << iter;
+    ASSERT_EQ(BlocksFreedByPunch(segs, pos, end, kUnit), freed) << "iteration " << iter;
   }
 }
 

@@ -352,6 +352,19 @@ class SqliteTxn final : public KvTxn {
   Status error_;
 };
 
+// The database holds every name of the volume and the object store's keys: a copy readable
+// by other local users gives them away (`tierfs dump --keep-secret-key` of the copy).
+void WarnIfReadableByOthers(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::string p = path + suffix;
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0 || (st.st_mode & 044) == 0) continue;
+    spdlog::warn("metadata database file {} is readable by other users (mode {:04o}): it holds every file name "
+                 "and the object store's keys; make it private with `chmod 600 {}*`",
+                 p, static_cast<unsigned>(st.st_mode & 07777), path);
+  }
+}
+
 }  // namespace
 
 SqliteEngine::SqliteEngine(std::string path, std::string abs_path, bool create)
@@ -407,10 +420,21 @@ Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(const std::string& path
                   std::memcmp(header, kSqliteMagic, sizeof(header)) != 0)) {
       return Status::Err(EINVAL, NotOurs(path, "not an SQLite file"));
     }
+    WarnIfReadableByOthers(path);
   } else if (errno == ENOENT && !create) {
     return Status::Err(ENOENT, "metadata database " + path +
                                    " does not exist: no TierFS volume there (check the path, or create a "
                                    "volume with `tierfs format`)");
+  } else if (errno == ENOENT) {
+    // Created here, private to its owner: it holds every name of the volume and the object
+    // store's keys. SQLite gives the -wal and -shm files the database file's mode.
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      close(fd);
+    } else if (errno != EEXIST) {
+      int err = errno;
+      return Status::Err(err, "cannot create metadata database " + path + ": " + std::strerror(err));
+    }
   }
 
   // Resolved now: a daemon may chdir("/") later, and connections open lazily.

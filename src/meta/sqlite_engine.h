@@ -9,6 +9,10 @@
 // transaction survives a crash of any process; after a power loss or OS crash the most
 // recent transactions may be rolled back, but the database is always consistent.
 //
+// Privacy: the file holds every name of the volume and the object store's keys. Open
+// creates it 0600 (SQLite gives the -wal and -shm files the database file's mode) and warns
+// when an existing one is readable by its group or others.
+//
 // Sharing: several processes on one host may open the same file (WAL needs shared memory,
 // so the file must be on a local file system, not NFS). Cross-process write conflicts
 // surface as SQLITE_BUSY and are retried with bounded exponential backoff and jitter;

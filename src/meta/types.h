@@ -86,4 +86,11 @@ struct DirEntry {
   std::optional<std::string> xattr;  // Meta::ReaddirPage's xattr of the entry, when asked for and set
 };
 
+// A stored record that cannot be decoded or holds values the file system never writes
+// (damaged metadata): its key and what is wrong, for logs, fsck and dump.
+struct DamagedRecord {
+  std::string key;
+  std::string what;
+};
+
 }  // namespace tierfs

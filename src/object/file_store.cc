@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <climits>
+#include <cstdio>
 
 #include <algorithm>
 #include <cerrno>
@@ -32,8 +33,12 @@ constexpr size_t kTempBaseMax = 200;
 // past this (a key space with very many directories) it simply starts over.
 constexpr size_t kMaxKnownDirs = 100000;
 constexpr size_t kCopyBuffer = 1 << 20;
-constexpr mode_t kFileMode = 0644;
-constexpr mode_t kDirMode = 0755;
+// Objects and the directories holding them are private to the user running tierfs (other
+// local users could otherwise read any file of the volume from the bucket).
+constexpr mode_t kFileMode = 0600;
+constexpr mode_t kDirMode = 0700;
+// Missing parents of the bucket directory are made as mkdir -p makes them.
+constexpr mode_t kParentDirMode = 0755;
 
 // Closes the descriptor on scope exit unless released.
 class FdCloser {
@@ -201,7 +206,7 @@ void FileStore::ForgetDirs() {
   known_dirs_.clear();
 }
 
-int FileStore::MakeDirs(const std::string& dir) {
+int FileStore::MakeDirs(const std::string& dir, mode_t mode) {
   if (dir.empty()) return 0;  // the file system root
   {
     std::lock_guard<std::mutex> lock(dirs_mu_);
@@ -214,16 +219,16 @@ int FileStore::MakeDirs(const std::string& dir) {
   };
   // EEXIST covers racing creators (other threads or processes). A regular file in the way
   // also gives EEXIST; the following open then fails with ENOTDIR, which is reported.
-  if (mkdir(dir.c_str(), kDirMode) == 0 || errno == EEXIST) {
+  if (mkdir(dir.c_str(), mode) == 0 || errno == EEXIST) {
     remember();
     return 0;
   }
   if (errno != ENOENT) return errno;
   size_t slash = dir.rfind('/');
   if (slash == std::string::npos) return ENOENT;
-  int err = MakeDirs(dir.substr(0, slash));
+  int err = MakeDirs(dir.substr(0, slash), mode);
   if (err != 0) return err;
-  if (mkdir(dir.c_str(), kDirMode) == 0 || errno == EEXIST) {
+  if (mkdir(dir.c_str(), mode) == 0 || errno == EEXIST) {
     remember();
     return 0;
   }
@@ -286,10 +291,34 @@ int FileStore::WriteAtomic(const std::string& path, const std::vector<std::strin
   return CommitTemp(fd, tmp, path);
 }
 
+void FileStore::MakePrivate(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT && mkdir(dir.c_str(), kDirMode) != 0 && errno != EEXIST) {
+      spdlog::warn("cannot create bucket directory {}: {}", dir, std::strerror(errno));
+    }
+    return;
+  }
+  if (!S_ISDIR(st.st_mode) || (st.st_mode & 077) == 0) return;
+  const mode_t was = st.st_mode & 07777, now = st.st_mode & 07700;
+  char modes[32];
+  std::snprintf(modes, sizeof modes, "mode %04o", static_cast<unsigned>(was));
+  if (chmod(dir.c_str(), now) == 0) {
+    spdlog::warn("bucket directory {} was open to other users ({}); it is now {:04o}: a volume's objects are "
+                 "private to the user running tierfs",
+                 dir, modes, static_cast<unsigned>(now));
+  } else {
+    spdlog::warn("bucket directory {} is open to other users ({}) and cannot be made private ({}): run "
+                 "`chmod go= {}` as its owner",
+                 dir, modes, std::strerror(errno), dir);
+  }
+}
+
 Status FileStore::Init() {
   std::string dir = root_.empty() ? "/" : root_;
   ForgetDirs();
-  int err = MakeDirs(root_);
+  int err = MakeDirs(DirName(root_), kParentDirMode);
+  if (err == 0) err = MakeDirs(root_);
   if (err != 0) {
     if (IsPermissionError(err)) {
       return Status::Err(EACCES, "cannot create bucket directory " + dir + ": " + std::strerror(err) +
@@ -334,6 +363,12 @@ Status FileStore::Init() {
     return Status::Err(EIO, "cannot remove probe file " + probe + " from bucket directory " + dir + ": " +
                                 std::strerror(errno));
   }
+  if (!options_.private_dir.empty() && ValidateKey(options_.private_dir).ok() &&
+      options_.private_dir.find('/') == std::string::npos) {
+    MakePrivate(root_ + "/" + options_.private_dir);
+  }
+  std::string multipart = root_ + "/" + kMultipartDir;
+  if (access(multipart.c_str(), F_OK) == 0) MakePrivate(multipart);
   return Status::OK();
 }
 
@@ -343,7 +378,27 @@ std::optional<StoreSpace> FileStore::Space() const {
   StoreSpace space;
   space.total_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
   space.free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  // What may be written: the room above the floor.
+  const auto floor = static_cast<uint64_t>(static_cast<double>(space.total_bytes) * options_.min_free_ratio);
+  space.free_bytes = space.free_bytes > floor ? space.free_bytes - floor : 0;
   return space;
+}
+
+Status FileStore::CheckRoom(const std::string& key, uint64_t bytes) const {
+  if (options_.min_free_ratio <= 0) return Status::OK();
+  struct statvfs fs;
+  if (statvfs(root_.c_str(), &fs) != 0) return Status::OK();  // the write itself will say what is wrong
+  const uint64_t total = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const auto floor = static_cast<uint64_t>(static_cast<double>(total) * options_.min_free_ratio);
+  if (free >= floor && free - floor >= bytes) return Status::OK();
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%g%%", options_.min_free_ratio * 100);
+  return Status::Err(ENOSPC, "cannot write object " + key + " in " + Describe() + ": its disk keeps " + pct +
+                                 " free (" + std::to_string(floor >> 20) + " MiB) and has " +
+                                 std::to_string(free >> 20) + " MiB free; free space there (removed files stay "
+                                 "in the trash until its retention ends: `tierfs status` shows how much it holds "
+                                 "and when it frees it) or mount with a lower --bucket-free-space-ratio");
 }
 
 Status FileStore::Sync() {
@@ -389,6 +444,9 @@ Status FileStore::Put(const std::string& key, std::string_view data) { return Pu
 
 Status FileStore::PutParts(const std::string& key, const std::vector<std::string_view>& parts) {
   RETURN_IF_ERROR(ValidateKey(key));
+  uint64_t bytes = 0;
+  for (auto p : parts) bytes += p.size();
+  RETURN_IF_ERROR(CheckRoom(key, bytes));
   int err = WriteAtomic(PathOf(key), parts, /*create_dirs=*/true);
   if (err == 0) return Status::OK();
   // ENOENT here means a directory vanished twice in a row; it is not a missing object.
@@ -572,6 +630,7 @@ Status FileStore::UploadPart(const std::string& key, const std::string& upload_i
     return Status::Err(EINVAL, "invalid part number " + std::to_string(part_num) + " for object " + key +
                                    ": parts are numbered from 1");
   }
+  RETURN_IF_ERROR(CheckRoom(key, data.size()));
   int err = WriteAtomic(UploadDir(upload_id) + "/" + std::to_string(part_num), {data}, /*create_dirs=*/false);
   if (err == 0) return Status::OK();
   if (err == ENOENT) {

@@ -15,9 +15,18 @@
 // --no-sync-blocks) each object and its directory entry are fsynced before Put returns;
 // without it objects stay in the page cache until Sync() or the kernel writes them back.
 //
+// Privacy: objects are created 0600 and directories 0700 (the umask can only narrow them),
+// so a bucket is readable only by the user running tierfs, as the disk cache is. Init
+// creates a missing root 0700 (missing parents as mkdir -p does) and makes the directory
+// of FileStoreOptions::private_dir and the multipart area 0700 when an earlier version
+// left them open to other users (their files may still be 0644, but nobody else can
+// reach them through a 0700 directory).
+//
 // Threads: every method may be called from any thread concurrently. Several processes
 // may share one root directory.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -32,6 +41,13 @@ namespace tierfs {
 struct FileStoreOptions {
   // fsync every object (and its directory) before Put/CompleteMultipart returns.
   bool fsync = false;
+  // A top-level directory holding this store's objects (the volume's name): Init creates
+  // it 0700 or takes group and other access away from it. Empty: none.
+  std::string private_dir{};
+  // The share of the bucket's file system kept free: a Put (or part) that would leave less
+  // fails with ENOSPC before the disk fills (the host's other users keep their room, and
+  // the trash cannot fill it). 0: none. Space() reports the room above it.
+  double min_free_ratio = 0;
 };
 
 class FileStore : public ObjectStore {
@@ -43,7 +59,8 @@ class FileStore : public ObjectStore {
   FileStore& operator=(const FileStore&) = delete;
 
   std::string Describe() const override;
-  // mkdir -p the root, then proves it writable by creating and removing a probe file.
+  // mkdir -p the root (0700), makes options.private_dir and .multipart private (see
+  // above), then proves the root writable by creating and removing a probe file.
   Status Init() override;
   // syncfs() of the file system holding the bucket: one call covers every object written;
   // callers arriving while one runs share the next. Nothing to do with options.fsync.
@@ -71,12 +88,17 @@ class FileStore : public ObjectStore {
   struct ListState;
 
   std::string PathOf(const std::string& key) const;
+  // ENOSPC when writing `bytes` would leave less than options_.min_free_ratio of the disk free.
+  Status CheckRoom(const std::string& key, uint64_t bytes) const;
   std::string UploadDir(const std::string& upload_id) const;
   // The helpers below return errno values (0 = success) so that callers can phrase the
   // error for their own operation.
   // mkdir -p dir, consulting and filling the cache of directories known to exist.
-  int MakeDirs(const std::string& dir);
+  int MakeDirs(const std::string& dir, mode_t mode = 0700);
   void ForgetDirs();
+  // Creates dir 0700 or takes group and other permissions from it (logged); never fails
+  // the store: a directory it cannot change is logged as a warning.
+  void MakePrivate(const std::string& dir);
   // Opens a new temporary file in path's directory; returns the fd or -errno.
   // create_dirs=false makes a missing directory an ENOENT error.
   int CreateTemp(const std::string& path, bool create_dirs, std::string* tmp);

@@ -483,3 +483,54 @@ TEST(FileStoreInit, DiskFull) {
 
 }  // namespace
 }  // namespace tierfs
+
+namespace tierfs {
+namespace {
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Another local user must not read a volume's objects from the bucket: objects are 0600 in
+// 0700 directories whatever the umask, a new bucket directory is 0700 (its missing parents
+// as mkdir -p makes them), and Init takes group and other access away from the volume's
+// directory that an earlier version made 0755.
+TEST(FileStorePrivacy, ObjectsAndDirectoriesArePrivateToTheOwner) {
+  TempDir tmp;
+  mode_t old_umask = umask(022);
+  std::string root = tmp.path() + "/parent/bucket";
+  FileStoreOptions opts;
+  opts.private_dir = "vol";
+  FileStore store(root, opts);
+  ASSERT_TRUE(store.Init().ok());
+  EXPECT_EQ(ModeOf(tmp.path() + "/parent"), 0755u);
+  EXPECT_EQ(ModeOf(root), 0700u);
+  EXPECT_EQ(ModeOf(root + "/vol"), 0700u);
+  ASSERT_TRUE(store.Put("vol/chunks/0a/1_0_3", "abc").ok());
+  EXPECT_EQ(ModeOf(root + "/vol/chunks"), 0700u);
+  EXPECT_EQ(ModeOf(root + "/vol/chunks/0a"), 0700u);
+  EXPECT_EQ(ModeOf(root + "/vol/chunks/0a/1_0_3"), 0600u);
+  auto id = store.CreateMultipart("vol/meta/dump");
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(ModeOf(root + "/.multipart"), 0700u);
+  ASSERT_TRUE(store.UploadPart("vol/meta/dump", *id, 1, "part").ok());
+  EXPECT_EQ(ModeOf(root + "/.multipart/" + *id + "/1"), 0600u);
+  ASSERT_TRUE(store.CompleteMultipart("vol/meta/dump", *id, 1).ok());
+  EXPECT_EQ(ModeOf(root + "/vol/meta/dump"), 0600u);
+
+  // A bucket an earlier version left open: the volume's directory is closed at Init.
+  ASSERT_EQ(chmod((root + "/vol").c_str(), 0755), 0);
+  ASSERT_EQ(chmod((root + "/.multipart").c_str(), 0755), 0);
+  ASSERT_EQ(chmod(root.c_str(), 0755), 0);
+  FileStore again(root, opts);
+  ASSERT_TRUE(again.Init().ok());
+  EXPECT_EQ(ModeOf(root + "/vol"), 0700u);
+  EXPECT_EQ(ModeOf(root + "/.multipart"), 0700u);
+  EXPECT_EQ(ModeOf(root), 0755u) << "the bucket directory itself is the user's to set";
+  umask(old_umask);
+}
+
+}  // namespace
+}  // namespace tierfs

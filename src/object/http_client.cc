@@ -209,9 +209,10 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
   curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   req.connect_timeout_ms > 0 ? req.connect_timeout_ms : options_.connect_timeout_ms);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options_.io_timeout_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, req.io_timeout_s > 0 ? req.io_timeout_s : options_.io_timeout_s);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, options_.total_timeout_ms);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);

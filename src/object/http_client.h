@@ -34,6 +34,10 @@ struct HttpRequest {
   // The body, sent as the concatenation of the pieces without copying them; they must
   // stay valid during Perform.
   std::vector<std::string_view> body;
+  // This exchange's limits when positive, else the client's (HttpClientOptions): the
+  // caller's retry policy narrows them as its deadline nears.
+  long connect_timeout_ms = 0;
+  long io_timeout_s = 0;
 };
 
 struct HttpResponse {

@@ -100,6 +100,8 @@ Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spe
     }
     FileStoreOptions options;
     options.fsync = spec.sync_puts;
+    options.private_dir = spec.volume;
+    options.min_free_ratio = spec.free_space_ratio;
     return std::unique_ptr<ObjectStore>(std::make_unique<FileStore>(path.lexically_normal().string(), options));
   }
   if (storage == "mem") return std::unique_ptr<ObjectStore>(std::make_unique<SharedStore>(SharedMemBucket(bucket)));

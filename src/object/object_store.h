@@ -81,6 +81,10 @@ class ObjectStore {
   virtual std::optional<StoreSpace> Space() const { return std::nullopt; }
 };
 
+// How long a request may wait for the store, across all its retries (`mount --io-timeout`;
+// common/io_budget.h): then it fails with EIO.
+inline constexpr int kDefaultIoTimeoutS = 60;
+
 // Where a volume's objects live, as chosen at format time (and changed by `tierfs config`).
 struct StorageSpec {
   std::string storage;     // "file", "mem", "s3", "rados"
@@ -94,9 +98,18 @@ struct StorageSpec {
   // metadata can reach the disk before the blocks it points to. Off trades that power-loss
   // guarantee for speed (see README, "Consistency and durability").
   bool sync_puts = true;
+  // file: the share of the bucket's disk kept free (FileStoreOptions::min_free_ratio).
+  double free_space_ratio = 0;
   // Checksum tables in object metadata where the store has it (format version 2 on S3;
   // see checksum_store.h); otherwise in front of each object's data.
   bool checksums_in_meta = false;
+  // The volume whose objects live under "VOLUME/" (file: that directory is kept private to
+  // the owner, mode 0700, also when an older version made it readable by others).
+  std::string volume{};
+  // The most a request waits for the store, retries included (s3: the retry deadline and
+  // each attempt's limits; rados: the OSD operation timeout). Not stored in the volume: a
+  // setting of the process that opens it.
+  int io_timeout_s = kDefaultIoTimeoutS;
 };
 
 // Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within

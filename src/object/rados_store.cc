@@ -62,13 +62,13 @@ constexpr size_t kMaxSnapshots = 4;
 struct Timeout {
   const char* option;
   double ceph_default;  // the value Ceph uses when nothing sets it
-  int ours;  // seconds
+  int ours;  // seconds; 0: the store's io timeout (StorageSpec::io_timeout_s)
 };
 // See rados_store.h for the reasons behind the values.
 constexpr Timeout kTimeouts[] = {
     {"client_mount_timeout", 300, 10},
     {"rados_mon_op_timeout", 0, 30},
-    {"rados_osd_op_timeout", 0, 60},
+    {"rados_osd_op_timeout", 0, 0},
 };
 
 bool HasPrefix(const std::string& s, const std::string& prefix) {
@@ -126,6 +126,7 @@ struct Settings {
   std::string pool;
   std::string client;
   std::string conf;  // as given; "" = $CEPH_CONF or Ceph's search path
+  int io_timeout_s = kDefaultIoTimeoutS;  // an operation's limit (rados_osd_op_timeout)
 
   // How messages name the configuration.
   std::string ConfDescription() const {
@@ -139,13 +140,14 @@ struct Settings {
 // Lowers Ceph's timeouts to ours unless the configuration chose its own value.
 // librados offers no way to set a default below the configuration file (conf_set overrides
 // it), so a value still equal to Ceph's default is taken to mean "not configured".
-void ApplyTimeouts(librados::Rados* cluster) {
+void ApplyTimeouts(librados::Rados* cluster, int io_timeout_s) {
   for (const Timeout& t : kTimeouts) {
     std::string value;
     if (cluster->conf_get(t.option, value) != 0) continue;
     if (std::strtod(value.c_str(), nullptr) != t.ceph_default) continue;
+    int secs = t.ours == 0 ? io_timeout_s : std::min(t.ours, io_timeout_s);
     // Whole seconds: the options are parsed as durations, which reject "10.000000".
-    std::string ours = std::to_string(static_cast<long>(t.ours));
+    std::string ours = std::to_string(static_cast<long>(secs));
     if (cluster->conf_set(t.option, ours.c_str()) != 0) {
       spdlog::warn("cannot set Ceph option {} to {}", t.option, ours);
     }
@@ -179,7 +181,7 @@ Result<std::unique_ptr<librados::Rados>> ConnectCluster(const Settings& s) {
   }
   r = cluster->conf_parse_env(nullptr);  // CEPH_ARGS, as the ceph tools do
   if (r < 0) return Status::Err(EIO, "cannot parse $CEPH_ARGS: " + ErrnoText(r));
-  ApplyTimeouts(cluster.get());
+  ApplyTimeouts(cluster.get(), s.io_timeout_s);
   r = cluster->connect();
   if (r < 0) {
     std::string msg = "cannot connect to the Ceph cluster described by " + s.ConfDescription() + " as " +
@@ -753,6 +755,7 @@ Result<Settings> MakeSettings(const StorageSpec& spec) {
   s.pool = spec.bucket;
   s.client = ClientName(spec.access_key);
   s.conf = spec.ceph_conf;
+  if (spec.io_timeout_s > 0) s.io_timeout_s = spec.io_timeout_s;
   return s;
 }
 

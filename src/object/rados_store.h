@@ -11,8 +11,9 @@
 // blocks; a failed attempt is retried by the next call. Ceph's own defaults would let an
 // unreachable cluster hang a call for 5 minutes (connect) or forever (operations); unless
 // ceph.conf sets them to something else, client_mount_timeout is 10 s, rados_mon_op_timeout
-// 30 s and rados_osd_op_timeout 60 s (long enough to ride out the ~25 s it takes Ceph to mark
-// a dead OSD down and remap its placement groups).
+// 30 s and rados_osd_op_timeout the store's io timeout (StorageSpec::io_timeout_s, `mount
+// --io-timeout`, 60 s by default: long enough to ride out the ~25 s it takes Ceph to mark a
+// dead OSD down and remap its placement groups); the first two never exceed it.
 //
 // Init() creates the pool when it is missing and the client may (ENOENT "pool X does not
 // exist" otherwise), and proves it writable with a probe object.

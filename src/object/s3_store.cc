@@ -14,6 +14,7 @@
 
 #include "common/backoff.h"
 #include "common/clock.h"
+#include "common/io_budget.h"
 #include "common/url.h"
 #include "object/http_client.h"
 #include "object/s3_sign.h"
@@ -33,10 +34,6 @@ constexpr int kMaxPartNumber = 10000;
 // together do not retry together.
 constexpr std::chrono::milliseconds kBackoffBase(100);
 constexpr std::chrono::milliseconds kBackoffCap(5000);
-// No new try starts this long after the first one began, however many tries are left, so
-// that a server that stalls every request (each try waiting out the I/O timeout) cannot
-// hold a caller for tries x timeout.
-constexpr std::chrono::seconds kRetryDeadline(120);
 // The user-metadata header that carries ChecksumStore's table (ObjectStore::PutWithMeta).
 constexpr char kMetaHeader[] = "x-amz-meta-tierfs";
 
@@ -175,15 +172,31 @@ Result<S3Store::Reply> S3Store::Send(const Call& call, const std::string& what) 
 
   Reply reply;
   Status last_error;
-  auto deadline = std::chrono::steady_clock::now() + kRetryDeadline;
-  for (int attempt = 1; attempt <= loc_.tries; ++attempt) {
+  // The deadline: the store's own from now, or the calling request's if that is earlier.
+  const IoBudget budget = CurrentIoBudget();
+  const int64_t start = MonoNanos();
+  int64_t deadline = start + static_cast<int64_t>(loc_.deadline_s) * 1000000000;
+  if (budget.deadline_ns != 0 && budget.deadline_ns < deadline) deadline = budget.deadline_ns;
+  const int tries = budget.max_tries > 0 ? std::min(budget.max_tries, loc_.tries) : loc_.tries;
+  auto spent = [&] { return std::to_string((MonoNanos() - start + 500000000) / 1000000000) + " s"; };
+  if (start >= deadline) {
+    return Status::Err(EIO, Fail(what) + ": no time left to ask " + loc_.Endpoint() +
+                                " (the request already waited its --io-timeout for the object store)");
+  }
+  for (int attempt = 1; attempt <= tries; ++attempt) {
     if (attempt > 1) {
       auto pause = Backoff(attempt - 1);
-      if (std::chrono::steady_clock::now() + pause > deadline) break;
+      if (MonoNanos() + std::chrono::duration_cast<std::chrono::nanoseconds>(pause).count() >= deadline) break;
       std::this_thread::sleep_for(pause);
     }
     reply.tries = attempt;
-    Result<HttpResponse> r = http_.Perform(Sign(call, url, payload_hash));
+    HttpRequest req = Sign(call, url, payload_hash);
+    // The attempt may not outlast the deadline by waiting (a connection or a transfer that
+    // stalls); a transfer that makes progress is not cut.
+    int64_t left_ms = std::max<int64_t>(1, (deadline - MonoNanos()) / 1000000);
+    req.connect_timeout_ms = static_cast<long>(std::min<int64_t>(loc_.connect_timeout_s * 1000, left_ms));
+    req.io_timeout_s = static_cast<long>(std::min<int64_t>(loc_.io_timeout_s, std::max<int64_t>(1, (left_ms + 999) / 1000)));
+    Result<HttpResponse> r = http_.Perform(req);
     std::string reason;
     if (!r.ok()) {
       if (r.status().code() == EINVAL) {
@@ -205,15 +218,14 @@ Result<S3Store::Reply> S3Store::Send(const Call& call, const std::string& what) 
       last_error = Status();
       reply.response = std::move(resp);
     }
-    if (attempt < loc_.tries && std::chrono::steady_clock::now() < deadline) {
-      spdlog::warn("s3: {} at {} failed (try {} of {}), retrying: {}", what, loc_.Endpoint(), attempt, loc_.tries,
-                   reason);
+    if (attempt < tries && MonoNanos() < deadline) {
+      spdlog::warn("s3: {} at {} failed (try {} of {}), retrying: {}", what, loc_.Endpoint(), attempt, tries, reason);
     }
   }
   if (last_error.ok()) return reply;  // a final 5xx: Failure() phrases it
   std::string problem = last_error.code() == ETIMEDOUT ? "no timely answer from " : "cannot reach ";
   return Status::Err(EIO, Fail(what) + ": " + problem + loc_.Endpoint() + ": " + last_error.message() +
-                              " (gave up after " + std::to_string(reply.tries) + " tries)");
+                              " (gave up after " + std::to_string(reply.tries) + " tries in " + spent() + ")");
 }
 
 Status S3Store::Failure(const HttpResponse& resp, const std::string& what, const std::string& key, int tries) const {
@@ -609,6 +621,7 @@ Result<std::unique_ptr<ObjectStore>> NewS3Store(const StorageSpec& spec) {
     return Status::Err(EINVAL, std::string("S3 storage ") + loc.Describe() + " needs both an access key and a secret key (" +
                                    (spec.access_key.empty() ? "the access key" : "the secret key") + " is missing)");
   }
+  if (spec.io_timeout_s > 0) loc.deadline_s = spec.io_timeout_s;
   SigV4Credentials creds{spec.access_key, spec.secret_key, spec.session_token};
   return std::unique_ptr<ObjectStore>(std::make_unique<S3Store>(std::move(loc), std::move(creds)));
 }

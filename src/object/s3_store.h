@@ -5,16 +5,21 @@
 // the host), with optional query options:
 //   region=R      signing region (default us-east-1)
 //   tries=N       attempts per request, 1..20 (default 10: with backoff capped at 5 s,
-//                 about 20 s, enough to ride out a gateway restart)
+//                 11 to 21 s of pauses, enough to ride out a gateway restart; never past
+//                 the request's deadline, see below)
 //   timeout=S     seconds allowed to connect, and for a transfer to stall (default 5 to
-//                 connect, 30 for stalls)
+//                 connect, 30 for stalls), per attempt
 // Credentials come from the StorageSpec (the caller resolves environment variables); with
 // no access key requests are sent unsigned (public buckets). Object keys are used as
 // object names verbatim.
 //
 // Requests that fail on the network (refused, reset, timed out), with HTTP 5xx, 429 or the
 // S3 error RequestTimeout are retried with exponential backoff and jitter, at most `tries`
-// times and not after two minutes; other 4xx answers are final. Errors name the operation, the object and the
+// times and never past the request's deadline: StorageSpec::io_timeout_s after it began,
+// or the calling request's own (common/io_budget.h), whichever comes first. An attempt's
+// connect and stall limits shrink to the time left, so a hung server costs the deadline,
+// not tries x timeout. Other 4xx answers are final. This is the only retry loop on a
+// store request (CachedStore and write-back do not multiply it). Errors name the operation, the object and the
 // endpoint, never a secret: EACCES for rejected credentials or permissions, ENOENT for a
 // missing object, bucket or upload, EINVAL for misconfiguration S3 can diagnose (wrong
 // region, parts too small), EIO for everything else including an unreachable endpoint.
@@ -43,7 +48,8 @@ struct S3Location {
   std::string region = "us-east-1";
   int tries = 10;
   long connect_timeout_s = 5;
-  long io_timeout_s = 30;
+  long io_timeout_s = 30;  // an attempt's stall limit
+  long deadline_s = kDefaultIoTimeoutS;  // a request's, retries included (StorageSpec::io_timeout_s)
 
   // "http://HOST[:PORT]", what error messages name.
   std::string Endpoint() const;

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/io_budget.h"
 #include "object/http_client.h"
 #include "object/s3_xml.h"
 
@@ -384,6 +385,49 @@ TEST(S3Retry, SilentServerTimesOut) {
   EXPECT_EQ(got.status().code(), EIO);
   EXPECT_TRUE(Contains(got.status().message(), "no timely answer from http://127.0.0.1:")) << got.status().message();
   EXPECT_EQ(server.requests(), 2);
+}
+
+// A hung server costs the request's deadline (StorageSpec::io_timeout_s), not tries x
+// timeout: each attempt's stall limit shrinks to the time left, and no attempt starts after
+// it. Here a 2 s deadline against 30 s stall limits: one attempt, then the error.
+TEST(S3Retry, SilentServerCostsTheDeadlineNotTriesTimesTimeout) {
+  TinyServer server([](int, const std::string&, size_t) { return std::string(); });
+  StorageSpec spec{"s3", "http://127.0.0.1:" + std::to_string(server.port()) + "/b?tries=10&timeout=30", "ak", "sk",
+                   "", ""};
+  spec.io_timeout_s = 2;
+  auto store = NewS3Store(spec);
+  ASSERT_TRUE(store.ok());
+  auto got = (*store)->Get("k");
+  EXPECT_EQ(got.status().code(), EIO);
+  EXPECT_TRUE(Contains(got.status().message(), "no timely answer from http://127.0.0.1:")) << got.status().message();
+  EXPECT_EQ(server.requests(), 1);
+}
+
+// The calling request's budget (common/io_budget.h) narrows the store's own: a budget of
+// one attempt (write-back's uploads, which retry themselves) makes one request, and a
+// budget already spent makes none.
+TEST(S3Retry, TheRequestBudgetLimitsTriesAndTime) {
+  TinyServer server([](int, const std::string&, size_t) { return TinyServer::S3ErrorReply(503, "SlowDown"); });
+  auto store = StoreAt("http://127.0.0.1:" + std::to_string(server.port()) + "/b");
+  {
+    ScopedIoBudget once(IoBudget{0, 1});
+    EXPECT_EQ(store->Put("k", "v").code(), EIO);
+  }
+  EXPECT_EQ(server.requests(), 1);
+  {
+    ScopedIoBudget spent(IoBudget{MonoNanos() - 1, 0});
+    Status st = store->Put("k", "v");
+    EXPECT_EQ(st.code(), EIO);
+    EXPECT_TRUE(Contains(st.message(), "no time left")) << st.message();
+  }
+  EXPECT_EQ(server.requests(), 1);
+  {
+    // Narrowing only: an inner scope cannot give more tries than the outer one.
+    ScopedIoBudget once(IoBudget{0, 1});
+    ScopedIoBudget more(IoBudget{0, 5});
+    EXPECT_EQ(CurrentIoBudget().max_tries, 1);
+  }
+  EXPECT_EQ(CurrentIoBudget().max_tries, 0);
 }
 
 // ---------------------------------------------------------------- radosgw

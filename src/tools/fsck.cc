@@ -12,6 +12,7 @@
 
 #include "chunk/block_key.h"
 #include "common/thread_pool.h"
+#include "meta/key_schema.h"
 #include "meta/meta.h"
 #include "meta/slice_map.h"
 #include "object/object_store.h"
@@ -92,9 +93,13 @@ class ObjectChecker {
     auto mark = meta_->StagedBy(id);
     if (!mark.ok() || !*mark) return;
     prob->kind = "staged-object";
-    prob->detail = key + " is staged for write-back on host " + (*mark)->host + " (session " +
-                   std::to_string((*mark)->sid) + ", " + ((*mark)->alive ? "uploading" : "not running") +
-                   ") and not yet in the object store";
+    const auto& m = **mark;
+    std::string where = m.dir.empty() ? "its cache directory" : m.dir;
+    prob->detail = key + " is staged for write-back on host " + (m.host.empty() ? "?" : m.host) +
+                   (m.dir.empty() ? "" : " in " + m.dir) + " (session " + std::to_string(m.sid) + ", " +
+                   (m.alive ? "uploading" : "not running") + ") and not yet in the object store" +
+                   (m.alive ? "" : ": mount again on that host with the same cache directory (it uploads first), or "
+                                   "run `tierfs upload-staged META-URL " + where + "` there");
   }
 
   Meta* meta_;
@@ -118,7 +123,10 @@ void CheckFileData(Meta* meta, ObjectChecker* checker, Ino ino, const std::strin
   }
   for (uint32_t idx : *chunks) {
     auto recs = meta->ReadChunk(ino, idx);
-    if (!recs.ok()) continue;
+    if (!recs.ok()) {
+      r->problems.push_back({"damaged-record", path, recs.status().message()});
+      continue;
+    }
     for (const ChunkSegment& s : BuildSliceMap(std::move(*recs))) {
       if (s.id == 0) continue;
       if (s.pack != 0) {
@@ -175,6 +183,7 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
   std::unordered_map<Ino, uint32_t> links, subdirs;
   std::unordered_map<Ino, Attr> attrs;
   std::unordered_map<Ino, std::string> paths;
+  std::unordered_set<Ino> reported_attrs;  // damaged-inode problems already listed
   std::unordered_set<std::string> queued_objects;
   ObjectChecker checker(meta, store, opts);
   std::deque<Ino> queue{start};
@@ -198,13 +207,34 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
     queue.pop_front();
     r.dirs++;
     const std::string dir_path = paths[dir];
-    auto entries = meta->Readdir(root, dir, true);
+    std::vector<DamagedRecord> damaged;
+    auto entries = meta->Readdir(root, dir, true, &damaged);
     if (!entries.ok()) {
       r.problems.push_back({"dangling-entry", dir_path, "cannot list: " + entries.status().message()});
       continue;
     }
+    // Damaged entries (left out of the listing) go; inodes whose attributes are damaged
+    // stay (only their owner knows what they were) and are reported.
+    std::unordered_set<Ino> damaged_attrs;
+    for (const DamagedRecord& d : damaged) {
+      std::string_view name;
+      if (d.key.size() > 9 && d.key[9] == 'I') {
+        damaged_attrs.insert(keys::DecodeU64(std::string_view(d.key).substr(1, 8)));
+      } else if (keys::ParseDentryName(d.key, &name)) {
+        FsckProblem prob{"damaged-entry", Join(dir_path, keys::Quote(name)), d.what + ", key " + keys::Hex(d.key)};
+        if (opts.repair) prob.repaired = meta->RepairRemoveEntry(dir, std::string(name)).ok();
+        r.problems.push_back(prob);
+      }
+    }
     for (const DirEntry& e : *entries) {
       std::string p = Join(dir_path, e.name);
+      if (e.attr.mode == 0 && damaged_attrs.count(e.ino)) {
+        r.problems.push_back({"damaged-inode", p,
+                              "the attributes of inode " + std::to_string(e.ino) + " cannot be decoded (key " +
+                                  keys::Hex(keys::Inode(e.ino)) + "); restore the file from a backup"});
+        reported_attrs.insert(e.ino);
+        continue;
+      }
       if (e.attr.mode == 0) {
         FsckProblem prob{"dangling-entry", p, "entry points at inode " + std::to_string(e.ino) + ", which does not exist"};
         if (opts.repair) prob.repaired = meta->RepairRemoveEntry(dir, e.name).ok();
@@ -264,6 +294,7 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
   if (whole) {
     ASSIGN_OR_RETURN(std::set<Ino> held, meta->SustainedInodes());
     uint64_t used = 0, inodes = 0;
+    std::vector<DamagedRecord> damaged;
     RETURN_IF_ERROR(meta->ForEachInode([&](Ino ino, const Attr& a) {
       // The trash and its hour directories are bookkeeping, not counted; its entries are.
       const bool trash_dir = ino == kTrashIno || a.parent == kTrashIno;
@@ -274,7 +305,13 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
       if (a.nlink == 0 || attrs.count(ino)) return;
       r.problems.push_back({"orphan", "<inode " + std::to_string(ino) + ">",
                             "inode with " + std::to_string(a.nlink) + " links is in no directory"});
-    }));
+    }, &damaged));
+    for (const DamagedRecord& d : damaged) {
+      Ino ino = keys::DecodeU64(std::string_view(d.key).substr(1, 8));
+      if (reported_attrs.count(ino)) continue;
+      r.problems.push_back({"damaged-inode", "<inode " + std::to_string(ino) + ">",
+                            d.what + " (key " + keys::Hex(d.key) + "); no entry leads to it"});
+    }
     ASSIGN_OR_RETURN(StatFs fs, meta->GetStatFs());
     if (fs.used_bytes != used || fs.inodes != inodes) {
       FsckProblem prob{"usage-counter", "/",

@@ -3,8 +3,12 @@
 // file needs exists with the right size (with deep, that its every byte reads back and
 // matches its checksums). Broken files are reported by path.
 //
+// Damaged metadata (records that cannot be decoded, meta/record_check.h) is reported with
+// its key: directory entries (damaged-entry, which Readdir leaves out), inodes whose
+// attributes are damaged (damaged-inode), chunk records of a file (damaged-record).
+//
 // Repairs only what needs no guess: wrong link counts are set to what the entries say, and
-// entries pointing at missing inodes are removed. Missing data and unreachable inodes are
+// entries pointing at missing inodes, and damaged entries, are removed. Missing data and unreachable inodes are
 // reported, never invented or deleted. Runs from one thread; best run unmounted.
 #pragma once
 
@@ -32,7 +36,8 @@ struct FsckOptions {
 };
 
 struct FsckProblem {
-  // dangling-entry, type-mismatch, link-count, orphan, missing-object, bad-object-size,
+  // dangling-entry, damaged-entry (repairable), damaged-inode, damaged-record, type-mismatch,
+  // link-count, orphan, missing-object, bad-object-size,
   // corrupt-object, staged-object (staged for write-back on a client, not yet uploaded),
   // usage-counter (df's bytes or inodes differ from what the inodes hold; repairable)
   std::string kind;

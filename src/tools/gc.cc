@@ -8,6 +8,7 @@
 
 #include "chunk/block_key.h"
 #include "common/clock.h"
+#include "meta/key_schema.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
 
@@ -55,6 +56,7 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
   std::vector<uint64_t> referenced;
   std::unordered_set<uint64_t> pending;
   uint64_t refs = 0;
+  std::vector<DamagedRecord> damaged;
   RETURN_IF_ERROR(meta->ForEachSliceRef([&](uint64_t id, uint32_t) {
     referenced.push_back(id);
     if (++refs % 1000000 == 0) say("scanned " + std::to_string(refs) + " slice references");
@@ -63,13 +65,30 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
       std::sort(referenced.begin(), referenced.end());
       referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
     }
-  }));
+  }, &damaged));
+  if (!damaged.empty()) {
+    // A record that cannot be read may refer to any object: nothing can be called leaked.
+    std::string list;
+    for (size_t i = 0; i < damaged.size() && i < 10; ++i) list += "\n  " + keys::Describe(damaged[i].key);
+    if (damaged.size() > 10) list += "\n  ... and " + std::to_string(damaged.size() - 10) + " more";
+    return Status::Err(EIO, std::to_string(damaged.size()) +
+                                " chunk record(s) cannot be decoded, so gc cannot tell which objects are in use; "
+                                "nothing was deleted (`tierfs fsck` lists the files concerned):" + list);
+  }
   std::sort(referenced.begin(), referenced.end());
   referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
   referenced.shrink_to_fit();
   auto in_use = [&](uint64_t id) { return std::binary_search(referenced.begin(), referenced.end(), id); };
-  ASSIGN_OR_RETURN(auto pending_slices, meta->PendingSlices());
-  for (auto [id, size] : pending_slices) pending.insert(id);
+  ASSIGN_OR_RETURN(auto pending_slices, meta->PendingSlicesDue());
+  const int64_t listed_at = NowNanos();
+  for (const auto& p : pending_slices) {
+    pending.insert(p.id);
+    if (p.due_ns > listed_at) {
+      r.held_slices++;
+      r.held_bytes += p.size;
+      r.held_until_ns = std::max(r.held_until_ns, p.due_ns);
+    }
+  }
   r.pending_slices = pending_slices.size();
   say("metadata: " + std::to_string(referenced.size()) + " slices in use, " + std::to_string(pending.size()) +
       " awaiting deletion");

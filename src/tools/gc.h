@@ -36,7 +36,9 @@ struct GcReport {
   uint64_t leaked = 0, leaked_bytes = 0;       // no slice refers to them, old enough
   uint64_t young = 0;                          // unreferenced but younger than min_age
   uint64_t pending = 0;                        // objects of slices awaiting deletion
-  uint64_t pending_slices = 0;
+  uint64_t pending_slices = 0;                 // of which held: their deletion time lies ahead
+  uint64_t held_slices = 0, held_bytes = 0;    // (compaction's --compact-grace), until held_until_ns
+  int64_t held_until_ns = 0;
   uint64_t foreign = 0;                        // under the volume prefix, not block keys
   uint64_t deleted = 0;                        // leaked objects deleted
   std::vector<std::string> leaked_keys;        // the first 100, for the report

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "chunk/block_key.h"
+#include "common/clock.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
@@ -94,6 +95,29 @@ TEST_F(GcTest, CarriesOutPendingDeletions) {
   EXPECT_FALSE(Has(id, 0, kBlock));
   EXPECT_FALSE(Has(id, 1, kBlock));
   EXPECT_TRUE(meta_->PendingSlices()->empty());
+}
+
+// What compaction replaced stays for --compact-grace: gc --delete keeps it and says how much
+// and until when, instead of counting it as an ordinary pending deletion.
+TEST_F(GcTest, ReportsWhatTheCompactionGraceHolds) {
+  uint64_t id = CommittedFile("rewritten", 2 * kBlock);
+  auto f = meta_->Lookup(Ctx::Root(), kRootIno, "rewritten");
+  ASSERT_TRUE(f.ok());
+  auto old = meta_->ReadChunkRecords(f->first, 0);
+  ASSERT_TRUE(old.ok());
+  const int64_t until = NowNanos() + 600LL * 1000000000;
+  ASSERT_TRUE(meta_->SwapChunkRecords(f->first, 0, old->records, {}, until).ok());
+  GcOptions opts;
+  opts.min_age_ns = 0;
+  opts.delete_garbage = true;
+  auto r = CollectGarbage(meta_.get(), store_.get(), opts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pending_slices, 1u);
+  EXPECT_EQ(r->held_slices, 1u);
+  EXPECT_EQ(r->held_bytes, 2u * kBlock);
+  EXPECT_EQ(r->held_until_ns, until);
+  EXPECT_TRUE(Has(id, 0, kBlock));  // still there for readers of the old layout
+  EXPECT_TRUE(Has(id, 1, kBlock));
 }
 
 TEST_F(GcTest, SharedSlicesSurviveWhileReferenced) {

@@ -40,6 +40,8 @@ Result<std::string> BackupMetadata(Meta* meta, ObjectStore* store, int keep) {
   {
     std::ostream out(&z);
     DumpStats stats;
+    // A dump that finds damaged records fails (meta_dump.h): a backup missing them is never
+    // written, and so never replaces a complete one.
     RETURN_IF_ERROR(DumpVolume(meta->engine(), out, /*keep_secrets=*/false, nullptr, &stats).With("backup"));
     out.flush();
   }
@@ -88,7 +90,8 @@ void BackupLoop::Run() {
       if (key.ok()) {
         spdlog::info("metadata backup written to {} in {:.1f} s", *key, static_cast<double>(MonoNanos() - t0) / 1e9);
       } else {
-        spdlog::warn("metadata backup failed: {}", key.status().ToString());
+        // Nothing was written and nothing rotated: the earlier backups stay as they were.
+        spdlog::error("metadata backup failed, earlier backups kept: {}", key.status().ToString());
       }
       if (!done.ok()) spdlog::warn("metadata backup: cannot record it: {}", done.ToString());
     }

@@ -4,8 +4,11 @@
 //
 //   VOLUME/meta/dump-YYYYMMDD-HHMMSS.json.zst
 //
-// and deletes the oldest beyond `keep`. The store given is the one under the checksum
-// layer: a backup is a plain zstd file (its frame carries a checksum of the content), which
+// and deletes the oldest beyond `keep`. A backup that cannot read every record (damaged
+// metadata: the dump fails naming them) writes nothing and deletes nothing, so the last
+// complete backups stay; the failure is logged as an error on every attempt.
+//
+// The store given is the one under the checksum layer: a backup is a plain zstd file (its frame carries a checksum of the content), which
 // any S3 tool, `rados get` or a copy from the bucket directory fetches when the metadata
 // engine is gone; `tierfs load META-URL FILE` restores it (it reads zstd dumps as they are). The dump reads in batches of read transactions, so
 // clients are never stalled; like `tierfs dump`, a backup taken while clients write is not

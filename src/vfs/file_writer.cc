@@ -43,7 +43,8 @@ Status FileWriter::Write(uint64_t off, const char* data, size_t len) {
     pos += n;
   }
   pending_length_ = std::max(pending_length_.load(), off + len);
-  pending_bytes_ += len;
+  // In the 4 KiB blocks st_blocks counts (as Meta counts a commit).
+  pending_bytes_ += ((off + len + 4095) / 4096 - off / 4096) * 4096;
   if (slices_.size() > kMaxOpenSlices) return FlushLocked();
   return Status::OK();
 }

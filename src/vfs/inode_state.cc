@@ -71,6 +71,7 @@ bool InodeState::RefreshLocked(const Attr* a, uint64_t read_gen, Cause cause) {
   // 1. The cached maps go, except at an open that shows nothing new.
   if (cause != Cause::kOpen || unseen) Invalidate();
   if (!a) return false;
+  TakeTimesLocked(*a);
   // 2. The length.
   if (fresh && !buffered) length = a->length;
   // 3. The changes seen. A change refreshed while writes are buffered leaves them unseen.

@@ -110,6 +110,19 @@ class InodeState {
   std::optional<Attr> open_attr;
   int64_t open_attr_ns = 0;
   uint64_t open_attr_gen = 0;
+  // Access times (vfs_atime.cc): the inode's times as last seen (every RefreshLocked takes
+  // them), the access time a read marked and that is not written yet (0: none), and
+  // whether the inode waits in the Vfs's queue of such marks.
+  bool times_known = false;
+  int64_t atime_ns = 0, mtime_ns = 0, ctime_ns = 0;
+  int64_t pending_atime_ns = 0;
+  bool atime_queued = false;
+  void TakeTimesLocked(const Attr& a) {
+    times_known = true;
+    atime_ns = a.atime_ns;
+    mtime_ns = a.mtime_ns;
+    ctime_ns = a.ctime_ns;
+  }
 
  private:
   // Drops the cached maps and bumps the generation. With mu held.

@@ -49,6 +49,8 @@ Vfs::~Vfs() {
   }
   flusher_cv_.notify_all();
   flusher_.join();
+  Status at = FlushAtimes();
+  if (!at.ok()) spdlog::error("writing access times at shutdown failed: {}", at.ToString());
   Status st = FlushAll();
   if (!st.ok()) spdlog::error("flushing buffered writes at shutdown failed: {}", st.ToString());
   compactor_.reset();
@@ -84,6 +86,8 @@ void Vfs::FlusherLoop() {
       Status s = FlushInode(*st);
       if (!s.ok()) spdlog::error("background commit of inode {} failed: {}", st->ino, s.ToString());
     }
+    Status s = FlushAtimes();
+    if (!s.ok()) spdlog::warn("writing access times failed (retried): {}", s.ToString());
     l.lock();
   }
 }
@@ -164,6 +168,7 @@ Attr Vfs::MergePending(Ino ino, Attr a) {
   {
     std::lock_guard<std::mutex> l(st->mu);
     w = st->writer;
+    a.atime_ns = std::max(a.atime_ns, st->pending_atime_ns);  // read here, not written yet
   }
   if (w) {
     a.length = std::max(a.length, w->PendingLength());
@@ -204,6 +209,14 @@ Result<Attr> Vfs::SetAttr(const Ctx& ctx, Ino ino, uint32_t mask, const Attr& in
     return a;
   }
   ASSIGN_OR_RETURN(Attr a, meta_->SetAttr(ctx, ino, mask, in));
+  if (mask & (kSetAtime | kSetAtimeNow)) {
+    // Set explicitly (touch -a, utimensat): an access time marked by an earlier read
+    // must not overwrite it.
+    auto st = State(ino);
+    std::lock_guard<std::mutex> l(st->mu);
+    st->pending_atime_ns = 0;
+    st->TakeTimesLocked(a);
+  }
   return MergePending(ino, a);
 }
 
@@ -274,6 +287,7 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
         cached_opens_++;
         auto r = OpenWithAttr(st, *cached, flags, cgen);
         if (!r.ok()) meta_->Release(ino).ok();
+        if (r.ok()) r->atime_marked = NoteAccess(st);
         if (r.ok() && attr_out) *attr_out = MergePending(ino, *cached);
         return r;
       }
@@ -294,7 +308,9 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     // libfuse asks the kernel for atomic O_TRUNC: the truncation is ours to do here.
     // Permission to write was checked by Meta::Open.
     Attr zero;
-    auto t = SetAttr(Ctx::Root(), ino, kSetSize, zero, /*fh=*/UINT64_MAX);  // through this open, no handle yet
+    Ctx as_root = Ctx::Root();
+    as_root.outside_trash = ctx.outside_trash;
+    auto t = SetAttr(as_root, ino, kSetSize, zero, /*fh=*/UINT64_MAX);  // through this open, no handle yet
     if (!t.ok()) {
       meta_->Release(ino).ok();
       return t.status();
@@ -303,6 +319,8 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     gen = st->Gen();
   }
   ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, a, flags, gen));
+  // The kernel may serve the reads from its page cache, out of our sight: the open counts.
+  if ((flags & O_ACCMODE) == O_RDONLY && a.IsRegular()) r.atime_marked = NoteAccess(st);
   if (attr_out) *attr_out = MergePending(ino, a);  // with this client's buffered writes
   if (want_chunk && a.IsRegular() && a.length > 0) {
     // Not while writes are buffered: more cautious than the cache's rule (the writer's
@@ -385,6 +403,9 @@ Result<std::pair<Entry, OpenResult>> Vfs::Tmpfile(const Ctx& ctx, Ino parent, ui
   return std::make_pair(e, *r);
 }
 
+// SEEK_DATA / SEEK_HOLE granularity: the block st_blocks counts in (Meta's kAllocUnit).
+constexpr uint64_t kSeekUnit = 4096;
+
 Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
   ASSIGN_OR_RETURN(auto h, UsableHandle(fh));
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return Status::Err(EINVAL, "unsupported whence");
@@ -411,7 +432,8 @@ Result<uint64_t> Vfs::Lseek(uint64_t fh, uint64_t off, int whence) {
       continue;
     }
     ASSIGN_OR_RETURN(auto segs, st.Segments(idx));
-    uint64_t found = NextData(segs, pos - cstart, cend - cstart, want_data);
+    // In 4 KiB blocks, as st_blocks counts (and ext4 answers): a block with data is data.
+    uint64_t found = NextDataBlock(segs, pos - cstart, cend - cstart, want_data, kSeekUnit);
     if (found < cend - cstart) return cstart + found;
     pos = cend;
   }
@@ -440,6 +462,7 @@ Result<size_t> Vfs::Read(uint64_t fh, uint64_t off, size_t size, char* buf, Read
   if (off >= length) return size_t{0};
   size_t n = static_cast<size_t>(std::min<uint64_t>(size, length - off));
   RETURN_IF_ERROR(h->reader->Read(off, n, buf, pieces));
+  NoteAccess(h->state);
   return n;
 }
 
@@ -567,70 +590,6 @@ Result<uint64_t> Vfs::CopyFileRange(const Ctx& ctx, uint64_t fh_in, uint64_t off
   ASSIGN_OR_RETURN(uint64_t n, meta_->CopyFileRange(ctx, hi->ino, off_in, ho->ino, off_out, len));
   RETURN_IF_ERROR(ho->state->Refresh().status());
   return n;
-}
-
-Result<uint64_t> Vfs::Opendir(const Ctx& ctx, Ino ino) {
-  // Counted as open, so that a directory removed (rmdir, or replaced by a rename) while
-  // open here stays until Releasedir, as an unlinked open file does: fstat works on it.
-  ASSIGN_OR_RETURN(Attr a, meta_->Open(ctx, ino, O_RDONLY));
-  if (!a.IsDir()) {
-    meta_->Release(ino).ok();
-    return Status::Err(ENOTDIR, "not a directory");
-  }
-  auto h = std::make_shared<Handle>();
-  h->ino = ino;
-  h->is_dir = true;
-  h->state = State(ino);
-  return AddHandle(std::move(h));
-}
-
-Result<std::vector<DirEntry>> Vfs::Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus) {
-  auto h = GetHandle(fh);
-  if (!h || !h->is_dir) return Status::Err(EBADF, "bad directory handle");
-  std::lock_guard<std::mutex> l(h->dir_mu);
-  // The snapshot is taken at the first read from offset 0 (and again on rewinddir), so the
-  // offsets handed out stay valid while entries are added and removed.
-  if (!h->have_snapshot || off == 0) {
-    ASSIGN_OR_RETURN(auto entries, meta_->Readdir(ctx, h->ino, plus));
-    ASSIGN_OR_RETURN(Attr self, meta_->GetAttr(h->ino));
-    h->entries.clear();
-    DirEntry dot;
-    dot.name = ".";
-    dot.ino = h->ino;
-    dot.type = S_IFDIR;
-    dot.attr = self;
-    DirEntry dotdot;
-    dotdot.name = "..";
-    dotdot.ino = h->ino == opts_.root ? h->ino : (self.parent ? self.parent : kRootIno);
-    dotdot.type = S_IFDIR;
-    h->entries.push_back(dot);
-    h->entries.push_back(dotdot);
-    for (auto& e : entries) h->entries.push_back(std::move(e));
-    h->have_snapshot = true;
-  }
-  std::vector<DirEntry> out;
-  for (uint64_t i = off; i < h->entries.size(); ++i) {
-    DirEntry e = h->entries[i];
-    if (plus && e.name == ".." ) {
-      auto pa = meta_->GetAttr(e.ino);
-      if (pa.ok()) e.attr = *pa;
-    }
-    if (plus && e.name != "." && e.name != "..") e.attr = MergePending(e.ino, e.attr);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-Status Vfs::Releasedir(uint64_t fh) {
-  Ino ino;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = handles_.find(fh);
-    if (it == handles_.end()) return Status::Err(EBADF, "bad directory handle");
-    ino = it->second->ino;
-    handles_.erase(it);
-  }
-  return meta_->Release(ino);
 }
 
 Result<StatFs> Vfs::GetStatFs(Ino ino) {

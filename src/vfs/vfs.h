@@ -47,6 +47,9 @@ struct VfsOptions {
   std::string metrics_addr;
   // When to compact fragmented chunks (vfs/compactor.h).
   CompactorOptions compactor;
+  // When reads update files' access times (mount -o relatime / strictatime / noatime;
+  // vfs_atime.cc).
+  AtimeMode atime = AtimeMode::kRelatime;
   // The mount's root (`mount --subdir`): its ".." is itself, and the root-only control
   // xattrs (tierfs.stats, tierfs.pid) are on it.
   Ino root = kRootIno;
@@ -60,6 +63,9 @@ struct Entry {
 struct OpenResult {
   uint64_t fh = 0;
   bool keep_cache = false;
+  // The open set the file's access time (vfs_atime.cc): the kernel's cached attributes
+  // must go, or stat shows the old one until they expire.
+  bool atime_marked = false;
 };
 
 class Vfs {
@@ -114,9 +120,14 @@ class Vfs {
                                  uint64_t len);
 
   Result<uint64_t> Opendir(const Ctx& ctx, Ino ino);
-  // Entries of the directory snapshot from offset `off` on ("." and ".." included); the
-  // offset of entries[i] is off + i + 1. Stable for the life of the handle.
-  Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus);
+  // Takes one entry of a listing and the offset of the entry after it; false when the
+  // reply is full (the entry is not taken: the next Readdir starts with it).
+  using DirFiller = std::function<bool(const DirEntry& e, uint64_t next_off)>;
+  // Lists the directory snapshot ("." and ".." first) from offset `off` on, until fill
+  // refuses an entry or the snapshot ends (vfs_dir.cc). The snapshot is taken at offset 0
+  // and its offsets are stable for the life of the handle; a whole listing visits each
+  // entry about once. With plus, entries carry their attributes.
+  Status Readdir(const Ctx& ctx, uint64_t fh, uint64_t off, bool plus, const DirFiller& fill);
   Status Releasedir(uint64_t fh);
 
   // statfs of a path: its nearest capacity limit (Meta::GetStatFs), else the room of the
@@ -211,6 +222,10 @@ class Vfs {
   Status AfterLock(Handle& h, bool* changed);
   Attr MergePending(Ino ino, Attr a);
   void FlusherLoop();
+  // vfs_atime.cc: marks the inode's access time for a read now (by opts_.atime), and
+  // writes the marks (the flusher, every half second, and at unmount).
+  bool NoteAccess(const std::shared_ptr<InodeState>& st);  // true: marked
+  Status FlushAtimes();
   void ForgetXattrCache(Ino ino);
   // Drops the open cache's attributes of the inode (after a change of its mode, owner or ACL).
   void ForgetOpenCache(Ino ino);
@@ -241,6 +256,9 @@ class Vfs {
   // Rewrites fragmented chunks (null when read-only). Destroyed first: its thread calls
   // back into the inode states.
   std::unique_ptr<class Compactor> compactor_;
+
+  std::mutex atime_mu_;  // guards atime_queue_
+  std::vector<std::shared_ptr<InodeState>> atime_queue_;  // inodes with an access time to write
 
   std::thread flusher_;
   std::mutex flusher_mu_;

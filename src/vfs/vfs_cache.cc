@@ -173,6 +173,7 @@ std::string Vfs::StatsJson() {
                   {"capacity", store_->cache()->capacity()}}},
       {"disk", {{"hits", d.hits}, {"misses", d.misses}, {"bytes", d.bytes}, {"blocks", d.blocks},
                 {"evictions", d.evictions}, {"writes", d.writes}, {"dropped_writes", d.dropped_writes},
+                {"queue_limit", d.queue_limit}, {"write_bytes_per_s", d.write_bytes_per_s},
                 {"corrupt", d.corrupt}, {"errors", d.errors}, {"capacity", d.capacity}, {"dirs", d.dirs},
                 {"dirs_down", d.dirs_down}}},
       {"store", {{"gets", s.gets}, {"ranged_gets", s.ranged_gets}, {"bytes_downloaded", s.bytes_downloaded},

@@ -33,6 +33,7 @@ struct Handle {
   std::mutex dir_mu;
   bool have_snapshot = false;
   std::vector<DirEntry> entries;
+  size_t attrs_until = 0;  // readdirplus: entries before this have their attributes
 };
 
 }  // namespace tierfs

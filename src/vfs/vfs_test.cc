@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "chunk/cached_store.h"
@@ -410,6 +411,55 @@ TEST_F(VfsTest, ACommitThatFailsDeletesTheBlocksItUploaded) {
   auto left = store_->store()->List(name_ + "/", "", 1000);
   ASSERT_TRUE(left.ok());
   EXPECT_TRUE(left->empty()) << left->size() << " objects left, first " << (*left)[0].key;
+  vfs_->Release(fh).ok();
+}
+
+TEST_F(VfsTest, ReaddirStreamsTheSnapshotAndResumesWhereTheReplyWasFull) {
+  // More entries than one attribute window, read in "replies" of at most 97 entries; the
+  // entry a full reply refuses is the first of the next. Entries made after the listing
+  // began do not show; readdirplus carries attributes, with buffered writes merged.
+  const int n = 1300;
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(vfs_->Mknod(ctx_, kRootIno, "e" + std::to_string(i), S_IFREG | 0644, 0).ok());
+  uint64_t fh = Create("written");
+  ASSERT_TRUE(vfs_->Write(fh, 0, "12345", 5).ok());  // buffered, not committed
+  for (bool plus : {false, true}) {
+    auto dh = vfs_->Opendir(ctx_, kRootIno);
+    ASSERT_TRUE(dh.ok());
+    std::set<std::string> seen;
+    uint64_t off = 0;
+    int calls = 0, taken_in_call = 0;
+    for (bool more = true; more; ++calls) {
+      taken_in_call = 0;
+      more = false;
+      ASSERT_TRUE(vfs_->Readdir(ctx_, *dh, off, plus, [&](const DirEntry& e, uint64_t next) {
+                    if (taken_in_call == 97) {
+                      more = true;  // "full": this entry goes first in the next call
+                      return false;
+                    }
+                    ++taken_in_call;
+                    EXPECT_TRUE(seen.insert(e.name).second) << e.name << " listed twice";
+                    EXPECT_EQ(next, off + taken_in_call);
+                    if (plus) {
+                      EXPECT_NE(e.attr.mode, 0u) << e.name;
+                      if (e.name == "written") {
+                        EXPECT_EQ(e.attr.length, 5u);
+                      }
+                    }
+                    return true;
+                  }).ok());
+      off += taken_in_call;
+      if (calls == 0 && !plus) {
+        ASSERT_TRUE(vfs_->Mknod(ctx_, kRootIno, "late", S_IFREG | 0644, 0).ok());
+      }
+    }
+    // ".", "..", e*, "written", and in the second listing "late"
+    const size_t entries = n + 3 + (plus ? 1 : 0);
+    EXPECT_EQ(seen.size(), entries);
+    EXPECT_TRUE(seen.count(".") && seen.count("..") && seen.count("written"));
+    EXPECT_EQ(seen.count("late"), plus ? 1u : 0u);
+    EXPECT_EQ(calls, static_cast<int>((entries + 96) / 97));
+    ASSERT_TRUE(vfs_->Releasedir(*dh).ok());
+  }
   vfs_->Release(fh).ok();
 }
 
