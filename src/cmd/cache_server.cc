@@ -10,10 +10,10 @@
 #include <iostream>
 
 #include "chunk/cached_store.h"
-#include "cmd/cache_options.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
-#include "cmd/group_member.h"
-#include "cmd/mount_metrics.h"
+#include "client/group_member.h"
+#include "client/metrics_setup.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "meta/meta.h"

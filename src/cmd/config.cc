@@ -6,7 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cmd/bucket_owner_cmd.h"
+#include "client/bucket_claim.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/secret.h"

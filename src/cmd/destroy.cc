@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "chunk/cache_folders.h"
-#include "cmd/cache_options.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
-#include "cmd/mount_metrics.h"
+#include "client/metrics_setup.h"
 #include "cmd/util.h"
 #include "common/clock.h"
 #include "meta/meta.h"

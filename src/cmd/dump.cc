@@ -12,8 +12,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
-#include "cmd/mount_metrics.h"
+#include "client/metrics_setup.h"
 #include "cmd/util.h"
 #include "meta/key_schema.h"
 #include "meta/kv_engine.h"

@@ -5,8 +5,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
-#include "cmd/mount_metrics.h"
+#include "client/metrics_setup.h"
 #include "cmd/util.h"
 #include "meta/meta.h"
 #include "object/object_store.h"

@@ -7,16 +7,11 @@
 #include <fstream>
 #include <iostream>
 
-#include "chunk/cached_store.h"
-#include "cmd/cache_options.h"
+#include "client/volume.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
-#include "cmd/mount_metrics.h"
 #include "cmd/util.h"
-#include "common/size.h"
 #include "gateway/gateway.h"
-#include "meta/meta.h"
-#include "metrics/metrics.h"
-#include "vfs/vfs.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -96,67 +91,43 @@ int Run(const Args& a) {
     u.display_name = a.access_key;
     o.user = u;
   }
-  auto meta = OpenVolume(a.meta_url, false, 1'000'000'000);
-  if (!meta.ok()) return fail(meta.status());
-  const FormatRecord& fmt = (*meta)->format();
-  o.volume_name = fmt.name;
-  if (!a.subdir.empty()) {
-    auto r = ResolveVolumePath(meta->get(), a.subdir);
-    if (!r.ok()) return fail(r.status().With("--subdir"));
-    o.root = *r;
-  }
-  auto store = OpenStore(fmt);
-  if (!store.ok()) return fail(store.status());
-  Status init = (*store)->Init();
-  if (!init.ok()) return fail(init);
-  auto buffer = ParseSize(a.buffer_size);
-  if (!buffer.ok()) return fail(buffer.status().With("--buffer-size"));
-  StoreConfig cfg;
-  cfg.volume = fmt.name;
-  cfg.block_size = fmt.block_size;
-  cfg.buffer_bytes = *buffer / 2;
-  Status caches = ApplyCacheOptions(a.cache, fmt, &cfg);
-  if (!caches.ok()) return fail(caches);
-  auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
-  Status s = (*meta)->NewSession(ThisProcessSession("s3://" + a.listen));
-  if (!s.ok()) return fail(s);
-  CachedStore* cs = cached.get();
-  (*meta)->SetPackDeleter([cs](uint64_t pack, uint32_t len) { return cs->DeletePack(pack, len); });
-  (*meta)->StartBackground([cs](uint64_t id, uint32_t size) { return cs->DeleteSlice(id, size); });
-  auto exporter = StartMetrics(a.metrics.empty() ? "0" : a.metrics, fmt.name, "s3://" + a.listen, cached.get());
+  // The same client a mount is (client/volume.h), without the kernel.
+  client::VolumeOptions vo;
+  vo.meta_url = a.meta_url;
+  vo.label = "s3://" + a.listen;
+  vo.buffer_size = a.buffer_size;
+  vo.cache = a.cache;
+  vo.subdir = a.subdir;
+  vo.metrics = a.metrics.empty() ? "0" : a.metrics;
+  vo.backup_meta = 0;  // the mounts take the backups
+  auto volume = client::Volume::Open(vo);
+  if (!volume.ok()) return fail(volume.status());
+  o.volume_name = (*volume)->format().name;
+  o.root = (*volume)->root();
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   int rc = 0;
-  if (!exporter.ok()) {
-    rc = fail(exporter.status().With("--metrics"));
-  } else {
-    VfsOptions vopts;
-    vopts.root = o.root;
-    Vfs vfs(meta->get(), cached.get(), vopts);
-    gateway::Gateway gw(&vfs, o);
-    // SIGINT/SIGTERM end the gateway gracefully: blocked here, taken by sigwait below.
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  {
+    gateway::Gateway gw((*volume)->vfs(), o);
     Status started = gw.Start();
     if (!started.ok()) {
       rc = fail(started);
     } else {
       std::string scheme = a.cert_file.empty() ? "http" : "https";
-      spdlog::info("S3 gateway for volume {} on {}://{}{}", fmt.name, scheme, gw.address(),
-                   a.multi_buckets ? " (top-level directories are buckets)" : " (bucket " + fmt.name + ")");
-      std::cerr << "tierfs: S3 gateway of volume " << fmt.name << " on " << scheme << "://" << gw.address() << std::endl;
+      spdlog::info("S3 gateway for volume {} on {}://{}{}", o.volume_name, scheme, gw.address(),
+                   a.multi_buckets ? " (top-level directories are buckets)" : " (bucket " + o.volume_name + ")");
+      std::cerr << "tierfs: S3 gateway of volume " << o.volume_name << " on " << scheme << "://" << gw.address()
+                << std::endl;
       int sig = 0;
       sigwait(&stop, &sig);
       spdlog::info("signal {}: finishing the requests in flight", sig);
       gw.Stop();
     }
   }
-  if (exporter.ok()) exporter->reset();
-  (*meta)->StopBackground();
-  s = (*meta)->CloseSession();
-  if (!s.ok()) spdlog::warn("closing the session failed: {}", s.ToString());
-  cached.reset();
+  (*volume)->Close();
   spdlog::info("gateway exited");
   return rc;
 }

@@ -6,10 +6,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cmd/bucket_owner_cmd.h"
+#include "client/bucket_claim.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
 #include "cmd/gc_cache.h"
-#include "cmd/mount_metrics.h"
+#include "client/metrics_setup.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "meta/meta.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chunk/cache_folders.h"
-#include "cmd/cache_options.h"
+#include "cmd/client_options.h"
 #include "cmd/util.h"
 #include "common/clock.h"
 #include "common/size.h"

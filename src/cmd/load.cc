@@ -11,9 +11,10 @@
 #include <iterator>
 #include <sstream>
 
-#include "cmd/bucket_owner_cmd.h"
+#include "client/bucket_claim.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
-#include "cmd/mount_metrics.h"
+#include "client/metrics_setup.h"
 #include "cmd/util.h"
 #include "common/zstd_stream.h"
 #include "meta/kv_engine.h"

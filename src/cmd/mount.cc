@@ -15,59 +15,19 @@
 #include <iostream>
 #include <thread>
 
-#include "chunk/cached_store.h"
-#include "cmd/bucket_owner_cmd.h"
-#include "cmd/cache_options.h"
+#include "client/volume.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
 #include "cmd/daemon.h"
 #include "cmd/fstab.h"
-#include "cmd/group_member.h"
 #include "cmd/mount_args.h"
 #include "cmd/mount_checks.h"
-#include "cmd/mount_metrics.h"
-#include "cmd/staged_recovery.h"
 #include "cmd/util.h"
-#include "common/size.h"
-#include "common/url.h"
 #include "fuse/fuse_adapter.h"
 #include "meta/meta.h"
-#include "metrics/metrics.h"
-#include "object/checksum_store.h"
-#include "object/object_store.h"
-#include "chunk/writeback.h"
-#include "vfs/vfs.h"
-#include "tools/bucket_owner.h"
-#include "tools/meta_backup.h"
-#include "vfs/writeback_marks.h"
 
 namespace tierfs::cmd {
 namespace {
-
-// `--subdir DIR`: the directory of the volume (a path from its root) to mount as the root.
-Result<Ino> ResolveSubdir(Meta* meta, const std::string& path) {
-  Ino ino = kRootIno;
-  std::string walked;
-  size_t pos = 0;
-  while (pos <= path.size()) {
-    size_t slash = path.find('/', pos);
-    std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
-    pos = slash == std::string::npos ? path.size() + 1 : slash + 1;
-    if (part.empty()) continue;
-    if (part == "." || part == "..") {
-      return Status::Err(EINVAL, "--subdir " + path + ": give a path from the volume's root without . or ..");
-    }
-    walked += "/" + part;
-    auto r = meta->Lookup(Ctx::Root(), ino, part);
-    if (!r.ok()) {
-      return r.status().code() == ENOENT
-                 ? Status::Err(ENOENT, "--subdir " + path + ": " + walked + " does not exist in the volume")
-                 : r.status().With("--subdir " + path);
-    }
-    if (!r->second.IsDir()) return Status::Err(ENOTDIR, "--subdir " + path + ": " + walked + " is not a directory");
-    ino = r->first;
-  }
-  return ino;
-}
 
 // A mount point that holds entries: the mount hides them until it is unmounted (as any
 // mount does). Returns the warning to give, or "" when there is none (an empty directory,
@@ -110,9 +70,6 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
     ready(st);
     return 1;
   };
-  auto buffer = ParseSize(a.buffer_size);
-  if (!buffer.ok()) return fail(buffer.status().With("--buffer-size"));
-  if (*buffer < (16u << 20)) return fail(Status::Err(EINVAL, "--buffer-size must be at least 16M"));
   struct stat st;
   if (stat(mp.c_str(), &st) != 0) {
     int err = errno;
@@ -130,179 +87,53 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   std::string hidden = HiddenEntriesWarning(mp);
   if (!hidden.empty()) spdlog::warn("{}", hidden);
 
-  auto meta = OpenVolume(a.meta_url, ro, static_cast<int64_t>(a.attr_cache * 1e9));
-  if (!meta.ok()) return fail(meta.status());
-  const FormatRecord& fmt = (*meta)->format();
-  auto store = OpenStore(fmt, !a.no_sync_blocks, a.cache.io_timeout, a.bucket_free_space);
-  if (!store.ok()) return fail(store.status());
-  if (!ro) {
-    Status init = (*store)->Init();
-    if (!init.ok()) return fail(Status::Err(init.code(), init.message() + StagedNote(a.cache, fmt, a.meta_url)));
-  }
-  StoreConfig cfg;
-  cfg.volume = fmt.name;
-  cfg.block_size = fmt.block_size;
-  // Memory: --buffer-size for data being written and read (half holds written data
-  // awaiting upload, the rest covers prefetches in flight and recycled buffers), plus the
-  // memory block cache.
-  cfg.buffer_bytes = *buffer / 2;
-  Status caches = ApplyCacheOptions(a.cache, fmt, &cfg);
-  if (!caches.ok()) return fail(caches);
-  cfg.upload_threads = a.upload_threads;
-  cfg.download_threads = a.download_threads;
-  auto pack_below = ParseSize(a.pack_below);
-  if (!pack_below.ok() || *pack_below > fmt.block_size) {
-    return fail(Status::Err(EINVAL, "--pack-below " + a.pack_below + ": give a size of at most the block size (" +
-                                        std::to_string(fmt.block_size) + " bytes), or 0 for no packing"));
-  }
-  // Packed records need format version 3: older clients would not look for the packs.
-  if (fmt.version >= 3) cfg.pack_below = static_cast<uint32_t>(*pack_below);
-  auto cached = std::make_unique<CachedStore>(std::move(*store), cfg);
-  LogCacheState(cached.get(), cfg);
-  // Only the engine that owns the volume's objects writes and deletes them (a loaded copy
-  // mounts read-only); a running mount stops deleting once another engine took them over.
-  std::unique_ptr<OwnerGuard> owner;
-  if (!ro) {
-    auto g = OwnBucketFor((*meta)->engine(), cached->store(), fmt, a.meta_url, "mounting read-write");
-    if (!g.ok()) return fail(g.status());
-    owner = std::move(*g);
-  }
-  std::string wb_dir;  // where this mount stages (--writeback)
-  if (a.writeback && !ro) {
-    auto dir = StagingDirFor(a.cache, fmt);
-    if (!dir.ok()) return fail(dir.status());
-    wb_dir = *dir;
-  }
-  // Blocks an earlier write-back client left staged in the other cache directories are
-  // uploaded before anything is served (or the mount refuses, saying how to recover).
-  Status recovered = RecoverStagedBlocks(a.cache, meta->get(), ro, wb_dir, a.meta_url);
-  if (!recovered.ok()) return fail(recovered);
-  if (!wb_dir.empty()) {
-    Meta* m = meta->get();
-    cached->SetPackMeta(PackMeta{[m] { return m->NewSliceId(); },
-                                 [m](uint64_t pack, uint32_t len, const std::vector<PackEntry>& members) {
-                                   std::vector<PackedSlice> ps;
-                                   for (const auto& e : members) ps.push_back(PackedSlice{e.slice, e.off, e.len});
-                                   return m->RecordPack(pack, len, ps).status();
-                                 }});
-    Status wb = cached->StartWriteback(wb_dir, std::min(a.upload_threads, 8),
-                                       std::chrono::milliseconds(static_cast<int64_t>(a.upload_delay * 1000)));
-    if (!wb.ok()) return fail(wb.With("--writeback"));
-    spdlog::info("write-back: written blocks are staged in {} and uploaded in the background", wb_dir);
-  }
-
-  Ino root = kRootIno;
-  if (!a.subdir.empty()) {
-    auto r = ResolveSubdir(meta->get(), a.subdir);
-    if (!r.ok()) return fail(r.status());
-    root = *r;
-  }
-
-  Status s = (*meta)->NewSession(ThisProcessSession(mp));
-  if (!s.ok()) return fail(s);
-  if (!wb_dir.empty()) {
-    // Where what this client stages waits, for status and fsck should it die.
-    s = (*meta)->RecordStagingArea(wb_dir);
-    if (!s.ok()) spdlog::warn("cannot record the staging area in the metadata: {}", s.ToString());
-  }
-  std::unique_ptr<GroupRuntime> group;
-  if (!a.group.name.empty()) {
-    auto joined = JoinGroup(a.group, a.meta_url, meta->get(), cached.get());
-    if (!joined.ok()) {
-      (*meta)->CloseSession().ok();
-      return fail(joined.status().With("--cache-group " + a.group.name));
-    }
-    group = std::move(*joined);
-  }
-  CachedStore* cs = cached.get();
-  OwnerGuard* g = owner.get();  // null read-only, where nothing is deleted
-  (*meta)->SetPackDeleter([cs, g](uint64_t pack, uint32_t len) -> Status {
-    if (g) RETURN_IF_ERROR(g->CheckDelete());
-    return cs->DeletePack(pack, len);
-  });
-  (*meta)->StartBackground([cs, g](uint64_t id, uint32_t size) -> Status {
-    if (g) RETURN_IF_ERROR(g->CheckDelete());
-    return cs->DeleteSlice(id, size);
-  });
-
-  std::unique_ptr<WritebackMarks> marks;
-  if (cached->writeback()) marks = std::make_unique<WritebackMarks>(meta->get(), cached.get());
-  std::unique_ptr<BackupLoop> backups;  // stopped before the session closes
-  if (!ro && a.backup_meta > 0) {
-    // Past the checksum layer: a backup is a plain zstd file (with its own checksum) that
-    // any tool can fetch from the store when the metadata engine is gone.
-    ObjectStore* raw = cached->store();
-    if (auto* sums = dynamic_cast<ChecksumStore*>(raw)) raw = sums->inner();
-    backups = std::make_unique<BackupLoop>(meta->get(), raw, static_cast<int64_t>(a.backup_meta), a.backup_keep);
-  }
-
-  auto exporter = StartMetrics(a.metrics.empty() ? kDefaultMetricsAddr : a.metrics, fmt.name, mp, cached.get());
-  if (!exporter.ok() && a.metrics.empty()) {
-    spdlog::warn("no metrics endpoint: {}", exporter.status().ToString());
-    exporter = std::unique_ptr<metrics::Exporter>();
-  }
-  if (!exporter.ok()) {
-    (*meta)->StopBackground();
-    (*meta)->CloseSession().ok();
-    return fail(exporter.status().With("--metrics"));
-  }
-  if (*exporter) spdlog::info("metrics on http://{}/metrics", (*exporter)->address());
-
-  VfsOptions vopts;
-  vopts.read_only = ro;
-  vopts.metrics_stats = [] { return metrics::Default().SnapshotJson(); };
-  if (*exporter) vopts.metrics_addr = (*exporter)->address();
-  vopts.root = root;
-  vopts.open_cache_ns = static_cast<int64_t>(a.open_cache * 1e9);
-  vopts.atime = AtimeModeOf(atime_opts);
-  vopts.compactor.release_grace_ns = static_cast<int64_t>(a.compact_grace * 1e9);
-  if (group) vopts.group_stats = [g = group.get()] { return g->StatsJson(); };
+  client::VolumeOptions vo;
+  vo.meta_url = a.meta_url;
+  vo.label = mp;
+  vo.read_only = ro;
+  vo.attr_cache = a.attr_cache;
+  vo.buffer_size = a.buffer_size;
+  vo.cache = a.cache;
+  vo.group = a.group;
+  vo.upload_threads = a.upload_threads;
+  vo.download_threads = a.download_threads;
+  vo.sync_blocks = !a.no_sync_blocks;
+  vo.bucket_free_space = a.bucket_free_space;
+  vo.writeback = a.writeback;
+  vo.upload_delay = a.upload_delay;
+  vo.pack_below = a.pack_below;
+  vo.subdir = a.subdir;
+  vo.backup_meta = a.backup_meta;
+  vo.backup_keep = a.backup_keep;
+  vo.metrics = a.metrics;
+  vo.open_cache = a.open_cache;
+  vo.atime = AtimeModeOf(atime_opts);
+  vo.compact_grace = a.compact_grace;
+  auto volume = client::Volume::Open(vo);
+  if (!volume.ok()) return fail(volume.status());
+  const FormatRecord& fmt = (*volume)->format();
   int rc = 0;
-  {
-    Vfs vfs(meta->get(), cached.get(), vopts);
-    FuseOptions fopts;
-    fopts.mountpoint = mp;
-    fopts.root = root;
-    fopts.slow_op_ns = static_cast<int64_t>(a.slow_op * 1e9);
-    fopts.fsname = MountSource(a.meta_url, fmt.name);
-    fopts.attr_timeout = a.attr_cache;
-    fopts.entry_timeout = a.entry_cache;
-    fopts.dir_entry_timeout = a.dir_entry_cache;
-    fopts.mount_options = mount_opts;
-    fopts.max_threads = a.fuse_threads > 0 ? a.fuse_threads : FuseThreadsFor(a.meta_url, fmt.storage);
-    spdlog::info("mounting volume {} ({}) on {} with {} FUSE worker threads", fmt.name, fmt.uuid, mp, fopts.max_threads);
-    Status run = RunFuse(&vfs, fopts, [&](const Status& r) {
-      if (r.ok()) spdlog::info("mounted {} on {}", fmt.name, mp);
-      ready(r);
-    });
-    if (!run.ok()) {
-      spdlog::error("{}", run.ToString());
-      rc = 1;
-    }
-    spdlog::info("unmounted {}; committing buffered writes", mp);
+  FuseOptions fopts;
+  fopts.mountpoint = mp;
+  fopts.root = (*volume)->root();
+  fopts.slow_op_ns = static_cast<int64_t>(a.slow_op * 1e9);
+  fopts.fsname = MountSource(a.meta_url, fmt.name);
+  fopts.attr_timeout = a.attr_cache;
+  fopts.entry_timeout = a.entry_cache;
+  fopts.dir_entry_timeout = a.dir_entry_cache;
+  fopts.mount_options = mount_opts;
+  fopts.max_threads = a.fuse_threads > 0 ? a.fuse_threads : FuseThreadsFor(a.meta_url, fmt.storage);
+  spdlog::info("mounting volume {} ({}) on {} with {} FUSE worker threads", fmt.name, fmt.uuid, mp, fopts.max_threads);
+  Status run = RunFuse((*volume)->vfs(), fopts, [&](const Status& r) {
+    if (r.ok()) spdlog::info("mounted {} on {}", fmt.name, mp);
+    ready(r);
+  });
+  if (!run.ok()) {
+    spdlog::error("{}", run.ToString());
+    rc = 1;
   }
-  if (cached->writeback()) {
-    // Other clients read this client's staged blocks only once they are uploaded: finish
-    // that before leaving (`tierfs umount` waits for it; what a kill leaves behind is
-    // uploaded at the next mount).
-    WritebackStats left = cached->DrainWriteback(std::chrono::hours(24 * 365), [](const WritebackStats& w) {
-      spdlog::info("write-back: {} blocks ({} bytes) still staged; uploading them before exiting", w.staged_blocks,
-                   w.staged_bytes);
-    });
-    if (left.staged_blocks == 0) spdlog::info("write-back: every staged block is uploaded");
-    marks.reset();
-    Status dropped = left.staged_blocks == 0 ? (*meta)->DropStagingArea() : Status::OK();
-    if (dropped.ok()) dropped = (*meta)->PruneStagingAreas();
-    if (!dropped.ok()) spdlog::warn("cannot update the staging records: {}", dropped.ToString());
-  }
-  backups.reset();
-  exporter->reset();
-  if (group) group->Stop();  // its refresh reads the store's stats and writes the session
-  (*meta)->StopBackground();
-  s = (*meta)->CloseSession();
-  if (!s.ok()) spdlog::warn("closing the session failed: {}", s.ToString());
-  cached.reset();  // waits for prefetches, which may still ask the group
-  group.reset();
+  spdlog::info("unmounted {}; committing buffered writes", mp);
+  (*volume)->Close();
   spdlog::info("tierfs mount of {} exited", mp);
   spdlog::shutdown();
   return rc;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cmd/cache_options.h"
-#include "cmd/group_member.h"
+#include "cmd/client_options.h"
+#include "client/group_member.h"
 #include "common/status.h"
 #include "meta/meta.h"  // AtimeMode
 
@@ -24,8 +24,8 @@ struct MountArgs {
   bool background = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
-  CacheArgs cache;
-  GroupArgs group;
+  client::CacheArgs cache;
+  client::GroupArgs group;
   double open_cache = 0;
   int upload_threads = 16, download_threads = 8;
   std::vector<std::string> options;

@@ -8,7 +8,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "cmd/cache_options.h"
+#include "cmd/client_options.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/clock.h"

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "cmd/bucket_owner_cmd.h"
+#include "client/bucket_claim.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "common/size.h"

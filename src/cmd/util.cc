@@ -35,15 +35,6 @@ int Fail(const std::string& what, const Status& st) {
   return 1;
 }
 
-Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns) {
-  ASSIGN_OR_RETURN(auto engine, OpenKvEngine(meta_url, MissingDatabase::kMustExist));
-  engine = WithTxnMetrics(std::move(engine));
-  MetaOptions opts;
-  opts.read_only = read_only;
-  opts.dir_attr_cache_ns = dir_attr_cache_ns;
-  return Meta::Open(std::move(engine), opts);
-}
-
 NewDatabaseFile::NewDatabaseFile(const std::string& meta_url) {
   auto url = ParseUrl(meta_url);
   if (!url.ok() || url->scheme != "sqlite3" || url->path.empty()) return;
@@ -92,19 +83,6 @@ Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
     pos = slash + 1;
   }
   return ino;
-}
-
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s,
-                                               double free_space_ratio) {
-  StorageSpec spec = format.Spec();
-  spec.sync_puts = sync_puts;
-  if (io_timeout_s > 0) spec.io_timeout_s = io_timeout_s;
-  spec.free_space_ratio = free_space_ratio;
-  ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
-  ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
-  if (!ak.empty()) spec.access_key = ak;
-  if (!sk.empty()) spec.secret_key = sk;
-  return CreateObjectStore(spec);
 }
 
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
@@ -173,13 +151,6 @@ std::vector<std::string> ScrubSecretsFromArgv(int argc, char** argv) {
   return args;
 }
 
-std::string AbsPath(const std::string& path) {
-  std::error_code ec;
-  auto p = std::filesystem::absolute(path, ec);
-  if (ec) return path;
-  return p.lexically_normal().string();
-}
-
 // Mountinfo escapes space, tab, newline and backslash as octal.
 static std::string Unescape(const std::string& s) {
   std::string out;
@@ -242,21 +213,6 @@ void SetupLogging(const std::string& file, bool foreground) {
   } catch (const spdlog::spdlog_ex& e) {
     std::cerr << "tierfs: cannot open log file " << file << ": " << e.what() << std::endl;
   }
-}
-
-#ifndef TIERFS_VERSION
-#define TIERFS_VERSION "dev"
-#endif
-
-SessionInfo ThisProcessSession(const std::string& mountpoint) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  SessionInfo info;
-  info.host = host;
-  info.pid = static_cast<uint32_t>(getpid());
-  info.mountpoint = mountpoint;
-  info.version = TIERFS_VERSION;
-  return info;
 }
 
 Result<std::string> AskMount(const std::string& path, const char* xattr) {

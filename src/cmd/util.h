@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "client/open.h"
 #include "meta/types.h"
 
 namespace CLI {
@@ -22,6 +23,9 @@ struct SessionInfo;
 
 namespace tierfs::cmd {
 
+// The client library's pieces (src/client) are the subcommands' too.
+using namespace ::tierfs::client;  // NOLINT
+
 // Opens (creating) a log file for appending, private: a new file is 0600 and an existing
 // one readable by other users loses their access (logs name private paths). -1 on errors.
 int OpenLogFile(const std::string& file);
@@ -29,15 +33,8 @@ int OpenLogFile(const std::string& file);
 // Logs to `file` when given (through OpenLogFile), else to stderr when in the foreground
 // (a daemon without a file logs nowhere).
 void SetupLogging(const std::string& file, bool foreground);
-// The session record of this process (host, pid, version) for a mount on `mountpoint`
-// ("" for a cache server).
-SessionInfo ThisProcessSession(const std::string& mountpoint);
 // Prints "tierfs: <message>" to stderr and returns 1.
 int Fail(const std::string& what, const Status& st);
-// Opens the engine at meta_url and the volume in it (a sqlite3:// file must exist: only
-// format and load create one).
-// dir_attr_cache_ns: see MetaOptions (0 for tools that must always read the engine).
-Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns = 0);
 // The database file of a sqlite3:// META-URL that format or load may create. If it did not
 // exist when this object was made, RemoveIfCreated() deletes it and its -wal, -shm and
 // -journal files (call it once the engine is closed), so that a command that failed
@@ -51,14 +48,6 @@ class NewDatabaseFile {
  private:
   std::string path_;  // empty: not a sqlite3:// URL, or the file existed
 };
-// Opens the object store a volume's format record describes, with TIERFS_ACCESS_KEY and
-// TIERFS_SECRET_KEY (or TIERFS_SECRET_KEY_FILE) overriding the stored credentials.
-// sync_puts: see StorageSpec::sync_puts (only `mount --no-sync-blocks` turns it off);
-// io_timeout_s: StorageSpec::io_timeout_s (0: its default). free_space_ratio: for a `file`
-// bucket, the share of its disk kept free (mount --bucket-free-space-ratio); other commands
-// write little and keep none.
-Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts = true, int io_timeout_s = 0,
-                                               double free_space_ratio = 0);
 // Adds --access-key, --secret-key, --session-token and --ceph-conf to a subcommand.
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
                           std::string* session_token, std::string* ceph_conf);
@@ -70,8 +59,6 @@ Status ResolveStorageCredentials(const std::string& access_key, const std::strin
 // --secret-key / --session-token) so that `ps` and /proc/PID/cmdline never show them.
 // Returns the original arguments for parsing.
 std::vector<std::string> ScrubSecretsFromArgv(int argc, char** argv);
-// Absolute, normalized path (the path need not exist).
-std::string AbsPath(const std::string& path);
 // --capacity SIZE and --inodes N of format and config (empty: not given; 0: no limit).
 Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes, std::optional<int64_t>* cap,
                          std::optional<int64_t>* n);

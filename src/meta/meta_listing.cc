@@ -4,6 +4,7 @@
 #include "meta/meta.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
+#include "meta/record_check.h"
 
 namespace tierfs {
 
@@ -12,10 +13,12 @@ using namespace internal;  // NOLINT
 Result<std::vector<DirEntry>> Meta::ReaddirPage(const Ctx& ctx, Ino ino, const std::string& from, size_t limit,
                                                 bool plus, bool* more, const std::string& xattr) {
   std::vector<DirEntry> out;
+  std::vector<DamagedRecord> bad;
   bool has_more = false;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         out.clear();
+        bad.clear();
         has_more = false;
         Attr a;
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
@@ -31,19 +34,26 @@ Result<std::vector<DirEntry>> Meta::ReaddirPage(const Ctx& ctx, Ino ino, const s
           }
           std::string_view name;
           if (!keys::ParseDentryName(k, &name)) return true;
-          ByteReader r(v);
+          // A damaged entry is left out of the page (and logged), as Readdir does.
           DirEntry e;
+          std::string what = record_check::EntryName(name);
+          if (what.empty()) what = record_check::EntryValue(v, &e.ino, &e.type);
+          if (!what.empty()) {
+            bad.push_back(DamagedRecord{std::string(k), what});
+            return true;
+          }
           e.name = std::string(name);
-          e.ino = r.U64();
-          e.type = static_cast<uint32_t>(r.U8()) << 12;
-          if (!r.ok()) return true;  // a damaged entry is left out of the page
+          e.type <<= 12;
           out.push_back(std::move(e));
           return true;
         }));
         for (auto& e : out) {
           if (plus) {
-            Status st = GetAttrTx(t, e.ino, &e.attr);
-            if (!st.ok() && st.code() != ENOENT) return st;
+            ASSIGN_OR_RETURN(auto v, t.Get(keys::Inode(e.ino)));
+            if (v && !DecodeAttr(*v, &e.attr)) {
+              e.attr = Attr();  // listed without attributes
+              bad.push_back(DamagedRecord{keys::Inode(e.ino), "attributes that cannot be decoded"});
+            }
           }
           if (!xattr.empty()) {
             ASSIGN_OR_RETURN(e.xattr, t.Get(keys::Xattr(e.ino, xattr)));
@@ -52,6 +62,7 @@ Result<std::vector<DirEntry>> Meta::ReaddirPage(const Ctx& ctx, Ino ino, const s
         return Status::OK();
       },
       true));
+  for (const auto& d : bad) record_check::LogDamaged(d);
   if (more) *more = has_more;
   return out;
 }

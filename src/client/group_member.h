@@ -8,10 +8,6 @@
 
 #include "common/status.h"
 
-namespace CLI {
-class App;
-}
-
 namespace tierfs {
 class CachedStore;
 class Meta;
@@ -21,15 +17,13 @@ class PeerServer;
 }  // namespace group
 }  // namespace tierfs
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 struct GroupArgs {
   std::string name;        // --cache-group; empty: no group
   std::string addr;        // --group-addr HOST:PORT; empty: this host's address, an ephemeral port
   bool no_sharing = false;  // --no-sharing
 };
-
-void AddGroupOptions(CLI::App* sub, GroupArgs* args);
 
 class GroupRuntime {
  public:
@@ -57,4 +51,4 @@ class GroupRuntime {
 Result<std::unique_ptr<GroupRuntime>> JoinGroup(const GroupArgs& args, const std::string& meta_url, Meta* meta,
                                                 CachedStore* store);
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

@@ -9,14 +9,11 @@
 #include "common/status.h"
 #include "metrics/exporter.h"
 
-namespace CLI {
-class App;
-}
 namespace tierfs {
 class CachedStore;
 }
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 inline constexpr const char* kDefaultMetricsAddr = "127.0.0.1:9567";
 
@@ -28,9 +25,8 @@ Result<std::unique_ptr<metrics::Exporter>> StartMetrics(const std::string& addr,
 
 // For a command that runs long (gc, fsck, dump, load, destroy): serves its metrics while it
 // runs (mount point label: the command's name) and says where on stderr; null when addr is
-// "". Adds the option `--metrics ADDR:PORT` to sub, into *addr.
-void AddCommandMetricsOption(CLI::App* sub, std::string* addr);
+// "".
 Result<std::unique_ptr<metrics::Exporter>> StartCommandMetrics(const std::string& addr, const std::string& volume,
                                                                 const std::string& command);
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

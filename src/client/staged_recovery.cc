@@ -1,17 +1,17 @@
-#include "cmd/staged_recovery.h"
+#include "client/staged_recovery.h"
 
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
 
-#include "cmd/cache_options.h"
+#include "client/cache_setup.h"
 #include "cmd/util.h"
 #include "common/size.h"
 #include "meta/meta.h"
 #include "object/object_store.h"
 #include "tools/staged_upload.h"
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 namespace {
 // A store that takes no block for this long is down: the mount gives up and says so.
@@ -76,4 +76,4 @@ std::string StagedNote(const CacheArgs& cache, const FormatRecord& fmt, const st
   return "";
 }
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

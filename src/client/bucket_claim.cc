@@ -1,4 +1,4 @@
-#include "cmd/bucket_owner_cmd.h"
+#include "client/bucket_claim.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,7 +10,7 @@
 #include "object/object_store.h"
 #include "tools/bucket_owner.h"
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 Result<std::unique_ptr<OwnerGuard>> OwnBucketFor(KvEngine* engine, ObjectStore* store, const FormatRecord& fmt,
                                                  const std::string& meta_url, const std::string& action) {
@@ -42,4 +42,4 @@ Status TakeBucketAndSay(KvEngine* engine, const FormatRecord& fmt) {
   return Status::OK();
 }
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

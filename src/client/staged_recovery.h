@@ -15,7 +15,7 @@ class Meta;
 struct FormatRecord;
 }  // namespace tierfs
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 struct CacheArgs;
 
@@ -28,4 +28,4 @@ Status RecoverStagedBlocks(const CacheArgs& cache, Meta* meta, bool read_only, c
 // when they hold nothing staged.
 std::string StagedNote(const CacheArgs& cache, const FormatRecord& fmt, const std::string& meta_url);
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

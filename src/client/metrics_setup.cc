@@ -1,6 +1,5 @@
-#include "cmd/mount_metrics.h"
+#include "client/metrics_setup.h"
 
-#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -8,7 +7,7 @@
 #include "chunk/cached_store.h"
 #include "metrics/metrics.h"
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 namespace {
 
 using metrics::CollectedFamily;
@@ -87,10 +86,6 @@ Result<std::unique_ptr<metrics::Exporter>> StartMetrics(const std::string& addr,
   return metrics::Exporter::Start(addr, &r);
 }
 
-void AddCommandMetricsOption(CLI::App* sub, std::string* addr) {
-  sub->add_option("--metrics", *addr, "Serve Prometheus metrics at http://ADDR:PORT/metrics while it runs");
-}
-
 Result<std::unique_ptr<metrics::Exporter>> StartCommandMetrics(const std::string& addr, const std::string& volume,
                                                                 const std::string& command) {
   ASSIGN_OR_RETURN(auto exporter, StartMetrics(addr, volume, command, nullptr));
@@ -98,4 +93,4 @@ Result<std::unique_ptr<metrics::Exporter>> StartCommandMetrics(const std::string
   return exporter;
 }
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

@@ -1,6 +1,5 @@
-#include "cmd/cache_options.h"
+#include "client/cache_setup.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -12,12 +11,12 @@
 
 #include "chunk/cache_folders.h"
 #include "chunk/cached_store.h"
-#include "cmd/util.h"
+#include "client/open.h"
 #include "common/clock.h"
 #include "common/size.h"
 #include "meta/meta.h"
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 namespace {
 
 // The memory block cache: 2% of RAM, between 256 MiB and 16 GiB (a GPU node with 1 TiB of
@@ -78,26 +77,6 @@ std::vector<std::string> SplitDirs(const std::string& s) {
     start = colon + 1;
   }
   return out;
-}
-
-void AddCacheOptions(CLI::App* sub, CacheArgs* a) {
-  sub->add_option("--io-timeout", a->io_timeout,
-                  "Seconds a read, write or close waits for an object store that does not answer (retries "
-                  "included) before it fails with EIO")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 86400));
-  sub->add_option("--cache-dir", a->cache_dir,
-                  "Disk cache directories, DIR[:DIR...], a folder per volume inside; 'memory' for none "
-                  "(default: /var/cache/tierfs for root, ~/.cache/tierfs otherwise)");
-  sub->add_option("--cache-size", a->cache_size, "Disk cache capacity over all its directories; 0 for none")
-      ->capture_default_str();
-  sub->add_option("--free-space-ratio", a->free_space_ratio,
-                  "Keep at least this share of each cache disk free, evicting to stay above it")
-      ->capture_default_str();
-  sub->add_option("--mem-cache-size", a->mem_cache_size,
-                  "Memory block cache, on top of --buffer-size (default: 2% of RAM, 256 MiB to 16 GiB)");
-  sub->add_flag("--cache-writes", a->cache_writes,
-                "Every written block enters the disk cache as it uploads (default: only small files' blocks)");
 }
 
 void MakeCacheDirsAbsolute(CacheArgs* a) {
@@ -161,4 +140,4 @@ void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
   ReportOtherVolumeFolders(cfg.disk.dirs, cfg.disk.volume_uuid);
 }
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

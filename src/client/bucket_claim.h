@@ -14,7 +14,7 @@ class OwnerGuard;
 struct FormatRecord;
 }  // namespace tierfs
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 // Before `action` (a read-write mount, gc --delete, upload-staged...) writes or deletes
 // objects: OK when this engine owns the bucket (claiming a bucket nobody owns yet, and
@@ -26,4 +26,4 @@ Result<std::unique_ptr<OwnerGuard>> OwnBucketFor(KvEngine* engine, ObjectStore* 
 // store the format record names) and prints what changed.
 Status TakeBucketAndSay(KvEngine* engine, const FormatRecord& fmt);
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

@@ -9,17 +9,13 @@
 
 #include "common/status.h"
 
-namespace CLI {
-class App;
-}
-
 namespace tierfs {
 class CachedStore;
 struct FormatRecord;
 struct StoreConfig;
 }  // namespace tierfs
 
-namespace tierfs::cmd {
+namespace tierfs::client {
 
 struct CacheArgs {
   std::string cache_dir;            // empty: DefaultCacheDir(); "memory": no disk cache
@@ -32,7 +28,6 @@ struct CacheArgs {
   int io_timeout = 60;
 };
 
-void AddCacheOptions(CLI::App* sub, CacheArgs* args);
 // Resolves relative cache directories against the current directory (a background
 // process works from "/").
 void MakeCacheDirsAbsolute(CacheArgs* args);
@@ -59,4 +54,4 @@ std::string DefaultCacheDir();
 // --cache-dir's list of directories (DIR[:DIR...]).
 std::vector<std::string> SplitDirs(const std::string& dirs);
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

@@ -1,6 +1,5 @@
-#include "cmd/group_member.h"
+#include "client/group_member.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -13,17 +12,7 @@
 #include "group/peer_server.h"
 #include "meta/meta.h"
 
-namespace tierfs::cmd {
-
-void AddGroupOptions(CLI::App* sub, GroupArgs* args) {
-  sub->add_option("--cache-group", args->name,
-                  "Join this cache group: members share their caches, each block is fetched from the store "
-                  "once for the group");
-  sub->add_option("--group-addr", args->addr,
-                  "HOST:PORT the member listens on and advertises to the group (default: this host's "
-                  "address toward the metadata server, an ephemeral port)");
-  sub->add_flag("--no-sharing", args->no_sharing, "Read from the cache group but serve nothing to it");
-}
+namespace tierfs::client {
 
 GroupRuntime::~GroupRuntime() { Stop(); }
 
@@ -130,4 +119,4 @@ Result<std::unique_ptr<GroupRuntime>> JoinGroup(const GroupArgs& args, const std
   return rt;
 }
 
-}  // namespace tierfs::cmd
+}  // namespace tierfs::client

@@ -1,0 +1,59 @@
+#include "client/open.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/secret.h"
+#include "meta/kv_engine.h"
+#include "meta/meta.h"
+#include "meta/timed_engine.h"
+#include "object/object_store.h"
+
+namespace tierfs::client {
+
+Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_only, int64_t dir_attr_cache_ns) {
+  ASSIGN_OR_RETURN(auto engine, OpenKvEngine(meta_url, MissingDatabase::kMustExist));
+  engine = WithTxnMetrics(std::move(engine));
+  MetaOptions opts;
+  opts.read_only = read_only;
+  opts.dir_attr_cache_ns = dir_attr_cache_ns;
+  return Meta::Open(std::move(engine), opts);
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s,
+                                               double free_space_ratio) {
+  StorageSpec spec = format.Spec();
+  spec.sync_puts = sync_puts;
+  if (io_timeout_s > 0) spec.io_timeout_s = io_timeout_s;
+  spec.free_space_ratio = free_space_ratio;
+  ASSIGN_OR_RETURN(std::string ak, ResolveSecret("", kAccessKeyEnv));
+  ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
+  if (!ak.empty()) spec.access_key = ak;
+  if (!sk.empty()) spec.secret_key = sk;
+  return CreateObjectStore(spec);
+}
+
+#ifndef TIERFS_VERSION
+#define TIERFS_VERSION "dev"
+#endif
+
+SessionInfo ThisProcessSession(const std::string& label) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  SessionInfo info;
+  info.host = host;
+  info.pid = static_cast<uint32_t>(getpid());
+  info.mountpoint = label;
+  info.version = TIERFS_VERSION;
+  return info;
+}
+
+std::string AbsPath(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  return p.lexically_normal().string();
+}
+
+}  // namespace tierfs::client
