@@ -26,6 +26,7 @@
 namespace tierfs::gateway {
 
 struct S3Req {
+  S3Req(const httplib::Request& h, httplib::Response& r, const httplib::ContentReader* b) : http(h), res(r), body(b) {}
   const httplib::Request& http;
   httplib::Response& res;
   const httplib::ContentReader* body;  // null when the method has none

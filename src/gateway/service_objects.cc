@@ -5,6 +5,7 @@
 
 #include "gateway/s3_service.h"
 #include "gateway/xml_out.h"
+#include "vfs/vfs.h"
 
 namespace tierfs::gateway {
 namespace {
