@@ -124,6 +124,62 @@ class GatewayTest(harness.TierFSTestCase):
         self.assertNotEqual(missing.returncode, 0)
         self.assertIn("404", missing.stderr)
 
+    def test_multipart_uploads(self):
+        bucket = self.vol.name
+        # awscli splits anything over 8 MiB into 8 MiB parts: 20 MiB is three parts, spliced
+        # into one file without copying.
+        data = os.urandom(20 << 20)
+        src = os.path.join(self.vol.dir, "big.bin")
+        with open(src, "wb") as f:
+            f.write(data)
+        self.aws("s3", "cp", src, "s3://%s/big/big.bin" % bucket)
+        with open(self.vol.path("big/big.bin"), "rb") as f:
+            self.assertEqual(hashlib.md5(f.read()).hexdigest(), hashlib.md5(data).hexdigest())
+        head = self.api("head-object", "--bucket", bucket, "--key", "big/big.bin")
+        parts = [data[i:i + (8 << 20)] for i in range(0, len(data), 8 << 20)]
+        want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest() + "-3"
+        self.assertEqual(head["ETag"].strip('"'), want)
+        # The low-level calls: a part too small in the middle is EntityTooSmall, a wrong ETag
+        # InvalidPart, parts out of order InvalidPartOrder; abort leaves nothing behind.
+        up = self.api("create-multipart-upload", "--bucket", bucket, "--key", "mp/obj")["UploadId"]
+        small = os.path.join(self.vol.dir, "small.bin")
+        with open(small, "wb") as f:
+            f.write(b"s" * 1024)
+        etags = []
+        for n in (1, 2):
+            r = self.api("upload-part", "--bucket", bucket, "--key", "mp/obj", "--upload-id", up,
+                         "--part-number", str(n), "--body", small)
+            etags.append(r["ETag"])
+        listed = self.api("list-parts", "--bucket", bucket, "--key", "mp/obj", "--upload-id", up)
+        self.assertEqual([p["PartNumber"] for p in listed["Parts"]], [1, 2])
+        uploads = self.api("list-multipart-uploads", "--bucket", bucket)
+        self.assertEqual([u["UploadId"] for u in uploads.get("Uploads", [])], [up])
+
+        def complete(parts):
+            doc = json.dumps({"Parts": [{"PartNumber": n, "ETag": e} for n, e in parts]})
+            return self.aws("s3api", "complete-multipart-upload", "--bucket", bucket, "--key", "mp/obj",
+                            "--upload-id", up, "--multipart-upload", doc, check=False)
+
+        for parts, code in (([(1, etags[0]), (2, etags[1])], "EntityTooSmall"),
+                            ([(1, etags[0]), (2, '"00000000000000000000000000000000"')], "InvalidPart"),
+                            ([(2, etags[1]), (1, etags[0])], "InvalidPartOrder")):
+            p = complete(parts)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(code, p.stderr)
+        # One part is allowed to be small.
+        p = complete([(1, etags[0])])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.vol.path("mp/obj"), "rb") as f:
+            self.assertEqual(f.read(), b"s" * 1024)
+        gone = self.aws("s3api", "list-parts", "--bucket", bucket, "--key", "mp/obj", "--upload-id", up, check=False)
+        self.assertIn("NoSuchUpload", gone.stderr)
+        up2 = self.api("create-multipart-upload", "--bucket", bucket, "--key", "mp/aborted")["UploadId"]
+        self.api("upload-part", "--bucket", bucket, "--key", "mp/aborted", "--upload-id", up2, "--part-number", "1",
+                 "--body", small)
+        self.aws("s3api", "abort-multipart-upload", "--bucket", bucket, "--key", "mp/aborted", "--upload-id", up2)
+        self.assertEqual(self.api("list-multipart-uploads", "--bucket", bucket).get("Uploads", []), [])
+        self.assertFalse(os.path.exists(self.vol.path("mp/aborted")))
+
     def test_a_wrong_secret_is_refused(self):
         p = self.aws("s3", "ls", secret="not-the-secret", check=False)
         self.assertNotEqual(p.returncode, 0)

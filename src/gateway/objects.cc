@@ -310,7 +310,7 @@ std::optional<S3Error> Objects::PutStream::Write(std::string_view data) {
   return std::nullopt;
 }
 
-std::string Objects::PutStream::Md5Hex() { return HexOf(md5_.Digest()); }
+std::string Objects::PutStream::Md5Hex() { return md5_given_.empty() ? HexOf(md5_.Digest()) : md5_given_; }
 
 S3Result<std::unique_ptr<Objects::PutStream>> Objects::BeginPut(const Caller& c, Ino bucket, const std::string& key) {
   if (c.read_only) return AccessDenied("read-only access");
@@ -328,6 +328,23 @@ S3Result<std::unique_ptr<Objects::PutStream>> Objects::BeginPut(const Caller& c,
   auto made = vfs_->Create(c.ctx, tmp_dir_, name, 0666, O_RDWR | O_EXCL);
   if (!made.ok()) return FromStatus(made.status(), key);
   return std::unique_ptr<PutStream>(new PutStream(this, c, tmp_dir_, name, made->second.fh));
+}
+
+S3Result<std::unique_ptr<Objects::PutStream>> Objects::BeginStaged(const Caller& c, Ino dir, const std::string& name) {
+  if (c.read_only) return AccessDenied("read-only access");
+  auto made = vfs_->Create(c.ctx, dir, name, 0600, O_RDWR | O_TRUNC);
+  if (!made.ok()) return FromStatus(made.status(), name);
+  return std::unique_ptr<PutStream>(new PutStream(this, c, dir, name, made->second.fh));
+}
+
+S3Result<std::string> Objects::FinishStaged(PutStream* put) {
+  if (auto e = put->FlushBuf()) return *e;
+  Status st = vfs_->Flush(put->fh_, 0);
+  if (!st.ok()) return FromStatus(st, put->name_);
+  vfs_->Release(put->fh_).ok();
+  put->fh_ = 0;
+  put->done_ = true;
+  return put->Md5Hex();
 }
 
 S3Result<ObjectInfo> Objects::Publish(std::unique_ptr<PutStream> put, Ino bucket, const std::string& key,

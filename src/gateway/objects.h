@@ -103,6 +103,14 @@ class Objects {
     std::optional<S3Error> Write(std::string_view data);
     uint64_t size() const { return off_; }
     std::string Md5Hex();  // of everything written; once
+    const std::string& name() const { return name_; }
+    uint64_t fh() const { return fh_; }
+    // Data placed in the file by other means (UploadPartCopy shares slices into it): its
+    // size and MD5, for what follows.
+    void SetWritten(uint64_t size, std::string md5_hex) {
+      off_ = size;
+      md5_given_ = std::move(md5_hex);
+    }
 
    private:
     friend class Objects;
@@ -116,11 +124,17 @@ class Objects {
     uint64_t off_ = 0;
     std::string buf_;
     Checksummer md5_{ChecksumAlgo::kMd5};
+    std::string md5_given_;
     bool done_ = false;
   };
   // Starts a PUT of key: checks that it can be stored (its parents are directories or can be
   // made) and opens a file in the staging area.
   S3Result<std::unique_ptr<PutStream>> BeginPut(const Caller& c, Ino bucket, const std::string& key);
+  // A file `name` in directory `dir` (a multipart upload's part), written like a PUT's
+  // staged file; FinishStaged commits it and keeps it (the stream no longer removes it),
+  // returning the MD5 (hex) of what was written.
+  S3Result<std::unique_ptr<PutStream>> BeginStaged(const Caller& c, Ino dir, const std::string& name);
+  S3Result<std::string> FinishStaged(PutStream* put);
   // Publishes what was written as key, with meta (its etag is set here unless given), if
   // cond holds; the staged file is removed on any failure.
   S3Result<ObjectInfo> Publish(std::unique_ptr<PutStream> put, Ino bucket, const std::string& key, ObjectMeta meta,

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "gateway/aws_chunked.h"
 #include "gateway/checksums.h"
+#include "gateway/multipart.h"
 #include "gateway/xml_out.h"
 #include "vfs/vfs.h"
 
@@ -63,7 +64,9 @@ bool S3Req::HasHeader(std::string_view lower_name) const {
 }
 
 S3Service::S3Service(Objects* objects, Users* users, const GatewayOptions& opts)
-    : objects_(objects), users_(users), opts_(opts) {}
+    : objects_(objects), users_(users), opts_(opts), multipart_(std::make_unique<Multipart>(objects)) {}
+
+S3Service::~S3Service() = default;
 
 void S3Service::Serve(const httplib::Request& http, httplib::Response& res, const httplib::ContentReader* body) {
   const int64_t start = MonoNanos();

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,8 @@
 #include "gateway/users.h"
 
 namespace tierfs::gateway {
+
+class Multipart;
 
 struct S3Req {
   S3Req(const httplib::Request& h, httplib::Response& r, const httplib::ContentReader* b) : http(h), res(r), body(b) {}
@@ -58,6 +61,7 @@ struct BodyResult {
 class S3Service {
  public:
   S3Service(Objects* objects, Users* users, const GatewayOptions& opts);
+  ~S3Service();
   // One HTTP request. body: the reader for PUT and POST.
   void Serve(const httplib::Request& http, httplib::Response& res, const httplib::ContentReader* body);
   // Requests answered so far, by API call and status class (metrics).
@@ -104,6 +108,8 @@ class S3Service {
   GatewayOptions opts_;
   Observer observer_;
   std::atomic<uint64_t> next_id_{1};
+  std::unique_ptr<Multipart> multipart_;
+  std::atomic<int64_t> last_upload_clean_ns_{0};
 };
 
 }  // namespace tierfs::gateway

@@ -232,10 +232,4 @@ std::optional<S3Error> S3Service::ListObjects(S3Req& r, Ino bucket, bool v2) {
   return std::nullopt;
 }
 
-std::optional<S3Error> S3Service::MultipartOp(S3Req& r, Ino bucket) {
-  (void)bucket;
-  r.op = "Multipart";
-  return NotImplemented("multipart upload");
-}
-
 }  // namespace tierfs::gateway
