@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 
 import harness
 from harness import wait_for
@@ -107,7 +108,11 @@ class GatewayTest(harness.TierFSTestCase):
         head = self.api("head-object", "--bucket", bucket, "--key", "fromfuse/m.bin")
         self.assertEqual(head["ETag"].strip('"'), hashlib.md5(mounted).hexdigest())
         # Copy shares the data; listing with a delimiter gives prefixes.
-        self.api("copy-object", "--bucket", bucket, "--key", "copy.bin", "--copy-source", bucket + "/data/upload.bin")
+        source = self.api("head-object", "--bucket", bucket, "--key", "data/upload.bin")
+        time.sleep(1.1)
+        copied = self.api("copy-object", "--bucket", bucket, "--key", "copy.bin", "--copy-source",
+                          bucket + "/data/upload.bin")["CopyObjectResult"]
+        self.assertNotEqual(copied["LastModified"][:19], source["LastModified"][:19], "a copy has its own LastModified")
         with open(self.vol.path("copy.bin"), "rb") as f:
             self.assertEqual(f.read(), data)
         listing = self.api("list-objects-v2", "--bucket", bucket, "--delimiter", "/")

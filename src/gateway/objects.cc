@@ -442,6 +442,13 @@ S3Result<ObjectInfo> Objects::Copy(const Caller& c, const ObjectInfo& src, Ino b
   std::string name = StagingName("copy");
   auto cloned = meta_->Clone(c.ctx, src.ino, tmp_dir_, name);
   if (!cloned.ok()) return FromStatus(cloned.status(), key);
+  // A clone keeps its source's times; S3 gives a copy its own LastModified.
+  auto made = meta_->Lookup(c.ctx, tmp_dir_, name);
+  Status touched = made.ok() ? meta_->SetAttr(c.ctx, made->first, kSetMtimeNow, Attr()).status() : made.status();
+  if (!touched.ok()) {
+    meta_->Unlink(c.ctx, tmp_dir_, name, /*trash=*/false).ok();
+    return FromStatus(touched, key);
+  }
   auto info = PublishStaged(c, tmp_dir_, name, bucket, key, *k, std::move(meta), cond);
   if (!info.ok()) meta_->Unlink(c.ctx, tmp_dir_, name, /*trash=*/false).ok();
   return info;
