@@ -223,6 +223,35 @@ class GatewayTest(harness.TierFSTestCase):
         with open(self.vol.path("race/k0"), "rb") as f:
             self.assertEqual(f.read(), b"new")
 
+    def test_rclone_and_s3cmd(self):
+        bucket = self.vol.name
+        src = os.path.join(self.vol.dir, "tree")
+        os.makedirs(os.path.join(src, "sub"))
+        for i in range(3):
+            with open(os.path.join(src, "sub", "f%d" % i), "wb") as f:
+                f.write(os.urandom(100000 + i))
+        env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}  # rclone refuses it over http
+        env.update(RCLONE_CONFIG_GW_TYPE="s3", RCLONE_CONFIG_GW_PROVIDER="Other", RCLONE_CONFIG_GW_ACCESS_KEY_ID="AKIDTEST",
+                   RCLONE_CONFIG_GW_SECRET_ACCESS_KEY="gateway-secret-key",
+                   RCLONE_CONFIG_GW_ENDPOINT="http://127.0.0.1:%d" % self.port, RCLONE_CONFIG="/dev/null")
+        for args in (["copy", src, "gw:%s/rc" % bucket], ["check", src, "gw:%s/rc" % bucket]):
+            p = subprocess.run(["rclone"] + args, capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr + self.log()[-2000:])
+        for i in range(3):
+            with open(os.path.join(src, "sub", "f%d" % i), "rb") as a, open(self.vol.path("rc/sub/f%d" % i), "rb") as b:
+                self.assertEqual(a.read(), b.read())
+        s3cmd = ["s3cmd", "--config=/dev/null", "--access_key=AKIDTEST", "--secret_key=gateway-secret-key",
+                 "--host=127.0.0.1:%d" % self.port, "--host-bucket=127.0.0.1:%d" % self.port, "--no-ssl"]
+        p = subprocess.run(s3cmd + ["ls", "-r", "s3://%s/rc/" % bucket], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sorted(line.split()[-1] for line in p.stdout.splitlines()),
+                         ["s3://%s/rc/sub/f%d" % (bucket, i) for i in range(3)])
+        got = os.path.join(self.vol.dir, "got")
+        p = subprocess.run(s3cmd + ["get", "s3://%s/rc/sub/f1" % bucket, got], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(got, "rb") as a, open(os.path.join(src, "sub", "f1"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
     def test_a_wrong_secret_is_refused(self):
         p = self.aws("s3", "ls", secret="not-the-secret", check=False)
         self.assertNotEqual(p.returncode, 0)
