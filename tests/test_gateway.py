@@ -7,82 +7,25 @@ ranged, HeadObject, CopyObject (its own LastModified), ListObjectsV2 with a deli
 DeleteObject (the directory the gateway made for a key goes with its last object, never a
 mount user's), ETags of files written through the mount, multipart uploads (awscli's and
 s3api's, with S3's error codes), conditional writes racing, gateway users (uid mapping,
-permissions, read-only, removal) and a wrong secret refused. Not yet: --multi-buckets,
-HTTPS, the access log and metrics, Redis + radosgw, two gateways, s3fs, the differential
-test against radosgw (issue 23).
+permissions, read-only, removal) and a wrong secret refused; all of it on the embedded
+default (SQLite and a file bucket) and again over Redis and radosgw. The rest of the API is
+in test_gateway_api.py, bad input in test_gateway_bad_input.py, running a gateway (HTTPS,
+logs, metrics, stopping, two gateways, s3fs) in test_gateway_ops.py, and the comparison
+with radosgw in test_gateway_diff.py.
 """
 
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import time
 
 import harness
+from gateway_helpers import AWS, GatewayTestCase
 from harness import wait_for
 
-AWS = "/usr/bin/aws"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class GatewayTest(harness.TierFSTestCase):
-    PER_TEST = True
-
-    def setUp(self):
-        super().setUp()
-        if not os.path.exists(AWS):
-            self.skipTest("awscli is not installed (scripts/install-deps.sh installs it)")
-        self.port = free_port()
-        sk = os.path.join(self.vol.dir, "gateway.secret")
-        with open(sk, "w") as f:
-            f.write("gateway-secret-key\n")
-        os.chmod(sk, 0o600)
-        self.gw_log = os.path.join(self.vol.dir, "gateway.log")
-        log = open(self.gw_log, "w")
-        self.addCleanup(log.close)
-        self.gw = subprocess.Popen([harness.tierfs_bin(), "gateway", self.vol.meta_url, "127.0.0.1:%d" % self.port,
-                                    "--access-key", "AKIDTEST", "--secret-key-file", sk, "--cache-dir", "memory"],
-                                   stdout=subprocess.DEVNULL, stderr=log)
-        self.addCleanup(self.stop_gateway)
-        self.assertTrue(wait_for(self.listening, timeout=30), "the gateway did not start:\n" + self.log())
-
-    def listening(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return self.gw.poll() is not None  # died: the assertion reads the log
-
-    def stop_gateway(self):
-        if self.gw.poll() is None:
-            self.gw.terminate()
-            self.gw.wait(30)
-
-    def log(self):
-        with open(self.gw_log, errors="replace") as f:
-            return f.read()
-
-    def aws(self, *args, secret="gateway-secret-key", check=True):
-        env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDTEST", AWS_SECRET_ACCESS_KEY=secret,
-                   AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE="/dev/null",
-                   AWS_SHARED_CREDENTIALS_FILE="/dev/null")
-        p = subprocess.run([AWS, "--endpoint-url", "http://127.0.0.1:%d" % self.port] + list(args),
-                           capture_output=True, text=True, env=env, timeout=120)
-        if check:
-            self.assertEqual(p.returncode, 0, "aws %s: %s%s\ngateway log:\n%s" % (" ".join(args), p.stdout, p.stderr,
-                                                                                 self.log()[-3000:]))
-        return p
-
-    def api(self, *args):
-        out = self.aws("s3api", *args).stdout
-        return json.loads(out) if out.strip() else {}
-
+class GatewayTest(GatewayTestCase):
     def test_objects_through_awscli_and_the_mount(self):
         bucket = self.vol.name  # one bucket, named after the volume
         self.assertIn(bucket, self.aws("s3", "ls").stdout)
@@ -188,24 +131,6 @@ class GatewayTest(harness.TierFSTestCase):
         self.assertEqual(self.api("list-multipart-uploads", "--bucket", bucket).get("Uploads", []), [])
         self.assertFalse(os.path.exists(self.vol.path("mp/aborted")))
 
-    def signed(self, method, path, body=b"", headers=None):
-        """One request signed with SigV4 by botocore (Debian's python3-botocore), sent raw."""
-        import urllib.error
-        import urllib.request
-        from botocore.auth import S3SigV4Auth
-        from botocore.awsrequest import AWSRequest
-        from botocore.credentials import Credentials
-        url = "http://127.0.0.1:%d%s" % (self.port, path)
-        req = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
-        S3SigV4Auth(Credentials("AKIDTEST", "gateway-secret-key"), "s3", "us-east-1").add_auth(req)
-        prepared = urllib.request.Request(url, data=body if method in ("PUT", "POST") else None,
-                                          headers=dict(req.headers.items()), method=method)
-        try:
-            with urllib.request.urlopen(prepared, timeout=60) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-
     def test_conditional_writes_have_one_winner(self):
         # If-None-Match: * is decided in the transaction that publishes the object: of
         # writers racing for a new key exactly one wins, the others get 412.
@@ -218,10 +143,10 @@ class GatewayTest(harness.TierFSTestCase):
                                                            {"If-None-Match": "*"})[0], range(8)))
             self.assertEqual(sorted(codes), [200] + [412] * 7, codes)
         # If-Match: the write happens only over the ETag given.
-        status, _ = self.signed("PUT", "/%s/race/k0" % bucket, b"new", {"If-Match": '"0123"'})
+        status, _, _ = self.signed("PUT", "/%s/race/k0" % bucket, b"new", {"If-Match": '"0123"'})
         self.assertEqual(status, 412)
         etag = self.api("head-object", "--bucket", bucket, "--key", "race/k0")["ETag"]
-        status, _ = self.signed("PUT", "/%s/race/k0" % bucket, b"new", {"If-Match": etag})
+        status, _, _ = self.signed("PUT", "/%s/race/k0" % bucket, b"new", {"If-Match": etag})
         self.assertEqual(status, 200)
         with open(self.vol.path("race/k0"), "rb") as f:
             self.assertEqual(f.read(), b"new")
@@ -307,6 +232,20 @@ class GatewayTest(harness.TierFSTestCase):
         self.assertIn("SignatureDoesNotMatch", p.stderr)
         # And nothing else changed: the right secret still works.
         self.aws("s3", "ls")
+
+
+class GatewayOnRedisAndRadosgwTest(GatewayTest):
+    """Every test above again with the volume's metadata in Redis and its data in radosgw
+    (the ctest fixture's servers), as a shared deployment runs it."""
+
+    @classmethod
+    def new_volume(cls, **kw):
+        srv = harness.servers()
+        db = harness.REDIS_DB["gateway"]
+        port = srv["redis_url"].rsplit(":", 1)[1]
+        harness.run("redis-cli", "-p", port, "-n", str(db), "FLUSHDB")
+        kw.update(meta_url="%s/%d" % (srv["redis_url"], db), storage=harness.s3_storage_args(harness.unique("gw")))
+        return super().new_volume(**kw)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ struct Args {
   std::string metrics;
   double upload_max_age_h = 24 * 7;
   CacheArgs cache;
+  client::GroupArgs group;
 };
 
 Result<std::string> SecretKey(const Args& a) {
@@ -76,6 +77,10 @@ int Run(const Args& a) {
   } catch (const std::exception&) {
     return fail(Status::Err(EINVAL, "--umask " + a.umask + ": give an octal mask such as 022"));
   }
+  if (a.group.name.empty() && (!a.group.addr.empty() || a.group.no_sharing)) {
+    return fail(Status::Err(EINVAL, "--group-addr and --no-sharing only apply to a cache group member: add "
+                                    "--cache-group NAME or leave them out"));
+  }
   auto secret = SecretKey(a);
   if (!secret.ok()) return fail(secret.status());
   if (!a.access_key.empty()) {
@@ -97,6 +102,7 @@ int Run(const Args& a) {
   vo.label = "s3://" + a.listen;
   vo.buffer_size = a.buffer_size;
   vo.cache = a.cache;
+  vo.group = a.group;
   vo.subdir = a.subdir;
   vo.metrics = a.metrics.empty() ? "0" : a.metrics;
   vo.backup_meta = 0;  // the mounts take the backups
@@ -164,6 +170,7 @@ void RegisterGateway(CLI::App& app, int* exit_code) {
                   "Hours after which an abandoned multipart upload is removed")
       ->capture_default_str();
   AddCacheOptions(sub, &a->cache);
+  AddGroupOptions(sub, &a->group);
   sub->callback([a, exit_code] {
     MakeCacheDirsAbsolute(&a->cache);
     *exit_code = Run(*a);

@@ -21,7 +21,7 @@ S3Result<KeyPath> ParseKey(std::string_view key) {
     if (part == "." || part == "..") return bad("'.' and '..' are not allowed as path components");
     if (part.find('\0') != std::string_view::npos) return bad("NUL is not allowed");
     if (part.size() > 255) return bad("a path component is longer than 255 bytes");
-    if (IsHiddenName(part)) return bad("names starting with '.tierfs-' are reserved");
+    if (out.dirs.empty() && part == kGatewayDir) return bad("the top-level name '.tierfs-gateway' is reserved");
     if (last) {
       out.leaf = std::string(part);
     } else {

@@ -2,8 +2,8 @@
 // directory ("a/b/c" is file c in directory a/b; "a/b/" is directory a/b itself), so a key
 // must be a path a kernel file system can hold. Refused, with S3's error codes:
 // KeyTooLongError over 1024 bytes; InvalidArgument for empty components ("a//b"), "." and
-// "..", NUL, components over 255 bytes, and names starting with ".tierfs-" (the gateway's
-// own staging area).
+// "..", NUL, components over 255 bytes, and a first component ".tierfs-gateway" (the
+// gateway's own directory in the volume's root: staging area and uploads; never listed).
 #pragma once
 
 #include <string>
@@ -14,9 +14,10 @@
 
 namespace tierfs::gateway {
 
-// Names of the gateway's own entries (staging area, upload parts): never listed as keys.
+// The gateway's own directory in the volume's root, and the prefix of the names it stages
+// files under there.
+inline constexpr char kGatewayDir[] = ".tierfs-gateway";
 inline constexpr char kHiddenPrefix[] = ".tierfs-";
-inline bool IsHiddenName(std::string_view name) { return name.rfind(kHiddenPrefix, 0) == 0; }
 
 struct KeyPath {
   std::vector<std::string> dirs;  // directories from the bucket down

@@ -10,7 +10,6 @@ namespace tierfs::gateway {
 namespace {
 
 constexpr size_t kBatch = 1000;
-constexpr char kEmptyEtag[] = "d41d8cd98f00b204e9800998ecf8427e";
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -76,7 +75,7 @@ class Walk {
       }
       if (!e) return Item{};
       cur.pos++;
-      if (IsHiddenName(e->name)) continue;
+      if (o_->IsGatewayDir(cur.ino, e->name)) continue;
       if (e->attr.IsDir()) {
         cur.pending.emplace(e->name + "/", *e);
         continue;
@@ -94,7 +93,7 @@ class Walk {
       bool self = len == name.size();
       if (self ? !with_self : static_cast<unsigned char>(name[len]) >= '/') continue;
       std::string n = name.substr(0, len);
-      if (!StartsWith(n, cur.name_prefix) || IsHiddenName(n)) continue;
+      if (!StartsWith(n, cur.name_prefix) || o_->IsGatewayDir(cur.ino, n)) continue;
       auto found = meta_->Lookup(c_.ctx, cur.ino, n);
       if (!found.ok()) {
         if (found.status().code() == ENOENT) continue;
@@ -281,7 +280,9 @@ S3Result<ListResult> Lister::List(const Caller& c, Ino bucket, const ListRequest
     auto item = w.Next(cur);
     if (!item.ok()) return item.error();
     if (item->kind == Item::kEnd) {
-      bool empty_dir = recursive && !cur.any && !cur.dir_emitted;
+      // An empty directory is the object "dir/", unless the gateway made it for keys below
+      // (then it is a leftover of a write that failed half-way, not an object).
+      bool empty_dir = recursive && !cur.any && !cur.dir_emitted && cur.self.meta.dir != "implicit";
       ObjectInfo self = cur.self;
       std::string key = cur.path;
       stack.pop_back();

@@ -18,8 +18,8 @@
 // A directory is an object "dir/" when a "dir/" object was put (it is marked) or when it is
 // empty (made through a mount); with the delimiter "/" every directory is a common prefix.
 // Other delimiters are served by the full walk, grouping keys as they come (their cost is
-// proportional to the keys passed over). Entries named ".tierfs-*" and files that are not
-// regular (symlinks, devices) are not objects.
+// proportional to the keys passed over). The gateway's own directory (.tierfs-gateway in the
+// volume's root) and files that are not regular (symlinks, devices) are not objects.
 #pragma once
 
 #include <cstdint>

@@ -147,10 +147,22 @@ S3Result<Multipart::Part> Multipart::CopyPart(const Caller& c, const Upload& u, 
     vfs->Release(in->fh).ok();
     return put.error();
   }
-  // The part's ETag is the MD5 of its bytes: read them once (the data itself is shared).
+  // The part's ETag is the MD5 of its bytes, read once (the data itself is shared), up to
+  // kCopyPartMd5Max. A larger range is not read at all (a 100 GB copy would fetch 100 GB
+  // from the store): its ETag is the MD5 of the source's identity, version and range, which
+  // differs whenever the bytes may. Clients pass part ETags back to Complete and never
+  // compare them with the bytes.
   Checksummer md5(ChecksumAlgo::kMd5);
-  std::string buf(1 << 20, '\0');
-  uint64_t done = 0;
+  if (len > kCopyPartMd5Max) {
+    md5.Update("copy:" + std::to_string(src.ino) + ":" + std::to_string(src.attr.seq) + ":" +
+               std::to_string(src.attr.mtime_ns) + ":" + std::to_string(off) + ":" + std::to_string(len));
+    if (off + len > src.attr.length) {
+      vfs->Release(in->fh).ok();
+      return InvalidArgument("the copy source range is beyond the object's end");
+    }
+  }
+  std::string buf(len > kCopyPartMd5Max ? 0 : 1 << 20, '\0');
+  uint64_t done = len > kCopyPartMd5Max ? len : 0;
   while (done < len) {
     auto n = vfs->Read(in->fh, off + done, std::min<uint64_t>(buf.size(), len - done), buf.data());
     if (!n.ok() || *n == 0) {

@@ -17,6 +17,8 @@
 namespace tierfs::gateway {
 
 inline constexpr char kObjectXattr[] = "trusted.tierfs.s3";
+// The ETag of no bytes: a directory's ("a/b/").
+inline constexpr char kEmptyEtag[] = "d41d8cd98f00b204e9800998ecf8427e";
 
 struct ObjectMeta {
   std::string etag;  // without quotes: hex MD5, or hex MD5-of-MD5s "-N" for multipart

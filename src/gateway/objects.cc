@@ -12,7 +12,6 @@ namespace tierfs::gateway {
 namespace {
 
 constexpr size_t kWriteBuf = 1 << 20;
-constexpr char kGatewayDir[] = ".tierfs-gateway";
 
 Ctx RootCtx() { return Ctx::Root(); }
 
@@ -42,7 +41,7 @@ S3Error FromStatus(const Status& st, const std::string& what) {
     case ENOSPC: return Err(507, "StorageFull", "the volume is full: " + st.message());
     case ENAMETOOLONG: return Err(400, "KeyTooLongError", "Your key is too long");
     case EEXIST:
-    case ESTALE: return Err(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
+    case ESTALE: return PreconditionFailed();
     case ETIMEDOUT:
     case EAGAIN: return Err(503, "ServiceUnavailable", "the volume is slow to answer, try again: " + st.message());
     default: return Err(500, "InternalError", "'" + what + "': " + st.ToString());
@@ -213,8 +212,15 @@ S3Result<ObjectInfo> Objects::Head(const Caller& c, Ino bucket, const std::strin
   auto info = Lookup(c, bucket, *k);
   if (!info.ok()) return info;
   if (info->dir) {
-    // A directory is an object of size 0 ("a/b/"); its ETag is that of no bytes.
-    info->meta.etag = "d41d8cd98f00b204e9800998ecf8427e";
+    // A directory is the object "a/b/" (size 0, the ETag of no bytes) when listing shows it:
+    // a PUT of "a/b/" made it, or it was made through a mount and is empty. One the
+    // gateway made for the keys below it is only their prefix.
+    if (info->meta.dir == "implicit") return Err(404, "NoSuchKey", "The specified key does not exist.");
+    if (info->meta.dir != "explicit") {
+      auto page = meta_->ReaddirPage(c.ctx, info->ino, "", 1, false);
+      if (page.ok() && !page->empty()) return Err(404, "NoSuchKey", "The specified key does not exist.");
+    }
+    info->meta.etag = kEmptyEtag;
     return info;
   }
   auto ok = EnsureEtag(c, &*info);
@@ -366,24 +372,24 @@ S3Result<ObjectInfo> Objects::Publish(std::unique_ptr<PutStream> put, Ino bucket
 S3Result<ObjectInfo> Objects::PublishStaged(const Caller& c, Ino from, const std::string& name, Ino bucket,
                                             const std::string& key, const KeyPath& k, ObjectMeta meta,
                                             const WriteCondition& cond) {
-  auto dir = ParentOf(c, bucket, k, true);
-  if (!dir.ok()) return dir.error();
+  // If-Match is checked before any directory is made for the key, so a refused write leaves
+  // nothing behind (the rename below decides it for good).
   RenameCondition rc;
   if (cond.if_none_match_any) rc.dst_absent = true;
   if (cond.if_match) {
     auto cur = Lookup(c, bucket, k);
     if (!cur.ok()) {
-      if (cur.error().http == 404) return Err(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
+      if (cur.error().http == 404) return PreconditionFailed();
       return cur.error();
     }
     auto ok = EnsureEtag(c, &*cur);
     if (!ok.ok()) return ok.error();
-    if (*cond.if_match != "*" && *cond.if_match != cur->meta.etag) {
-      return Err(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
-    }
+    if (*cond.if_match != "*" && *cond.if_match != cur->meta.etag) return PreconditionFailed();
     rc.dst_ino = cur->ino;
     rc.dst_seq = cur->attr.seq;
   }
+  auto dir = ParentOf(c, bucket, k, true);
+  if (!dir.ok()) return dir.error();
   // The ETag describes the staged content: its change sequence goes with it.
   auto staged = meta_->Lookup(RootCtx(), from, name);
   if (!staged.ok()) return FromStatus(staged.status(), key);
@@ -391,7 +397,7 @@ S3Result<ObjectInfo> Objects::PublishStaged(const Caller& c, Ino from, const std
   rc.set_xattrs.emplace_back(kObjectXattr, meta.ToJson());
   Status st = meta_->Rename(c.ctx, from, name, *dir, k.leaf, 0, &rc);
   if (!st.ok()) {
-    if (st.code() == EISDIR) return FromStatus(st, key);
+    PruneImplicit(c, bucket, *dir);  // the directories made for a write that lost
     return FromStatus(st, key);
   }
   ObjectInfo info;
@@ -404,10 +410,21 @@ S3Result<ObjectInfo> Objects::PublishStaged(const Caller& c, Ino from, const std
   return info;
 }
 
-S3Result<ObjectInfo> Objects::PutDirectory(const Caller& c, Ino bucket, const std::string& key, ObjectMeta meta) {
+S3Result<ObjectInfo> Objects::PutDirectory(const Caller& c, Ino bucket, const std::string& key, ObjectMeta meta,
+                                           const WriteCondition& cond) {
   if (c.read_only) return AccessDenied("read-only access");
   auto k = ParseKey(key);
   if (!k.ok()) return k.error();
+  if (cond.if_none_match_any || cond.if_match) {
+    // The object is empty and the same whoever writes it, so checking before the mkdir is
+    // enough: two racing writers of "d/" make one directory.
+    auto cur = Head(c, bucket, key);
+    if (!cur.ok() && cur.error().http != 404) return cur.error();
+    if (cond.if_none_match_any && cur.ok()) return PreconditionFailed();
+    if (cond.if_match && (!cur.ok() || (*cond.if_match != "*" && *cond.if_match != cur->meta.etag))) {
+      return PreconditionFailed();
+    }
+  }
   KeyPath parent = *k;
   std::string name = parent.dirs.back();
   parent.dirs.pop_back();

@@ -140,7 +140,8 @@ class Objects {
   S3Result<ObjectInfo> Publish(std::unique_ptr<PutStream> put, Ino bucket, const std::string& key, ObjectMeta meta,
                                const WriteCondition& cond);
   // "a/b/": makes the directory (and its parents), marked as an object.
-  S3Result<ObjectInfo> PutDirectory(const Caller& c, Ino bucket, const std::string& key, ObjectMeta meta);
+  S3Result<ObjectInfo> PutDirectory(const Caller& c, Ino bucket, const std::string& key, ObjectMeta meta,
+                                    const WriteCondition& cond);
   // CopyObject without copying data: the destination shares the source's slices (a clone),
   // published like a PUT. meta: the destination's metadata (the caller decides COPY or
   // REPLACE).
@@ -154,6 +155,8 @@ class Objects {
   Vfs* vfs() { return vfs_; }
   Ino staging_dir() const { return tmp_dir_; }
   Ino uploads_dir() const { return uploads_dir_; }
+  // The gateway's own directory (keys.h): entry `name` of directory `dir` is never an object.
+  bool IsGatewayDir(Ino dir, const std::string& name) const { return dir == opts_.root && name == kGatewayDir; }
   // Walks to the directory that holds key's leaf; with make, creates missing directories
   // (marked implicit); errors as S3 maps them.
   S3Result<Ino> ParentOf(const Caller& c, Ino bucket, const KeyPath& k, bool make);

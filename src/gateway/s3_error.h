@@ -22,6 +22,9 @@ inline S3Error Err(int http, std::string code, std::string message) {
 // The ones used in several places.
 inline S3Error AccessDenied(std::string why = "Access Denied") { return Err(403, "AccessDenied", std::move(why)); }
 inline S3Error InvalidArgument(std::string why) { return Err(400, "InvalidArgument", std::move(why)); }
+inline S3Error PreconditionFailed() {
+  return Err(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
+}
 inline S3Error InternalError(std::string why) { return Err(500, "InternalError", std::move(why)); }
 inline S3Error NotImplemented(std::string what) {
   return Err(501, "NotImplemented", what + " is not implemented by the TierFS gateway");

@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <ctime>
 
 #include "common/clock.h"
@@ -112,7 +113,17 @@ void S3Service::Serve(const httplib::Request& http, httplib::Response& res, cons
   if (!err) err = Dispatch(r);
   if (err) Fail(r, *err);
   if (res.status == -1) res.status = 200;
-  if (observer_) observer_(r, res.status, MonoNanos() - start, 0, 0);
+  if (observer_) {
+    // Bytes accepted: the body of a request that succeeded (its decoded length when it came
+    // aws-chunked); bytes sent: the response's body, whole or streamed.
+    uint64_t in = 0;
+    if (res.status / 100 == 2) {
+      std::string len = r.Header("x-amz-decoded-content-length");
+      if (len.empty()) len = r.Header("content-length");
+      in = std::strtoull(len.c_str(), nullptr, 10);
+    }
+    observer_(r, res.status, MonoNanos() - start, in, res.body.size() + res.content_length_);
+  }
 }
 
 std::optional<S3Error> S3Service::Authenticate(S3Req& r) {
@@ -163,6 +174,17 @@ std::optional<S3Error> S3Service::Dispatch(S3Req& r) {
   }
   r.bucket_ino = *bucket;
   if (r.HasParam("uploadId") || (r.method == "POST" && r.HasParam("uploads"))) return MultipartOp(r, *bucket);
+  if (r.HasParam("tagging") && r.method == "GET") {
+    // TierFS keeps no object tags: an existing object has none (awscli asks when it copies
+    // an object between buckets; setting tags is not implemented).
+    r.op = "GetObjectTagging";
+    auto o = objects_->Head(r.caller, *bucket, r.key);
+    if (!o.ok()) return o.error();
+    Xml x;
+    x.Open("Tagging", "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"").Open("TagSet").Close("TagSet").Close("Tagging");
+    r.res.set_content(x.str(), "application/xml");
+    return std::nullopt;
+  }
   for (const char* sub : {"acl", "tagging", "retention", "legal-hold", "torrent", "attributes", "restore", "select"}) {
     if (r.HasParam(sub)) {
       if (std::string(sub) == "acl" && (r.method == "GET" || r.method == "HEAD")) break;  // answered below
@@ -205,14 +227,22 @@ std::optional<S3Error> S3Service::Dispatch(S3Req& r) {
 
 void S3Service::Fail(S3Req& r, const S3Error& e) {
   if (r.body && !r.body_read) {
-    // The body was not read: read it away, or the next request on this connection would
-    // start inside it. (A client that sent Expect: 100-continue was answered before it.)
+    // The body was not read. A small one is read away so that the connection can carry the
+    // next request; a large or unknown one is not (a client announcing 5 GiB and sending
+    // less would hold this thread until the read timeout): the answer closes the
+    // connection instead. (A client that sent Expect: 100-continue was answered before it.)
     r.body_read = true;
-    (*r.body)([](const char*, size_t) { return true; });
+    constexpr uint64_t kDrainAtMost = 1 << 20;
+    const std::string len = r.Header("content-length");
+    if (!len.empty() && std::strtoull(len.c_str(), nullptr, 10) <= kDrainAtMost) {
+      (*r.body)([](const char*, size_t) { return true; });
+    } else {
+      r.res.set_header("Connection", "close");
+    }
   }
   r.res.status = e.http;
+  if (e.http == 304) return;  // Not Modified: headers only, the ETag a 200 would have among them
   r.res.headers.erase("ETag");
-  if (e.http == 304) return;  // Not Modified: headers only
   if (e.code == "InternalError" || e.http >= 500) {
     spdlog::warn("gateway: {} {} answered {} {}: {}", r.method, r.resource, e.http, e.code, e.message);
   }
@@ -341,7 +371,7 @@ void S3Service::ObjectHeaders(S3Req& r, const ObjectInfo& o) {
 
 std::optional<S3Error> S3Service::ReadConditions(S3Req& r, const ObjectInfo& o, const std::string& prefix) {
   const bool copy = !prefix.empty();
-  auto failed = [] { return Err(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"); };
+  auto failed = [] { return PreconditionFailed(); };
   const int64_t mtime_s = o.attr.mtime_ns / 1000000000;
   std::string if_match = r.Header(prefix + "if-match");
   std::string if_none = r.Header(prefix + "if-none-match");

@@ -4,7 +4,10 @@
 // cpp-httplib applies Range headers to responses by itself; S3's rules differ (a suffix range
 // past the start, 416 with an error document, no multi-range answers), so the pre-routing
 // handler takes the parsed ranges away and S3Service answers ranges itself.
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -26,6 +29,12 @@ metrics::Histogram* RequestHistogram(const std::string& op, int status) {
   return &metrics::Default().GetHistogram("tierfs_gateway_request_duration_seconds",
                                           "S3 gateway requests by API call and status class: latency",
                                           {{"op", op}, {"status", cls}});
+}
+
+metrics::Counter* ByteCounter(const std::string& op, const char* direction) {
+  return &metrics::Default().GetCounter("tierfs_gateway_bytes_total",
+                                        "S3 gateway: bytes of request bodies accepted (in) and of responses sent (out)",
+                                        {{"op", op}, {"direction", direction}});
 }
 
 }  // namespace
@@ -57,7 +66,15 @@ Status Gateway::Start() {
   Impl& m = *impl_;
   const GatewayOptions& o = m.opts;
   if (!o.access_log.empty()) {
-    m.log = o.access_log == "-" ? stderr : fopen(o.access_log.c_str(), "ae");
+    // One line per request: TIME REMOTE-ADDR ACCESS-KEY API-CALL METHOD /BUCKET/KEY STATUS
+    // REQUEST-ID MILLISECONDS. It names keys and users: only its owner may read it.
+    if (o.access_log == "-") {
+      m.log = stderr;
+    } else {
+      int fd = open(o.access_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      m.log = fd >= 0 ? fdopen(fd, "a") : nullptr;
+      if (fd >= 0 && !m.log) close(fd);
+    }
     if (!m.log) return Status::Err(errno, "cannot open the access log " + o.access_log);
   }
   m.users = std::make_unique<Users>(m.vfs->meta()->engine(), o.user);
@@ -69,10 +86,13 @@ Status Gateway::Start() {
   auto init = m.objects->Init();
   if (!init.ok()) return Status::Err(EIO, "preparing the gateway's staging area: " + init.error().message);
   m.service = std::make_unique<S3Service>(m.objects.get(), m.users.get(), o);
-  m.service->SetObserver([&m](const S3Req& r, int status, int64_t ns, uint64_t, uint64_t) {
-    RequestHistogram(r.op.empty() ? "unknown" : r.op, status)->Observe(static_cast<double>(ns) / 1e9);
+  m.service->SetObserver([&m](const S3Req& r, int status, int64_t ns, uint64_t in, uint64_t out) {
+    const std::string& op = r.op.empty() ? std::string("unknown") : r.op;
+    RequestHistogram(op, status)->Observe(static_cast<double>(ns) / 1e9);
+    if (in) ByteCounter(op, "in")->Add(in);
+    if (out) ByteCounter(op, "out")->Add(out);
     if (!m.log) return;
-    std::string line = HttpDate(NowNanos()) + " " + r.http.remote_addr + " " +
+    std::string line = Iso8601(NowNanos()) + " " + r.http.remote_addr + " " +
                        (r.user.access_key.empty() ? "-" : r.user.access_key) + " " + r.op + " " + r.method + " " +
                        r.resource + " " + std::to_string(status) + " " + r.request_id + " " +
                        std::to_string(static_cast<double>(ns) / 1e6) + "ms\n";
@@ -94,6 +114,12 @@ Status Gateway::Start() {
   httplib::Server& s = *m.http;
   const int threads = std::max(4, o.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second gateway bind the same
+  // port and silently take half its connections; only SO_REUSEADDR here.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   s.set_keep_alive_max_count(100000);
   s.set_keep_alive_timeout(30);
   s.set_read_timeout(60, 0);
@@ -105,6 +131,24 @@ Status Gateway::Start() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   S3Service* svc = m.service.get();
+  s.set_error_handler(httplib::Server::HandlerWithResponse([svc](const httplib::Request& req, httplib::Response& res) {
+    if (res.has_header("x-amz-request-id")) return httplib::Server::HandlerResponse::Unhandled;  // S3Service's
+    if (res.status == 416 && (req.method == "GET" || req.method == "HEAD")) {
+      // cpp-httplib refused a Range header it could not parse before any handler ran; S3
+      // ignores such a header and serves the whole object (RFC 9110 14.2).
+      const_cast<httplib::Request&>(req).ranges.clear();
+      res.status = -1;
+      svc->Serve(req, res, nullptr);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Other requests cpp-httplib refused itself (malformed, URI or headers too long): an S3
+    // error document rather than an empty body.
+    const bool too_large = res.status == 413 || res.status == 414 || res.status == 431;
+    S3Error e = Err(res.status, too_large ? "MaxMessageLengthExceeded" : "BadRequest",
+                    too_large ? "Your request was too big." : "The request could not be parsed.");
+    res.set_content(ErrorXml(e, req.path, "-"), "application/xml");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
   auto plain = [svc](const httplib::Request& req, httplib::Response& res) { svc->Serve(req, res, nullptr); };
   auto with_body = [svc](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
     svc->Serve(req, res, &body);

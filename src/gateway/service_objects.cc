@@ -156,7 +156,7 @@ std::optional<S3Error> S3Service::PutObject(S3Req& r) {
       return e;
     }
     if (nonempty) return InvalidArgument("TierFS stores a key ending in '/' as a directory: its body must be empty");
-    auto o = objects_->PutDirectory(r.caller, r.bucket_ino, r.key, *meta);
+    auto o = objects_->PutDirectory(r.caller, r.bucket_ino, r.key, *meta, *cond);
     if (!o.ok()) return o.error();
     r.res.set_header("ETag", "\"" + o->meta.etag + "\"");
     return std::nullopt;
