@@ -189,6 +189,30 @@ class GatewayApiTest(GatewayTestCase):
         # copies between buckets).
         self.assertEqual(self.boto3().get_object_tagging(Bucket=self.bucket, Key="e/d/f")["TagSet"], [])
 
+    def test_unsupported_apis_answer_as_the_readme_says(self):
+        from botocore.exceptions import ClientError
+        s3 = self.boto3()
+        s3.put_object(Bucket=self.bucket, Key="u/obj", Body=b"x")
+        self.assertNotIn("Status", s3.get_bucket_versioning(Bucket=self.bucket))
+        calls = [
+            (lambda: s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"}),
+             "NotImplemented"),
+            (lambda: s3.list_object_versions(Bucket=self.bucket), "NotImplemented"),
+            (lambda: s3.put_object_tagging(Bucket=self.bucket, Key="u/obj", Tagging={"TagSet": []}), "NotImplemented"),
+            (lambda: s3.put_object_acl(Bucket=self.bucket, Key="u/obj", ACL="private"), "NotImplemented"),
+            (lambda: s3.get_bucket_policy(Bucket=self.bucket), "NoSuchBucketPolicy"),
+            (lambda: s3.get_bucket_lifecycle_configuration(Bucket=self.bucket), "NoSuchLifecycleConfiguration"),
+            (lambda: s3.put_bucket_policy(Bucket=self.bucket, Policy="{}"), "NotImplemented"),
+            (lambda: s3.get_object_retention(Bucket=self.bucket, Key="u/obj"), "NotImplemented"),
+        ]
+        for i, (call, code) in enumerate(calls):
+            with self.assertRaises(ClientError, msg="call %d" % i) as cm:
+                call()
+            self.assertEqual(cm.exception.response["Error"]["Code"], code)
+        # partNumber=1 of an object not uploaded in parts is the whole object, as in S3.
+        self.assertEqual(s3.get_object(Bucket=self.bucket, Key="u/obj", PartNumber=1)["Body"].read(), b"x")
+        self.assertEqual(s3.get_object_acl(Bucket=self.bucket, Key="u/obj")["Grants"][0]["Permission"], "FULL_CONTROL")
+
     def test_metadata_etags_and_directories(self):
         s3 = self.boto3()
         s3.put_object(Bucket=self.bucket, Key="m/doc.json", Body=b"{}", ContentType="application/json",

@@ -6,12 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "meta/key_schema.h"
 #include "meta/kv_engine.h"
 
 namespace tierfs::gateway {
 namespace {
 
-constexpr char kPrefix[] = "GU";
+constexpr std::string_view kPrefix = keys::kGatewayUserPrefix;
 constexpr int64_t kReloadNs = 5'000'000'000;
 
 std::string ToJson(const GatewayUser& u) {
