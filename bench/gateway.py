@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """The S3 gateway side by side with radosgw and with a FUSE mount of the same volume.
 
-    sudo bench/gateway.py                          # full run: 3 rounds, about 75 minutes
-    sudo AWS_COPY_PROPS=metadata-directive bench/gateway.py   # see 5 (a)
+    sudo bench/gateway.py                          # full run: 3 rounds, about 50 minutes (an estimate)
     sudo SMALL=1 ROUNDS=1 bench/gateway.py         # smoke run with tiny sizes, about 3 minutes
     sudo SKIP_RADOSGW=1 bench/gateway.py           # the gateway and the mount only (no Ceph)
     sudo SMALL=1 PARTS="list par64" bench/gateway.py   # only some of the measurements
@@ -62,14 +61,16 @@ after; its peak RSS as VmHWM after `echo 5 > /proc/PID/clear_refs`):
     as in 3): a million would take most of an hour; the table gives each listing's key count.
     The mount lists the same directory with `ls -f` and `ls -l`.
  5. The gateway's peak RSS (VmHWM) during (a) `aws s3 cp s3://BUCKET/big/src
-    s3://BUCKET/big/dst`, a multipart copy (UploadPartCopy of AWS_CHUNK ranges, then
+    s3://BUCKET/big/dst`, a multipart copy (UploadPartCopy of COPY_CHUNK (16MB) ranges, then
     CompleteMultipartUpload) of a COPY_GIB (100) GiB source made as a sparse file through the
     mount (truncate; radosgw cannot hold such an object on this disk, so it is not measured).
-    awscli's default `--copy-props default` first asks GetObjectTagging, which the gateway
-    does not answer yet (NotImplemented: the copy fails and its row says so);
-    AWS_COPY_PROPS=metadata-directive passes `--copy-props metadata-directive`, which skips the
-    tags. The copy reads every byte of the source for the parts' MD5s (zeros here), so it
-    takes minutes of gateway CPU: about 8 minutes a round on 2 cores.
+    awscli's AWS_CONFIG_FILE for it gives `multipart_threshold = multipart_chunksize =
+    COPY_CHUNK` and `max_concurrency = AWS_CONCURRENCY`. The gateway reads no byte of a
+    copied range: the part shares the source's slices and its ETag is derived from the
+    source's identity and the range. awscli's
+    default `--copy-props default` asks GetObjectTagging, which the gateway answers with an
+    empty tag set, and copies the metadata; AWS_COPY_PROPS, if set, passes another
+    `--copy-props` (metadata-directive, none).
     (b) PAR64 (64) PUTs at once of PAR64_MIB (64) MiB each (botocore, 4 processes x 16
     threads), for the gateway and for radosgw.
 
@@ -90,45 +91,41 @@ measurement, but bluestore's file keeps its high-water mark and radosgw frees de
 data only after its 60 s garbage-collection delay; the 1M-key database is under 1 GiB). RAM:
 a tmpfs of ONE_MIB + PAR_MIB + PAR64_MIB + 64 MiB (1.4 GiB) for the sources, Ceph about 2 GiB,
 the gateway and the mount up to about 0.5 GiB each, 16 awscli processes about 1.5 GiB: about
-6 GiB at the peak. Time on this 2-core machine: about 13 minutes of setup (1M creates through
-the mount, the first listing, 100k PUTs to radosgw) and 19 minutes a round (8 of them the
-100 GiB copy, which fails at once without AWS_COPY_PROPS until the gateway answers
-GetObjectTagging).
+6 GiB at the peak. Time on this 2-core machine, an estimate (not yet timed with the copy that
+reads no data): about 13 minutes of setup (1M creates through the mount, the first listing,
+100k PUTs to radosgw) and about 11 minutes a round, the 100 GiB copy a small part of it;
+about 50 minutes for 3 rounds.
 
 Writes the section between <!-- bench:gateway:begin --> and <!-- bench:gateway:end --> of
 docs/benchmarks.md and raw results and logs to BENCH_OUT/gateway-<timestamp>/. Everything
 started or mounted (gateway, mount, Ceph, tmpfs, workers) is stopped, unmounted and removed on
 every exit, including errors and INT/TERM/HUP. Exit status 1 when a measurement failed.
 Environment: SMALL ROUNDS SKIP_RADOSGW PARTS TIERFS TIERFS_BUCKET TMPFS_SIZE ONE_MIB PAR_STREAMS
-PAR_MIB AWS_CHUNK AWS_CONCURRENCY AWS_COPY_PROPS OBJBENCH_BIG_SIZE OBJBENCH_BIG_COUNT OBJBENCH_SMALL_COUNT
-OBJBENCH_THREADS SMALL_PUTS PUT_PROCS PUT_THREADS LIST_KEYS RGW_LIST_KEYS COPY_GIB PAR64
-PAR64_MIB MEASURE_TIMEOUT GATEWAY_OPTS MOUNT_OPTS PYTHON BENCH_DOC BENCH_WORK BENCH_OUT
-TIERFS_TEST_PORT_OFFSET TIERFS_CEPH_OSD_BYTES.
+PAR_MIB AWS_CHUNK AWS_CONCURRENCY AWS_COPY_PROPS OBJBENCH_BIG_SIZE OBJBENCH_BIG_COUNT
+OBJBENCH_SMALL_COUNT OBJBENCH_THREADS SMALL_PUTS PUT_PROCS PUT_THREADS LIST_KEYS RGW_LIST_KEYS
+COPY_GIB COPY_CHUNK PAR64 PAR64_MIB MEASURE_TIMEOUT GATEWAY_OPTS MOUNT_OPTS PYTHON BENCH_DOC
+BENCH_WORK BENCH_OUT TIERFS_TEST_PORT_OFFSET TIERFS_CEPH_OSD_BYTES.
+
+This file is the driver (the rounds, the measurements, the section); bench/gateway_servers.py
+starts and stops the servers and mounts, bench/s3_load.py has the botocore workers and awscli.
 """
 
 import atexit
 import json
 import os
 import re
-import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-os.environ.setdefault("TIERFS_TEST_PORT_OFFSET", "700")
-os.environ["TIERFS_CEPH_BLUESTORE"] = "1"
-os.environ.setdefault("TIERFS_CEPH_OSD_BYTES", str(48 << 30))
-import servers  # noqa: E402 (reads the environment above)
-from doc_section import write_section  # noqa: E402
+# Sibling modules (the script's folder is on sys.path, wherever it is run from);
+# gateway_servers first: it sets the environment tests/servers.py reads.
+from gateway_servers import REPO, Servers, log, popen, reap, sh
+import s3_load
+from doc_section import write_section
 
 SMALL = os.environ.get("SMALL") == "1"
 
@@ -149,6 +146,7 @@ PAR_MIB = knob("PAR_MIB", 256, 16)
 AWS_CHUNK = os.environ.get("AWS_CHUNK") or "16MB"
 AWS_CONCURRENCY = knob("AWS_CONCURRENCY", 4, 4)
 AWS_COPY_PROPS = os.environ.get("AWS_COPY_PROPS") or ""
+COPY_CHUNK = os.environ.get("COPY_CHUNK") or "16MB"
 PARTS = (os.environ.get("PARTS") or "bulk objbench small list copy par64").split()
 OBJBENCH_BIG_SIZE = knob("OBJBENCH_BIG_SIZE", "64M", "8M")
 OBJBENCH_BIG_COUNT = knob("OBJBENCH_BIG_COUNT", 32, 8)
@@ -173,8 +171,6 @@ DOC = os.environ.get("BENCH_DOC") or os.path.join(REPO, "docs", "benchmarks.md")
 OUT = os.path.join(os.environ.get("BENCH_OUT") or os.path.join(REPO, "bench-results"),
                    time.strftime("gateway-%Y%m%d-%H%M%S"))
 BEGIN, END = "<!-- bench:gateway:begin -->", "<!-- bench:gateway:end -->"
-MiB = 1 << 20
-TICK = os.sysconf("SC_CLK_TCK")
 VOLUME = "gwbench"      # the gateway's bucket is named after the volume
 RGW_BUCKET = "gwbench"
 GW_AK, GW_SK = "GWBENCHACCESSKEY", "gwbench-secret-key-0123456789"
@@ -183,416 +179,38 @@ LABELS = {"gateway": "TierFS gateway", "radosgw": "radosgw", "mount": "TierFS mo
 COMMAND_KNOBS = ("SMALL", "ROUNDS", "SKIP_RADOSGW", "PARTS", "TIERFS_BUCKET", "ONE_MIB", "PAR_STREAMS", "PAR_MIB",
                  "AWS_CHUNK", "AWS_CONCURRENCY", "AWS_COPY_PROPS", "OBJBENCH_BIG_SIZE", "OBJBENCH_BIG_COUNT", "OBJBENCH_SMALL_COUNT",
                  "OBJBENCH_THREADS", "SMALL_PUTS", "PUT_PROCS", "PUT_THREADS", "LIST_KEYS", "RGW_LIST_KEYS",
-                 "COPY_GIB", "PAR64", "PAR64_MIB", "GATEWAY_OPTS", "MOUNT_OPTS")
-
-# The client processes: run by Debian's python3 with its botocore (see the docstring).
-# put/files: objects (or files) first, first+step, ... < count, by `threads` threads, after a
-# barrier (prints "ready", waits for a line on stdin); prints one JSON line with the
-# monotonic start and end (CLOCK_MONOTONIC is system-wide, so processes compare).
-WORKER = r'''
-import html, json, os, re, sys, threading, time
-mode, a = sys.argv[1], json.loads(sys.argv[2])
-
-def s3client(threads):
-    import botocore.session
-    from botocore.config import Config
-    return botocore.session.get_session().create_client(
-        "s3", endpoint_url=a["endpoint"], region_name="us-east-1", aws_access_key_id=a["ak"],
-        aws_secret_access_key=a["sk"],
-        config=Config(max_pool_connections=threads, retries={"total_max_attempts": 1}, connect_timeout=60,
-                      read_timeout=900, s3={"addressing_style": "path"}))
-
-if mode in ("put", "files"):
-    idx = list(range(a["first"], a["count"], a["step"]))
-    threads = a["threads"]
-    if a.get("src"):
-        with open(a["src"], "rb") as f:
-            data = f.read()
-    else:
-        data = os.urandom(a["size"]) if a["size"] else b""
-    c = s3client(threads) if mode == "put" else None
-    errors, lock = [], threading.Lock()
-    def work(k):
-        for j in range(k, len(idx), threads):
-            key = a["key"] % idx[j]
-            try:
-                if c:
-                    c.put_object(Bucket=a["bucket"], Key=key, Body=data)
-                else:
-                    with open(os.path.join(a["dir"], key), "wb") as f:
-                        f.write(data)
-            except Exception as e:
-                with lock:
-                    errors.append("%s: %r" % (key, e))
-    print("ready", flush=True)
-    sys.stdin.readline()
-    t0 = time.monotonic()
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    print(json.dumps({"t0": t0, "t1": time.monotonic(), "n": len(idx), "errors": len(errors),
-                      "first_errors": errors[:3]}))
-elif mode == "list":
-    import http.client, urllib.parse
-    from botocore.auth import S3SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-    cred = Credentials(a["ak"], a["sk"])
-    conn = http.client.HTTPConnection(a["endpoint"].split("//", 1)[1], timeout=900)
-    q = lambda v: urllib.parse.quote(v, safe="-_.~")
-    token, pages, keys, prefixes, first = None, 0, 0, 0, None
-    t0 = time.monotonic()
-    while True:
-        p = {"list-type": "2", "prefix": a["prefix"], "max-keys": "1000"}
-        if a["delimiter"]:
-            p["delimiter"] = a["delimiter"]
-        if token is not None:
-            p["continuation-token"] = token
-        path = "/%s?%s" % (a["bucket"], "&".join("%s=%s" % (q(k), q(v)) for k, v in sorted(p.items())))
-        req = AWSRequest(method="GET", url=a["endpoint"] + path)
-        S3SigV4Auth(cred, "s3", "us-east-1").add_auth(req)
-        conn.request("GET", path, headers=dict(req.headers.items()))
-        r = conn.getresponse()
-        body = r.read()
-        if r.status != 200:
-            sys.exit("page %d: HTTP %d: %s" % (pages + 1, r.status, body[:500]))
-        pages += 1
-        if first is None:
-            first = time.monotonic() - t0
-        keys += body.count(b"<Contents>")
-        prefixes += body.count(b"<CommonPrefixes>")
-        if b"<IsTruncated>true</IsTruncated>" not in body:
-            break
-        m = re.search(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>", body)
-        if not m:
-            sys.exit("page %d is truncated but has no NextContinuationToken" % pages)
-        token = html.unescape(m.group(1).decode())
-    print(json.dumps({"secs": time.monotonic() - t0, "pages": pages, "keys": keys, "prefixes": prefixes,
-                      "first": first}))
-elif mode == "delete":
-    c = s3client(4)
-    n = 0
-    for page in c.get_paginator("list_objects_v2").paginate(Bucket=a["bucket"], Prefix=a["prefix"]):
-        objs = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if objs:
-            r = c.delete_objects(Bucket=a["bucket"], Delete={"Objects": objs, "Quiet": True})
-            if r.get("Errors"):
-                sys.exit("delete: %s" % r["Errors"][:3])
-            n += len(objs)
-    print(json.dumps({"deleted": n}))
-elif mode == "mkbucket":
-    c = s3client(1)
-    try:
-        c.create_bucket(Bucket=a["bucket"])
-    except c.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    print(json.dumps({}))
-'''
+                 "COPY_GIB", "COPY_CHUNK", "PAR64", "PAR64_MIB", "GATEWAY_OPTS", "MOUNT_OPTS")
 
 
-def log(*a):
-    print("[gateway.py %s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+class Bench(Servers):
+    """The measurements, over the servers Servers starts and stops."""
 
-
-LIVE = set()  # client processes running now (killed on exit)
-
-
-def popen(cmd, **kw):
-    p = subprocess.Popen(cmd, **kw)
-    LIVE.add(p)
-    return p
-
-
-def reap(p, timeout):
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        LIVE.discard(p)
-        raise RuntimeError("%s: still running after %d s, killed" % (" ".join(map(str, p.args[:4])), timeout))
-    LIVE.discard(p)
-    return out, err
-
-
-def sh(*cmd, check=True, timeout=600, env=None, stdin=subprocess.DEVNULL):
-    p = popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin, text=True, env=env)
-    out, err = reap(p, timeout)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s failed (exit %d): %s%s" % (" ".join([os.path.basename(str(cmd[0]))] + list(map(
-            str, cmd[1:3]))), p.returncode, out[-2000:], err[-2000:]))
-    return out
-
-
-def cpu_of(pid):
-    """CPU seconds (user + system, all threads) of a process so far."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            v = f.read().rsplit(")", 1)[1].split()
-        return (int(v[11]) + int(v[12])) / TICK
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def status_kib(pid, field):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def reset_hwm(pid):
-    try:
-        with open("/proc/%d/clear_refs" % pid, "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def children_cpu():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Bench:
     def __init__(self):
-        self.closed = False
-        self.mounted = []       # tmpfs and FUSE mount points, in mount order
-        self.gw = self.mnt_proc = self.ceph = None
+        super().__init__(OUT, TIERFS_SRC, VOLUME, (GW_AK, GW_SK),
+                         {"one": ONE_MIB, "par": PAR_MIB, "par64": PAR64_MIB}, bucket_on=TIERFS_BUCKET,
+                         tmpfs_size=TMPFS_SIZE, radosgw=not SKIP_RADOSGW, rgw_bucket=RGW_BUCKET,
+                         gateway_opts=GATEWAY_OPTS, mount_opts=MOUNT_OPTS)
         self.results = []       # one dict per measurement
         self.failures = []
-        base = os.environ.get("BENCH_WORK") or os.path.join(REPO, "build", "bench")
-        os.makedirs(base, exist_ok=True)
-        self.work = tempfile.mkdtemp(prefix="gateway-", dir=base)
-        os.makedirs(OUT, exist_ok=True)
-
-    # ---- setup ---------------------------------------------------------------------------
 
     def setup(self):
-        w = self.work
-        # A copy: the other engineer's rebuilds must not change the binary under the run.
-        self.tierfs = os.path.join(w, "tierfs")
-        shutil.copy2(TIERFS_SRC, self.tierfs)
-        self.version = sh(self.tierfs, "--version").strip()
-        self.src = os.path.join(w, "src")
-        os.makedirs(self.src)
-        src_mib = ONE_MIB + PAR_MIB + PAR64_MIB + 64
-        sh("mount", "-t", "tmpfs", "-o", "size=%dm" % src_mib, "tierfs-gwbench-src", self.src)
-        self.mounted.append(self.src)
-        for name, mib in (("one", ONE_MIB), ("par", PAR_MIB), ("par64", PAR64_MIB)):
-            with open(os.path.join(self.src, name), "wb") as f:
-                for _ in range(mib):
-                    f.write(os.urandom(MiB))
-        self.vol = os.path.join(w, "vol")
-        os.makedirs(self.vol)
-        if TIERFS_BUCKET == "tmpfs":
-            sh("mount", "-t", "tmpfs", "-o", "size=" + TMPFS_SIZE, "tierfs-gwbench-vol", self.vol)
-            self.mounted.append(self.vol)
-        elif TIERFS_BUCKET != "disk":
-            raise SystemExit("TIERFS_BUCKET must be disk or tmpfs")
-        if not SKIP_RADOSGW:
-            log("starting Ceph (bluestore OSD over a file in %s, radosgw on port %d)" % (w, servers.RGW_PORT))
-            self.ceph = servers.Ceph(os.path.join(w, "srv"), bluestore=True)
-            self.ceph.start()
-            self.rgw_pid = int(open(self.ceph._pid("client.rgw.a")).read().split()[0])
-            self.osd_pid = int(open(self.ceph._pid("osd.0")).read().split()[0])
+        self.start()
+        if self.ceph is not None:
             self.worker("mkbucket", self.s3args("radosgw"))
-        self.meta = "sqlite3://" + os.path.join(self.vol, "meta.db")
-        sh(self.tierfs, "format", self.meta, VOLUME, "--storage", "file", "--bucket", os.path.join(self.vol, "bucket"),
-           "--trash-days", "0")
-        self.mnt = os.path.join(w, "mnt")
-        os.makedirs(self.mnt)
-        self.mnt_log = os.path.join(w, "mount.log")
-        self.mnt_proc = popen([self.tierfs, "mount", self.meta, self.mnt, "--cache-dir", "memory", "--metrics", "0",
-                               "--log", self.mnt_log] + MOUNT_OPTS,
-                              stdout=subprocess.DEVNULL, stderr=open(self.mnt_log + ".stderr", "w"))
-        LIVE.discard(self.mnt_proc)
-        end = time.monotonic() + 60
-        while not os.path.ismount(self.mnt):
-            if self.mnt_proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError("tierfs mount did not mount (see %s)" % self.mnt_log)
-            time.sleep(0.05)
-        self.mounted.append(self.mnt)
-        sk = os.path.join(w, "gateway.secret")
-        with open(sk, "w") as f:
-            f.write(GW_SK + "\n")
-        os.chmod(sk, 0o600)
-        self.port = free_port()
-        self.gw_log = os.path.join(w, "gateway.log")
-        self.gw = subprocess.Popen([self.tierfs, "gateway", self.meta, "127.0.0.1:%d" % self.port, "--access-key", GW_AK,
-                                    "--secret-key-file", sk, "--cache-dir", "memory", "--log", self.gw_log] + GATEWAY_OPTS,
-                                   stdout=subprocess.DEVNULL, stderr=open(self.gw_log + ".stderr", "w"))
-        end = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if self.gw.poll() is not None or time.monotonic() > end:
-                    raise RuntimeError("the gateway did not start (see %s)" % self.gw_log)
-                time.sleep(0.05)
-        self.aws_conf = os.path.join(w, "aws.conf")
-        self.aws_conf_text = ("[default]\nregion = us-east-1\ns3 =\n    multipart_threshold = %s\n"
-                              "    multipart_chunksize = %s\n    max_concurrency = %d\n"
-                              % (AWS_CHUNK, AWS_CHUNK, AWS_CONCURRENCY))
-        with open(self.aws_conf, "w") as f:
-            f.write(self.aws_conf_text)
-        log("volume %s (SQLite + file bucket on %s), gateway on port %d, mount on %s; %s" % (
-            VOLUME, TIERFS_BUCKET, self.port, self.mnt, self.version))
-
-    def close(self):
-        if self.closed:
-            return
-        self.closed = True
-        for p in list(LIVE):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        try:
-            if self.gw is not None and self.gw.poll() is None:
-                self.gw.terminate()
-                try:
-                    self.gw.wait(60)
-                except subprocess.TimeoutExpired:
-                    self.gw.kill()
-                    self.gw.wait()
-            mnt = getattr(self, "mnt", None)
-            if mnt in self.mounted:
-                subprocess.run([self.tierfs, "umount", mnt], capture_output=True, timeout=300)
-                if os.path.ismount(mnt):
-                    subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
-            if self.mnt_proc is not None and self.mnt_proc.poll() is None:
-                # Unmounted above, it ends by itself; never mounted, it is told to stop.
-                if mnt not in self.mounted:
-                    self.mnt_proc.terminate()
-                try:
-                    self.mnt_proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    self.mnt_proc.kill()
-                    self.mnt_proc.wait()
-                    if os.path.ismount(mnt):
-                        subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
-            for m in reversed(self.mounted):  # the tmpfs
-                if m != mnt and os.path.ismount(m):
-                    if subprocess.run(["umount", m], capture_output=True).returncode != 0:
-                        subprocess.run(["umount", "-l", m], capture_output=True)
-        finally:
-            try:
-                if self.ceph is not None:
-                    self.ceph.stop()
-            finally:
-                for f in ("gateway.log", "gateway.log.stderr", "mount.log", "mount.log.stderr"):
-                    if os.path.exists(os.path.join(self.work, f)):
-                        shutil.copy(os.path.join(self.work, f), OUT)
-                busy = [m for m in self.mounted if os.path.ismount(m)]
-                if busy:
-                    log("still mounted, so %s is kept: %s" % (self.work, " ".join(busy)))
-                else:
-                    shutil.rmtree(self.work, ignore_errors=True)
+        self.aws_conf = s3_load.write_aws_config(os.path.join(self.work, "aws.conf"), AWS_CHUNK, AWS_CONCURRENCY)
+        self.aws_copy_conf = s3_load.write_aws_config(os.path.join(self.work, "aws-copy.conf"), COPY_CHUNK,
+                                                      AWS_CONCURRENCY)
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def s3args(self, target):
-        if target == "gateway":
-            return {"endpoint": "http://127.0.0.1:%d" % self.port, "ak": GW_AK, "sk": GW_SK, "bucket": VOLUME}
-        return {"endpoint": self.ceph.endpoint(), "ak": servers.S3_ACCESS_KEY, "sk": servers.S3_SECRET_KEY,
-                "bucket": RGW_BUCKET}
-
-    def aws_env(self, target):
-        a = self.s3args(target)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(AWS_ACCESS_KEY_ID=a["ak"], AWS_SECRET_ACCESS_KEY=a["sk"], AWS_DEFAULT_REGION="us-east-1",
-                   AWS_CONFIG_FILE=self.aws_conf, AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_PAGER="",
-                   AWS_EC2_METADATA_DISABLED="true")
-        return env
-
-    def aws(self, target, *args):
-        a = self.s3args(target)
-        return popen([AWS, "--endpoint-url", a["endpoint"]] + list(args), env=self.aws_env(target),
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    def aws(self, target, *args, conf=None):
+        return s3_load.aws(AWS, self.s3args(target), conf or self.aws_conf, *args)
 
     def worker(self, mode, args, timeout=None):
-        out = sh(PYTHON, "-c", WORKER, mode, json.dumps(args), timeout=timeout or MEASURE_TIMEOUT)
-        return json.loads(out.strip().splitlines()[-1])
+        return s3_load.worker(PYTHON, mode, args, timeout or MEASURE_TIMEOUT)
 
     def workers(self, mode, args, procs, threads):
-        """put/files in `procs` processes of `threads` threads; returns (seconds, errors) from
-        the barrier to the last one done."""
-        ps = [popen([PYTHON, "-c", WORKER, mode, json.dumps(dict(args, first=i, step=procs, threads=threads))],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-              for i in range(procs)]
-        for p in ps:
-            if p.stdout.readline().strip() != "ready":
-                for q in ps:
-                    q.kill()
-                raise RuntimeError("a %s worker failed: %s" % (mode, reap(p, 60)[1][-2000:]))
-        outs = []
-        for p in ps:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        for p in ps:
-            out, err = reap(p, MEASURE_TIMEOUT)
-            if p.returncode != 0:
-                raise RuntimeError("a %s worker failed: %s" % (mode, err[-2000:]))
-            outs.append(json.loads(out.strip().splitlines()[-1]))
-        errors = sum(o["errors"] for o in outs)
-        if errors:
-            log("%s: %d errors, e.g. %s" % (mode, errors, [e for o in outs for e in o["first_errors"]][:3]))
-        return max(o["t1"] for o in outs) - min(o["t0"] for o in outs), errors
-
-    def drop(self):
-        subprocess.run(["sync"], check=True)
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        if self.ceph is not None:
-            sh("ceph", "-c", self.ceph.conf, "tell", "osd.0", "cache", "drop", check=False, timeout=60)
-
-    def server_pid(self, target):
-        return {"gateway": self.gw.pid, "mount": self.mnt_proc.pid}.get(target) or self.rgw_pid
-
-    def alive(self):
-        if self.gw.poll() is not None:
-            raise RuntimeError("the gateway exited (status %s); see %s/gateway.log" % (self.gw.returncode, OUT))
-        if self.mnt_proc.poll() is not None:
-            raise RuntimeError("the mount exited (status %s)" % self.mnt_proc.returncode)
-
-    def measure(self, target, fn, sample_rss=False):
-        """Runs fn() with the target's server CPU, radosgw+OSD CPU, client CPU and the server's
-        peak RSS around it; returns fn's dict with those added."""
-        self.alive()
-        pid = self.server_pid(target)
-        reset_hwm(pid)
-        rss0 = status_kib(pid, "VmRSS")
-        c0, o0, k0 = cpu_of(pid), cpu_of(self.osd_pid) if target == "radosgw" else 0, children_cpu()
-        peak = [0]
-        stop = threading.Event()
-
-        def sampler():
-            while not stop.wait(0.1):
-                peak[0] = max(peak[0], status_kib(pid, "VmRSS"))
-        t = threading.Thread(target=sampler, daemon=True)
-        if sample_rss:
-            t.start()
-        try:
-            r = fn()
-        finally:
-            stop.set()
-        r.update(server_cpu=cpu_of(pid) - c0, client_cpu=children_cpu() - k0,
-                 osd_cpu=(cpu_of(self.osd_pid) - o0) if target == "radosgw" else None,
-                 hwm_mib=status_kib(pid, "VmHWM") / 1024, rss0_mib=rss0 / 1024, rss_peak_sampled_mib=peak[0] / 1024)
-        return r
+        return s3_load.workers(PYTHON, mode, args, procs, threads, MEASURE_TIMEOUT)
 
     def record(self, **kw):
         self.results.append(kw)
@@ -673,8 +291,7 @@ class Bench:
 
     def objbench(self, target, r):
         a = self.s3args(target)
-        drop = "sync; echo 3 > /proc/sys/vm/drop_caches" + (
-            "; ceph -c %s tell osd.0 cache drop >/dev/null 2>&1" % self.ceph.conf if self.ceph else "")
+        drop = self.drop_command()
         env = dict(os.environ, TIERFS_ACCESS_KEY=a["ak"], TIERFS_SECRET_KEY=a["sk"])
         self.drop()
 
@@ -729,21 +346,7 @@ class Bench:
         t0 = time.monotonic()
         d = os.path.join(self.mnt, "lst")
         os.makedirs(d)
-        pids = []
-        for p in range(4):
-            pid = os.fork()
-            if pid == 0:
-                code = 0
-                try:
-                    for i in range(p, LIST_KEYS, 4):
-                        os.close(os.open(os.path.join(d, "k%07d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
-                except BaseException as e:  # noqa: BLE001 - reported through the exit status
-                    sys.stderr.write("creating keys: %r\n" % e)
-                    code = 1
-                os._exit(code)
-            pids.append(pid)
-        bad = [pid for pid in pids if os.waitpid(pid, 0)[1] != 0]
-        if bad:
+        if not s3_load.make_empty_files(d, "k%07d", LIST_KEYS, 4):
             raise RuntimeError("creating %d files through the mount failed" % LIST_KEYS)
         secs = time.monotonic() - t0
         self.record(kind="make_keys", target="mount", keys=LIST_KEYS, secs=secs)
@@ -810,7 +413,7 @@ class Bench:
             t0 = time.monotonic()
             props = ["--copy-props", AWS_COPY_PROPS] if AWS_COPY_PROPS else []
             p = self.aws("gateway", "s3", "cp", "--no-progress", "--only-show-errors", *props,
-                         "s3://%s/big/src" % VOLUME, "s3://%s/big/dst" % VOLUME)
+                         "s3://%s/big/src" % VOLUME, "s3://%s/big/dst" % VOLUME, conf=self.aws_copy_conf)
             out, err = reap(p, MEASURE_TIMEOUT)
             if p.returncode != 0:
                 raise RuntimeError("aws s3 cp (multipart copy) failed (exit %d): %s" % (p.returncode, (out + err)[-1500:]))
@@ -1039,10 +642,12 @@ def report(b, started):
     mark = len(s)
     s += ["### (5) The gateway's peak RSS", "",
           "(a) `aws s3 cp %ss3://BUCKET/big/src s3://BUCKET/big/dst`: a multipart copy (UploadPartCopy of %s "
-          "ranges, then CompleteMultipartUpload) of a %d GiB object made as a sparse file through the mount "
-          "(`truncate`); the gateway only (radosgw cannot hold such an object on this disk). (b) %d PUTs at once "
+          "ranges, awscli's `multipart_chunksize`, then CompleteMultipartUpload) of a %d GiB object made as a "
+          "sparse file through the mount (`truncate`); the gateway only (radosgw cannot hold such an object on "
+          "this disk). The gateway reads no byte of a copied range: the part shares the source's slices and "
+          "its ETag is derived from the source's identity and the range. (b) %d PUTs at once "
           "of %d MiB each (botocore `put_object`, %d processes x %d threads)." % (
-              "--copy-props %s " % AWS_COPY_PROPS if AWS_COPY_PROPS else "", AWS_CHUNK, COPY_GIB, PAR64, PAR64_MIB,
+              "--copy-props %s " % AWS_COPY_PROPS if AWS_COPY_PROPS else "", COPY_CHUNK, COPY_GIB, PAR64, PAR64_MIB,
               PAR64_PROCS, PAR64 // PAR64_PROCS), "",
           "| case | target | seconds | MiB/s | peak RSS (VmHWM) MiB | RSS before MiB | server CPU s |",
           "|---|---|---:|---:|---:|---:|---:|"]

@@ -213,6 +213,28 @@ class GatewayApiTest(GatewayTestCase):
         self.assertEqual(s3.get_object(Bucket=self.bucket, Key="u/obj", PartNumber=1)["Body"].read(), b"x")
         self.assertEqual(s3.get_object_acl(Bucket=self.bucket, Key="u/obj")["Grants"][0]["Permission"], "FULL_CONTROL")
 
+    def test_a_multipart_copy_reads_nothing(self):
+        # awscli copies objects over 8 MiB between keys with UploadPartCopy: the parts share
+        # the source's slices and the gateway reads none of its bytes (rchar: every byte its
+        # read calls returned, SQLite's pages included).
+        data = os.urandom(30 << 20)
+        os.makedirs(self.vol.path("cp"))
+        with open(self.vol.path("cp/src"), "wb") as f:
+            f.write(data)
+        self.aws("s3api", "head-object", "--bucket", self.bucket, "--key", "cp/src")  # its MD5, read once
+
+        def rchar():
+            with open("/proc/%d/io" % self.gw.proc.pid) as f:
+                return int(next(line for line in f if line.startswith("rchar")).split()[1])
+
+        before = rchar()
+        self.aws("s3", "cp", "s3://%s/cp/src" % self.bucket, "s3://%s/cp/dst" % self.bucket)
+        self.assertLess(rchar() - before, 8 << 20)
+        with open(self.vol.path("cp/dst"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        head = self.api("head-object", "--bucket", self.bucket, "--key", "cp/dst")
+        self.assertTrue(head["ETag"].strip('"').endswith("-4"), head["ETag"])
+
     def test_metadata_etags_and_directories(self):
         s3 = self.boto3()
         s3.put_object(Bucket=self.bucket, Key="m/doc.json", Body=b"{}", ContentType="application/json",
@@ -245,13 +267,20 @@ class GatewayApiTest(GatewayTestCase):
     def test_boto3_checksums(self):
         s3 = self.boto3()
         data = os.urandom(200000)
+        from botocore.exceptions import MissingDependencyException
+        tried = []
         for algo in ("CRC32", "CRC32C", "SHA1", "SHA256"):
             key = "sums/" + algo
-            put = s3.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumAlgorithm=algo)
+            try:
+                put = s3.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumAlgorithm=algo)
+            except MissingDependencyException:  # newer botocore computes CRC32C only with awscrt
+                continue
+            tried.append(algo)
             self.assertIn("Checksum" + algo, put, "the checksum is returned")
             got = s3.get_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
             self.assertEqual(got["Body"].read(), data)  # botocore verifies the returned checksum while reading
             self.assertEqual(got["Checksum" + algo], put["Checksum" + algo])
+        self.assertIn("SHA256", tried)
         # upload_file / download_file: boto3's transfer manager, multipart above 8 MiB.
         src = os.path.join(self.vol.dir, "big")
         with open(src, "wb") as f:

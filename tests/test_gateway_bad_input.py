@@ -53,6 +53,7 @@ class GatewayBadInputTest(GatewayTestCase):
         self.assertCode(self.signed("GET", "/%s" % self.bucket, secret="wrong"), 403, "SignatureDoesNotMatch")
         self.assertCode(self.signed("GET", "/%s" % self.bucket, ak="NOSUCHKEY"), 403, "InvalidAccessKeyId")
         # Signed for one body, sent with another.
+        import botocore.auth
         from botocore.auth import S3SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
@@ -70,9 +71,14 @@ class GatewayBadInputTest(GatewayTestCase):
         self.assertCode(self.raw("PUT", url, b"x", h), 403, "SignatureDoesNotMatch")
         # A clock 20 minutes off.
         req = AWSRequest(method="GET", url=url, headers={})
-        with mock.patch("botocore.auth.datetime") as clock:
-            clock.datetime.utcnow.return_value = datetime.datetime.utcnow() - datetime.timedelta(minutes=20)
-            S3SigV4Auth(Credentials(AK, SECRET), "s3", "us-east-1").add_auth(req)
+        skewed = datetime.datetime.utcnow() - datetime.timedelta(minutes=20)
+        with mock.patch("botocore.auth.datetime") as clock:  # botocore before 1.34 asks datetime
+            clock.datetime.utcnow.return_value = skewed
+            if hasattr(botocore.auth, "get_current_datetime"):  # later ones this
+                with mock.patch("botocore.auth.get_current_datetime", return_value=skewed):
+                    S3SigV4Auth(Credentials(AK, SECRET), "s3", "us-east-1").add_auth(req)
+            else:
+                S3SigV4Auth(Credentials(AK, SECRET), "s3", "us-east-1").add_auth(req)
         self.assertCode(self.raw("GET", url, b"", dict(req.headers.items())), 403, "RequestTimeTooSkewed")
         # Garbage in the Authorization header is a 400 or 403 with an S3 code, never a 500.
         for auth in ("AWS4-HMAC-SHA256 garbage", "AWS4-HMAC-SHA256 Credential=AKIDTEST/x, Signature=zz", "Bearer x"):
@@ -140,7 +146,7 @@ class GatewayBadInputTest(GatewayTestCase):
         status, body, _ = self.signed("PUT", "/%s/%s" % (self.bucket, long_ok), b"max")
         self.assertEqual(status, 200, body)
         self.assertCode(self.signed("PUT", "/%s/%s" % (self.bucket, long_ok + "x"), b"x"), 400, "KeyTooLongError")
-        for bad in ("a/../b", "../escape", "a//b", "a/./b", "nul\x00byte", "x/.tierfs-gateway/y"):
+        for bad in ("a/../b", "../escape", "a//b", "a/./b", "nul\x00byte", ".tierfs-gateway/y"):
             answer = self.signed("PUT", "/%s/%s" % (self.bucket, urllib.parse.quote(bad, safe="/")), b"x")
             self.assertCode(answer, 400, "InvalidArgument")
             self.assertIn(b"TierFS stores keys as file paths", answer[1])

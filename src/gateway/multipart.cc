@@ -129,7 +129,9 @@ S3Result<Multipart::Part> Multipart::FinishPart(const Caller& c, const Upload& u
   pm.seq = found->second.seq;
   Status st = m->SetXattr(Root(), found->first, kObjectXattr, pm.ToJson(), 0);
   // Renamed into place: a part uploaded again replaces the earlier one whole.
-  if (st.ok()) st = m->Rename(c.ctx, u.dir, staged, u.dir, PartName(number), 0);
+  RenameCondition replace;
+  replace.no_trash = true;  // the part it replaces is the client's to overwrite, not a removal
+  if (st.ok()) st = m->Rename(c.ctx, u.dir, staged, u.dir, PartName(number), 0, &replace);
   if (!st.ok()) {
     drop();
     return FromStatus(st, u.key);
@@ -147,35 +149,29 @@ S3Result<Multipart::Part> Multipart::CopyPart(const Caller& c, const Upload& u, 
     vfs->Release(in->fh).ok();
     return put.error();
   }
-  // The part's ETag is the MD5 of its bytes, read once (the data itself is shared), up to
-  // kCopyPartMd5Max. A larger range is not read at all (a 100 GB copy would fetch 100 GB
-  // from the store): its ETag is the MD5 of the source's identity, version and range, which
-  // differs whenever the bytes may. Clients pass part ETags back to Complete and never
-  // compare them with the bytes.
-  Checksummer md5(ChecksumAlgo::kMd5);
-  if (len > kCopyPartMd5Max) {
+  // No byte of the source is read (a 100 GB copy would otherwise fetch 100 GB from the
+  // store): the part shares the source's slices, and its ETag is the source's own when the
+  // part is the whole of a single-part object, else the MD5 of the source's identity,
+  // version and range, which changes whenever those bytes may. Clients hand part ETags back
+  // to Complete and never compare them with the bytes.
+  if (off + len > src.attr.length) {
+    vfs->Release(in->fh).ok();
+    return InvalidArgument("the copy source range is beyond the object's end");
+  }
+  std::string etag;
+  if (off == 0 && len == src.attr.length && !src.meta.etag.empty() && src.meta.seq == src.attr.seq &&
+      src.meta.etag.find('-') == std::string::npos) {
+    etag = src.meta.etag;
+  } else {
+    Checksummer md5(ChecksumAlgo::kMd5);
     md5.Update("copy:" + std::to_string(src.ino) + ":" + std::to_string(src.attr.seq) + ":" +
                std::to_string(src.attr.mtime_ns) + ":" + std::to_string(off) + ":" + std::to_string(len));
-    if (off + len > src.attr.length) {
-      vfs->Release(in->fh).ok();
-      return InvalidArgument("the copy source range is beyond the object's end");
-    }
-  }
-  std::string buf(len > kCopyPartMd5Max ? 0 : 1 << 20, '\0');
-  uint64_t done = len > kCopyPartMd5Max ? len : 0;
-  while (done < len) {
-    auto n = vfs->Read(in->fh, off + done, std::min<uint64_t>(buf.size(), len - done), buf.data());
-    if (!n.ok() || *n == 0) {
-      vfs->Release(in->fh).ok();
-      return n.ok() ? InvalidArgument("the copy source range is beyond the object's end") : FromStatus(n.status(), u.key);
-    }
-    md5.Update(std::string_view(buf.data(), *n));
-    done += *n;
+    etag = HexOf(md5.Digest());
   }
   auto copied = vfs->CopyFileRange(c.ctx, in->fh, off, (*put)->fh(), 0, len);
   vfs->Release(in->fh).ok();
   if (!copied.ok()) return FromStatus(copied.status(), u.key);
-  (*put)->SetWritten(len, HexOf(md5.Digest()));
+  (*put)->SetWritten(len, etag);
   return FinishPart(c, u, number, std::move(*put));
 }
 

@@ -27,7 +27,6 @@ namespace tierfs::gateway {
 inline constexpr char kUploadXattr[] = "trusted.tierfs.s3upload";
 inline constexpr int kMaxParts = 10000;
 inline constexpr uint64_t kMinPartSize = 5ull << 20;  // every part but the last
-inline constexpr uint64_t kCopyPartMd5Max = 64ull << 20;  // UploadPartCopy reads (for the MD5) at most this
 
 class Multipart {
  public:

@@ -201,6 +201,9 @@ struct RenameCondition {
   Ino dst_ino = 0;          // else, when set: it must still be this inode, with this seq (If-Match)
   uint64_t dst_seq = 0;
   std::vector<std::pair<std::string, std::string>> set_xattrs;
+  // A replaced destination is deleted even when the trash is on (the S3 gateway's own
+  // multipart parts: a part sent again is no user's removal, nothing to recover).
+  bool no_trash = false;
 };
 // When a read updates a file's access time (mount -o relatime, the default; strictatime;
 // noatime).

@@ -46,8 +46,8 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
   if (flags & kRenameWhiteout) {
     ASSIGN_OR_RETURN(whiteout, NextInode());
   }
-  Ino spare = 0;
-  if (TrashOn()) {
+  Ino spare = 0;  // 0: a replaced destination is deleted, not moved to the trash
+  if (TrashOn() && !(cond && cond->no_trash)) {
     ASSIGN_OR_RETURN(spare, NextInode());
   }
   int64_t usage = 0, inodes = 0;
