@@ -32,5 +32,7 @@ void RegisterStats(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
 void RegisterSummary(CLI::App& app, int* exit_code);
 void RegisterDestroy(CLI::App& app, int* exit_code);
+void RegisterGateway(CLI::App& app, int* exit_code);
+void RegisterGatewayUser(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

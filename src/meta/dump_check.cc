@@ -229,6 +229,12 @@ void CheckDocument(const json& doc) {
   Tuples(doc, "pending_packs", {kU64, kU32, kU64}, true);
   Tuples(doc, "pending_files", {kU64, kU64});
   Tuples(doc, "pending_truncs", {kU64, kU64});
+  for (const json& u : Array(doc, "gateway_users", "the dump", true)) {
+    if (!u.is_object() || !u.contains("access_key") || !u["access_key"].is_string() ||
+        u["access_key"].get<std::string>().empty()) {
+      Fail("gateway user " + u.dump().substr(0, 80), "no access key");
+    }
+  }
   for (const json& q : Array(doc, "quotas", "the dump", true)) {
     std::string where = "quota " + q.dump();
     if (!q.is_array() || q.size() != 6 || !q[0].is_string()) Fail(where, "not a quota record");

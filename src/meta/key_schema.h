@@ -96,6 +96,9 @@ std::string Destroying();
 // blocks a killed client staged can be found (status, fsck) after its session was purged.
 std::string StagingArea(uint64_t sid);
 constexpr std::string_view kStagingAreaPrefix = "SW";
+// "GU" access-key -> JSON {access_key, secret_key, uid, gid, read_only, buckets,
+// display_name}: a user of the volume's S3 gateways (src/gateway/users.h). Dumped and loaded.
+constexpr std::string_view kGatewayUserPrefix = "GU";
 // "SL" sid ino -> empty: the session holds locks on ino (so a dead session's locks are found).
 std::string SessionLock(uint64_t sid, Ino ino);
 std::string SessionLockPrefix(uint64_t sid);

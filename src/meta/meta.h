@@ -194,6 +194,17 @@ struct MetaOptions {
   int64_t dir_attr_cache_ns = 0;
 };
 
+// A rename that publishes an object (gateway): what must hold of the destination, checked in
+// the rename's transaction, and xattrs set on the moved inode in it.
+struct RenameCondition {
+  bool dst_absent = false;  // the destination name must not exist (If-None-Match: *)
+  Ino dst_ino = 0;          // else, when set: it must still be this inode, with this seq (If-Match)
+  uint64_t dst_seq = 0;
+  std::vector<std::pair<std::string, std::string>> set_xattrs;
+  // A replaced destination is deleted even when the trash is on (the S3 gateway's own
+  // multipart parts: a part sent again is no user's removal, nothing to recover).
+  bool no_trash = false;
+};
 // When a read updates a file's access time (mount -o relatime, the default; strictatime;
 // noatime).
 enum class AtimeMode { kRelatime, kStrict, kNone };
@@ -403,8 +414,10 @@ class Meta {
   // trash is false (undoing a failed clone).
   Status Unlink(const Ctx& ctx, Ino parent, const std::string& name, bool trash = true);
   Status Rmdir(const Ctx& ctx, Ino parent, const std::string& name, bool trash = true);
+  // cond (the S3 gateway's conditional publish): checked in the rename's transaction,
+  // EEXIST / ESTALE when it does not hold, and the xattrs set on the moved inode there.
   Status Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
-                const std::string& new_name, uint32_t flags);
+                const std::string& new_name, uint32_t flags, const RenameCondition* cond = nullptr);
   Result<Attr> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   // Every entry of the directory except "." and "..", in name order; attrs filled when plus.
   // A damaged entry (a name or value no entry may have) is left out, and an entry whose
@@ -416,6 +429,13 @@ class Meta {
   // Fills the attributes of n entries listed by Readdir, in one read transaction (an entry
   // removed meanwhile, or whose attributes are damaged (logged), keeps mode 0).
   Status FillAttrs(DirEntry* entries, size_t n);
+  // Up to `limit` entries whose names are at least `from` ("": from the first; after + '\0'
+  // for the names after `after`), in name (byte) order, with attributes when plus and the
+  // value of xattr `xattr` (when not empty) in DirEntry::xattr; *more (when given) says
+  // whether more follow. One read transaction that costs the page, not the directory
+  // (meta_listing.cc).
+  Result<std::vector<DirEntry>> ReaddirPage(const Ctx& ctx, Ino ino, const std::string& from, size_t limit,
+                                            bool plus, bool* more = nullptr, const std::string& xattr = "");
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller

@@ -305,7 +305,7 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
 
   json counters = json::object(), refs = json::array(), pending_files = json::array(),
        pending_truncs = json::array(), pending_slices = json::array(), pack_members = json::array(),
-       pending_packs = json::array(), quotas = json::array();
+       pending_packs = json::array(), quotas = json::array(), gateway_users = json::array();
   // A session's usage slots ("CU") go into the volume's counters: the loaded volume has no
   // sessions.
   int64_t slot_bytes = 0, slot_inodes = 0;
@@ -376,6 +376,16 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
             if (k.size() != 17) return damaged(k, "a pending truncation that cannot be decoded");
             pending_truncs.push_back({KeyIno(k), keys::DecodeU64(k.substr(9))});
             break;
+          case 'G':
+            if (k.starts_with(keys::kGatewayUserPrefix)) {
+              json u = json::parse(v, nullptr, false);
+              if (!u.is_object() || !u.contains("access_key") || !u["access_key"].is_string() ||
+                  u["access_key"].get<std::string>() != k.substr(keys::kGatewayUserPrefix.size())) {
+                return damaged(k, "a gateway user record that cannot be decoded");
+              }
+              gateway_users.push_back(std::move(u));
+            }
+            break;
           default:  // 'V' (written above), 'S*' sessions of live clients, 'W' staged marks, 'BK'
             break;
         }
@@ -389,6 +399,7 @@ Status DumpVolume(KvEngine* engine, std::ostream& out, bool keep_secrets, const 
   }
   if (writing) {
     out << "\"quotas\": " << quotas.dump() << ",\n";
+    out << "\"gateway_users\": " << gateway_users.dump() << ",\n";
     out << "\"pack_members\": " << pack_members.dump() << ",\n\"pending_packs\": " << pending_packs.dump() << ",\n";
     out << "\"counters\": " << counters.dump() << ",\n\"slice_refs\": " << refs.dump()
         << ",\n\"pending_slices\": " << pending_slices.dump() << ",\n\"pending_files\": " << pending_files.dump()
@@ -539,6 +550,11 @@ Status LoadDoc(KvEngine* engine, const json& doc, const DumpProgress& progress, 
     }
     for (const auto& r : doc.at("pending_packs")) {
       RETURN_IF_ERROR(w.Put(keys::PendingPack(r[0], r[1]), keys::EncodeU64(r[2])));
+    }
+  }
+  if (doc.contains("gateway_users")) {
+    for (const auto& u : doc.at("gateway_users")) {
+      RETURN_IF_ERROR(w.Put(std::string(keys::kGatewayUserPrefix) + u.at("access_key").get<std::string>(), u.dump()));
     }
   }
   if (doc.contains("quotas")) {

@@ -248,4 +248,31 @@ TYPED_TEST(MetaTest, LoadRefusesImpossibleValuesNamingTheEntry) {
 }
 
 }  // namespace
+TYPED_TEST(MetaTest, GatewayUsersTravelWithADumpAndADamagedOneIsNamed) {
+  Meta& m = *this->m_;
+  const std::string alice = std::string(keys::kGatewayUserPrefix) + "alice";
+  const std::string bob = std::string(keys::kGatewayUserPrefix) + "bob";
+  Damage(m.engine(), alice, R"({"access_key":"alice","secret_key":"s","uid":1000,"gid":1000,"read_only":true})");
+  std::stringstream out;
+  ASSERT_TRUE(DumpVolume(m.engine(), out, false, {}, nullptr).ok());
+  auto copy = OpenKvEngine("mem://dump_gu_" + std::to_string(g_counter++));
+  ASSERT_TRUE(copy.ok());
+  std::stringstream in(out.str());
+  ASSERT_TRUE(LoadVolume(copy->get(), in, {}, nullptr).ok());
+  std::string got;
+  ASSERT_TRUE((*copy)->Txn([&](KvTxn& t) -> Status {
+                  ASSIGN_OR_RETURN(auto v, t.Get(alice));
+                  got = v.value_or("");
+                  return Status::OK();
+                }, true).ok());
+  EXPECT_EQ(json::parse(got)["uid"], 1000);
+  EXPECT_EQ(json::parse(got)["read_only"], true);
+  // A record that does not decode (or names another key) is damage, named like any other.
+  Damage(m.engine(), bob, R"({"access_key":"mallory"})");
+  std::stringstream again;
+  DumpStats stats;
+  EXPECT_EQ(DumpVolume(m.engine(), again, false, {}, &stats).code(), EIO);
+  EXPECT_EQ(Keys(stats.damaged), std::set<std::string>{bob});
+}
+
 }  // namespace tierfs

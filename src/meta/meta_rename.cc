@@ -31,7 +31,7 @@ static Result<bool> IsAncestor(KvTxn& t, Ino ancestor, Ino ino) {
 }
 
 Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new_parent,
-                    const std::string& new_name, uint32_t flags) {
+                    const std::string& new_name, uint32_t flags, const RenameCondition* cond) {
   RETURN_IF_ERROR(CheckName(name));
   RETURN_IF_ERROR(CheckName(new_name));
   if (opts_.read_only) return Status::Err(EROFS, "volume mounted read-only");
@@ -46,8 +46,8 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
   if (flags & kRenameWhiteout) {
     ASSIGN_OR_RETURN(whiteout, NextInode());
   }
-  Ino spare = 0;
-  if (TrashOn()) {
+  Ino spare = 0;  // 0: a replaced destination is deleted, not moved to the trash
+  if (TrashOn() && !(cond && cond->no_trash)) {
     ASSIGN_OR_RETURN(spare, NextInode());
   }
   int64_t usage = 0, inodes = 0;
@@ -86,6 +86,15 @@ Status Meta::Rename(const Ctx& ctx, Ino parent, const std::string& name, Ino new
       if (!st.ok()) dino = 0;
     }
     if (dino) RETURN_IF_ERROR(GetAttrTx(t, dino, &da));
+    if (cond) {
+      // Decided here, in the transaction that publishes: of two racing writers with the
+      // same condition, only one can see it hold.
+      if (cond->dst_absent && dino) return Status::Err(EEXIST, "'" + new_name + "' exists");
+      if (cond->dst_ino && (dino != cond->dst_ino || da.seq != cond->dst_seq)) {
+        return Status::Err(ESTALE, "'" + new_name + "' changed");
+      }
+      for (const auto& [xname, xvalue] : cond->set_xattrs) RETURN_IF_ERROR(t.Put(keys::Xattr(sino, xname), xvalue));
+    }
     ForgetDir(sino);
     if (dino) ForgetDir(dino);
     if (dino == sino) return Status::OK();  // both names are links to one inode: nothing to do

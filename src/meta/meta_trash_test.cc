@@ -136,6 +136,23 @@ TYPED_TEST(MetaTest, AReplacingRenameAndRmrSendToTheTrash) {
   EXPECT_EQ(TrashHour(this->m_.get()).size(), 6u);
 }
 
+TYPED_TEST(MetaTest, ARenameMayDeleteWhatItReplacesInsteadOfTrashingIt) {
+  // The gateway's multipart parts: one sent again replaces the old one for good.
+  TrashOn(this->m_.get());
+  Ino old = this->File("part");
+  this->File("again");
+  RenameCondition cond;
+  cond.no_trash = true;
+  ASSERT_TRUE(this->m_->Rename(this->root_, kRootIno, "again", kRootIno, "part", 0, &cond).ok());
+  EXPECT_EQ(this->m_->GetAttr(old).status().code(), ENOENT);
+  auto trash = this->m_->Lookup(this->root_, kRootIno, ".trash");
+  if (trash.ok()) {
+    auto hours = this->m_->Readdir(this->root_, trash->first, false);
+    ASSERT_TRUE(hours.ok());
+    for (const auto& h : *hours) EXPECT_TRUE(this->m_->Readdir(this->root_, h.ino, false)->empty());
+  }
+}
+
 TYPED_TEST(MetaTest, TheTrashIsReadOnlyAndPrivate) {
   TrashOn(this->m_.get());
   Ctx alice;

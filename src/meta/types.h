@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,7 @@ struct DirEntry {
   Ino ino = 0;
   uint32_t type = 0;  // S_IFMT bits
   Attr attr;          // filled when asked for (readdirplus)
+  std::optional<std::string> xattr;  // Meta::ReaddirPage's xattr of the entry, when asked for and set
 };
 
 // A stored record that cannot be decoded or holds values the file system never writes
