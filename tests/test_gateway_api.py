@@ -213,6 +213,25 @@ class GatewayApiTest(GatewayTestCase):
         self.assertEqual(s3.get_object(Bucket=self.bucket, Key="u/obj", PartNumber=1)["Body"].read(), b"x")
         self.assertEqual(s3.get_object_acl(Bucket=self.bucket, Key="u/obj")["Grants"][0]["Permission"], "FULL_CONTROL")
 
+    def test_a_listing_reads_no_file_data(self):
+        # 40 files of 1 MiB written through the mount, never seen by the gateway: a listing
+        # gives them ETags from their identity ("-1": not an MD5) without reading them; a
+        # HEAD computes the MD5, which later listings give.
+        os.makedirs(self.vol.path("ls"))
+        for i in range(40):
+            with open(self.vol.path("ls/f%02d" % i), "wb") as f:
+                f.write(os.urandom(1 << 20))
+        before = rchar(self.gw.proc.pid)
+        listed = self.boto3().list_objects_v2(Bucket=self.bucket, Prefix="ls/")["Contents"]
+        self.assertLess(rchar(self.gw.proc.pid) - before, 8 << 20)
+        self.assertEqual(len(listed), 40)
+        self.assertTrue(all(o["ETag"].strip('"').endswith("-1") for o in listed), listed[0])
+        with open(self.vol.path("ls/f00"), "rb") as f:
+            md5 = hashlib.md5(f.read()).hexdigest()
+        self.assertEqual(self.boto3().head_object(Bucket=self.bucket, Key="ls/f00")["ETag"].strip('"'), md5)
+        listed = self.boto3().list_objects_v2(Bucket=self.bucket, Prefix="ls/", MaxKeys=1)["Contents"]
+        self.assertEqual(listed[0]["ETag"].strip('"'), md5)
+
     def test_a_multipart_copy_reads_nothing(self):
         # awscli copies objects over 8 MiB between keys with UploadPartCopy: the parts share
         # the source's slices and the gateway reads none of its bytes (rchar: every byte its
@@ -223,13 +242,9 @@ class GatewayApiTest(GatewayTestCase):
             f.write(data)
         self.aws("s3api", "head-object", "--bucket", self.bucket, "--key", "cp/src")  # its MD5, read once
 
-        def rchar():
-            with open("/proc/%d/io" % self.gw.proc.pid) as f:
-                return int(next(line for line in f if line.startswith("rchar")).split()[1])
-
-        before = rchar()
+        before = rchar(self.gw.proc.pid)
         self.aws("s3", "cp", "s3://%s/cp/src" % self.bucket, "s3://%s/cp/dst" % self.bucket)
-        self.assertLess(rchar() - before, 8 << 20)
+        self.assertLess(rchar(self.gw.proc.pid) - before, 8 << 20)
         with open(self.vol.path("cp/dst"), "rb") as f:
             self.assertEqual(f.read(), data)
         head = self.api("head-object", "--bucket", self.bucket, "--key", "cp/dst")
@@ -329,6 +344,12 @@ class GatewayApiTest(GatewayTestCase):
         status, body, _ = self.raw("GET", "%s/%s/v/obj" % (self.gw.endpoint, self.bucket))
         self.assertEqual(status, 403, body)
         self.assertIn(b"AccessDenied", body)
+
+
+def rchar(pid):
+    """Bytes a process's read calls returned (/proc/PID/io), page-cache hits included."""
+    with open("/proc/%d/io" % pid) as f:
+        return int(next(line for line in f if line.startswith("rchar")).split()[1])
 
 
 if __name__ == "__main__":

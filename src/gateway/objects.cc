@@ -228,15 +228,20 @@ S3Result<ObjectInfo> Objects::Head(const Caller& c, Ino bucket, const std::strin
   return info;
 }
 
+std::string Objects::IdentityEtag(const ObjectInfo& info) {
+  if (info.attr.length == 0) return kEmptyEtag;
+  Checksummer md5(ChecksumAlgo::kMd5);
+  md5.Update(std::to_string(info.ino) + ":" + std::to_string(info.attr.seq) + ":" + std::to_string(info.attr.length) +
+             ":" + std::to_string(info.attr.mtime_ns));
+  return HexOf(md5.Digest()) + "-1";
+}
+
 S3Result<bool> Objects::EnsureEtag(const Caller& c, ObjectInfo* info) {
   if (!info->meta.etag.empty() && info->meta.seq == info->attr.seq) return true;
   const uint64_t seq = info->attr.seq;
   std::string etag;
   if (info->attr.length > opts_.etag_max_read) {
-    Checksummer md5(ChecksumAlgo::kMd5);
-    md5.Update(std::to_string(info->ino) + ":" + std::to_string(seq) + ":" + std::to_string(info->attr.length) + ":" +
-               std::to_string(info->attr.mtime_ns));
-    etag = HexOf(md5.Digest()) + "-1";
+    etag = IdentityEtag(*info);
   } else {
     auto fh = OpenRead(c, info->ino);
     if (!fh.ok()) return fh.error();
@@ -303,7 +308,6 @@ std::optional<S3Error> Objects::PutStream::FlushBuf() {
 }
 
 std::optional<S3Error> Objects::PutStream::Write(std::string_view data) {
-  md5_.Update(data);
   while (!data.empty()) {
     size_t n = std::min(data.size(), kWriteBuf - buf_.size());
     buf_.append(data.substr(0, n));
@@ -315,8 +319,6 @@ std::optional<S3Error> Objects::PutStream::Write(std::string_view data) {
   }
   return std::nullopt;
 }
-
-std::string Objects::PutStream::Md5Hex() { return md5_given_.empty() ? HexOf(md5_.Digest()) : md5_given_; }
 
 S3Result<std::unique_ptr<Objects::PutStream>> Objects::BeginPut(const Caller& c, Ino bucket, const std::string& key) {
   if (c.read_only) return AccessDenied("read-only access");

@@ -90,6 +90,12 @@ class Objects {
   // Computes and stores the ETag of a file whose stored one is missing or stale (written
   // through a mount): its MD5, read once, then kept until the file changes.
   S3Result<bool> EnsureEtag(const Caller& c, ObjectInfo* info);
+  // An ETag from a file's identity and version, read from nothing: what a listing gives a
+  // file that has no MD5 yet (listing a million files written through a mount must not
+  // read them all), and what a file over etag_max_read keeps. Its "-1" says it is no MD5
+  // of the bytes (rclone and awscli then compare sizes and times instead); an empty
+  // file's is the MD5 of nothing.
+  static std::string IdentityEtag(const ObjectInfo& info);
   // Opens an object's file for reading as the caller; the handle's data through ReadAt.
   S3Result<uint64_t> OpenRead(const Caller& c, Ino ino);
   S3Result<size_t> ReadAt(uint64_t fh, uint64_t off, size_t n, char* buf);
@@ -99,10 +105,13 @@ class Objects {
   class PutStream {
    public:
     ~PutStream();
-    // The next bytes of the body (hashed as they pass).
+    // The next bytes of the body. They are not hashed here: the reader of the body already
+    // computes its MD5 (with the signature's SHA256 and any checksum) and gives it with
+    // SetMd5 (hashing twice cost 1.5 CPU s per GiB).
     std::optional<S3Error> Write(std::string_view data);
     uint64_t size() const { return off_; }
-    std::string Md5Hex();  // of everything written; once
+    void SetMd5(std::string md5_hex) { md5_given_ = std::move(md5_hex); }
+    const std::string& Md5Hex() const { return md5_given_; }
     const std::string& name() const { return name_; }
     uint64_t fh() const { return fh_; }
     // Data placed in the file by other means (UploadPartCopy shares slices into it): its
@@ -123,7 +132,6 @@ class Objects {
     uint64_t fh_;
     uint64_t off_ = 0;
     std::string buf_;
-    Checksummer md5_{ChecksumAlgo::kMd5};
     std::string md5_given_;
     bool done_ = false;
   };

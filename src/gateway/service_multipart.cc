@@ -113,6 +113,7 @@ std::optional<S3Error> S3Service::MultipartOp(S3Req& r, Ino bucket) {
     BodyResult br;
     Objects::PutStream* stream = put->get();
     if (auto e = ReadBody(r, [&](std::string_view d) { return stream->Write(d); }, &br)) return e;
+    stream->SetMd5(br.md5_hex);
     auto part = mp.FinishPart(r.caller, *u, number, std::move(*put));
     if (!part.ok()) return part.error();
     r.res.set_header("ETag", "\"" + part->etag + "\"");

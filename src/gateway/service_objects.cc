@@ -166,6 +166,7 @@ std::optional<S3Error> S3Service::PutObject(S3Req& r) {
   BodyResult br;
   Objects::PutStream* stream = put->get();
   if (auto e = ReadBody(r, [&](std::string_view d) { return stream->Write(d); }, &br)) return e;
+  stream->SetMd5(br.md5_hex);
   meta->checksums = br.checksums;
   auto o = objects_->Publish(std::move(*put), r.bucket_ino, r.key, std::move(*meta), *cond);
   if (!o.ok()) return o.error();
