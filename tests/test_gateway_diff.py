@@ -48,15 +48,13 @@ import base64
 import hashlib
 import os
 import random
-import socket
-import subprocess
 import sys
 import traceback
 import urllib.parse
 import xml.etree.ElementTree as ET
 
 import harness
-from harness import wait_for
+from gateway_helpers import AK, SECRET, Gateway
 
 MiB = 1 << 20
 # Path components: '-' and '.' sort before '/', letters after, so "a-b", "a.b" and "a/b"
@@ -64,12 +62,6 @@ MiB = 1 << 20
 COMPONENTS = ["a", "b", "a-", "a.", "a-b", "a.b", "-", "-a", "ab", "b.a"]
 CONTENT_TYPES = ["text/plain", "application/x-tierfs-test", "image/png"]
 WRONG_ETAG = '"0123456789abcdef0123456789abcdef"'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Body(bytes):
@@ -609,44 +601,12 @@ class GatewayDiffTest(harness.TierFSTestCase):
         self.vol = self.new_volume()
         self.addCleanup(self.vol.cleanup)
         self.vol.format()
-        self.port = free_port()
-        sk = os.path.join(self.vol.dir, "gateway.secret")
-        with open(sk, "w") as f:
-            f.write("gateway-secret-key\n")
-        os.chmod(sk, 0o600)
-        self.gw_log = os.path.join(self.vol.dir, "gateway.log")
-        log = open(self.gw_log, "w")
-        self.addCleanup(log.close)
-        self.gw = subprocess.Popen([harness.tierfs_bin(), "gateway", self.vol.meta_url, "127.0.0.1:%d" % self.port,
-                                    "--access-key", "AKIDTEST", "--secret-key-file", sk, "--cache-dir", "memory",
-                                    "--multi-buckets"], stdout=subprocess.DEVNULL, stderr=log)
-        self.addCleanup(self.stop_gateway)
-        self.assertTrue(wait_for(self.listening, timeout=30) and self.gw.poll() is None,
-                        "the gateway did not start:\n" + self.log())
-
-    def listening(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return self.gw.poll() is not None
-
-    def stop_gateway(self):
-        if self.gw.poll() is None:
-            self.gw.terminate()
-            try:
-                self.gw.wait(30)
-            except subprocess.TimeoutExpired:
-                self.gw.kill()
-                self.gw.wait()
-
-    def log(self):
-        with open(self.gw_log, errors="replace") as f:
-            return f.read()
+        self.gw = Gateway(self.vol.meta_url, self.vol.dir, "--multi-buckets")
+        self.addCleanup(self.gw.stop)
 
     def endpoints(self, bucket):
         rgw = Endpoint("radosgw", self.s3["endpoint"], self.s3["access_key"], self.s3["secret_key"], bucket)
-        gw = Endpoint("gateway", "http://127.0.0.1:%d" % self.port, "AKIDTEST", "gateway-secret-key", bucket)
+        gw = Endpoint("gateway", self.gw.endpoint, AK, SECRET, bucket)
         self.addCleanup(gw.pool.close)
         self.addCleanup(rgw.pool.close)
         self.addCleanup(self.empty_rgw_bucket, rgw)
@@ -692,11 +652,11 @@ class GatewayDiffTest(harness.TierFSTestCase):
                 failures.append("SEED=%d OPS=%d, after %d operations: %s\nlast operations:\n  %s"
                                 % (seed, nops, len(d.log), e if isinstance(e, Mismatch) else traceback.format_exc(),
                                    "\n  ".join(d.log[-25:])))
-                if self.gw.poll() is not None:
+                if self.gw.proc.poll() is not None:
                     break
         if failures:
             self.fail("the gateway answered otherwise than radosgw (reproduce with SEED=...):\n\n"
-                      + "\n\n".join(failures) + "\n\ngateway log (end):\n" + self.log()[-3000:])
+                      + "\n\n".join(failures) + "\n\ngateway log (end):\n" + self.gw.log()[-3000:])
 
 
 if __name__ == "__main__":

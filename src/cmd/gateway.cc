@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fstream>
 #include <iostream>
 
 #include "client/volume.h"
@@ -12,6 +11,7 @@
 #include "cmd/commands.h"
 #include "cmd/util.h"
 #include "gateway/gateway.h"
+#include "gateway/users.h"
 
 namespace tierfs::cmd {
 namespace {
@@ -31,19 +31,6 @@ struct Args {
   CacheArgs cache;
   client::GroupArgs group;
 };
-
-Result<std::string> SecretKey(const Args& a) {
-  std::string secret;
-  if (!a.secret_key_file.empty()) {
-    std::ifstream f(a.secret_key_file);
-    if (!f) return Status::Err(ENOENT, "--secret-key-file " + a.secret_key_file + ": cannot read it");
-    std::getline(f, secret);
-  } else if (const char* env = getenv("TIERFS_GATEWAY_SECRET_KEY")) {
-    secret = env;
-  }
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
-  return secret;
-}
 
 int Run(const Args& a) {
   SetupLogging(a.log_file, true);
@@ -81,7 +68,7 @@ int Run(const Args& a) {
     return fail(Status::Err(EINVAL, "--group-addr and --no-sharing only apply to a cache group member: add "
                                     "--cache-group NAME or leave them out"));
   }
-  auto secret = SecretKey(a);
+  auto secret = gateway::ReadSecretKey(a.secret_key_file);
   if (!secret.ok()) return fail(secret.status());
   if (!a.access_key.empty()) {
     if (secret->empty()) {

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -24,16 +23,8 @@ struct Args {
 
 // The secret from --secret-key-file, else $TIERFS_GATEWAY_SECRET_KEY (never the command line).
 Result<std::string> Secret(const Args& a) {
-  std::string s;
-  if (!a.secret_key_file.empty()) {
-    std::ifstream f(a.secret_key_file);
-    if (!f) return Status::Err(ENOENT, "--secret-key-file " + a.secret_key_file + ": cannot read it");
-    std::getline(f, s);
-  } else if (const char* env = getenv("TIERFS_GATEWAY_SECRET_KEY")) {
-    s = env;
-  }
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  if (s.empty()) {
+  auto s = gateway::ReadSecretKey(a.secret_key_file);
+  if (s.ok() && s->empty()) {
     return Status::Err(EINVAL, "give the user's secret key with --secret-key-file FILE or $TIERFS_GATEWAY_SECRET_KEY");
   }
   return s;

@@ -120,14 +120,6 @@ std::optional<S3Error> S3Service::BucketOp(S3Req& r) {
     r.op = "Bucket_" + r.method;
     return NotImplemented("this bucket operation (" + r.method + " with its subresource)");
   }
-  if (r.HasParam("versioning")) {
-    // Versioning was never enabled (and cannot be: PutBucketVersioning is not implemented).
-    r.op = "GetBucketVersioning";
-    Xml x;
-    x.Open("VersioningConfiguration", kNs).Close("VersioningConfiguration");
-    r.res.set_content(x.str(), "application/xml");
-    return std::nullopt;
-  }
   if (r.HasParam("location")) {
     r.op = "GetBucketLocation";
     // us-east-1 is an empty constraint, as S3 answers it.

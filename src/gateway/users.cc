@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -114,6 +116,19 @@ Result<std::vector<GatewayUser>> Users::List(KvEngine* engine) {
       },
       true));
   return out;
+}
+
+Result<std::string> ReadSecretKey(const std::string& file) {
+  std::string secret;
+  if (!file.empty()) {
+    std::ifstream f(file);
+    if (!f) return Status::Err(ENOENT, "--secret-key-file " + file + ": cannot read it");
+    std::getline(f, secret);
+  } else if (const char* env = getenv("TIERFS_GATEWAY_SECRET_KEY")) {
+    secret = env;
+  }
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
+  return secret;
 }
 
 }  // namespace tierfs::gateway

@@ -55,4 +55,9 @@ class Users {
   int64_t loaded_ns_ = 0;           // guarded by mu_
 };
 
+// A secret key as the commands take it: the first line of `file` when given, else
+// $TIERFS_GATEWAY_SECRET_KEY (never the command line); trailing whitespace dropped; "" when
+// neither is set.
+Result<std::string> ReadSecretKey(const std::string& file);
+
 }  // namespace tierfs::gateway
