@@ -377,6 +377,7 @@ S3Result<ObjectInfo> Objects::PublishStaged(const Caller& c, Ino from, const std
   // If-Match is checked before any directory is made for the key, so a refused write leaves
   // nothing behind (the rename below decides it for good).
   RenameCondition rc;
+  Ino rc_parent = 0;
   if (cond.if_none_match_any) rc.dst_absent = true;
   if (cond.if_match) {
     auto cur = Lookup(c, bucket, k);
@@ -389,8 +390,9 @@ S3Result<ObjectInfo> Objects::PublishStaged(const Caller& c, Ino from, const std
     if (*cond.if_match != "*" && *cond.if_match != cur->meta.etag) return PreconditionFailed();
     rc.dst_ino = cur->ino;
     rc.dst_seq = cur->attr.seq;
+    rc_parent = cur->parent;  // the key exists: its directories too, no second walk
   }
-  auto dir = ParentOf(c, bucket, k, true);
+  auto dir = rc_parent ? S3Result<Ino>(rc_parent) : ParentOf(c, bucket, k, true);
   if (!dir.ok()) return dir.error();
   // The ETag describes the staged content: its change sequence goes with it.
   auto staged = meta_->Lookup(RootCtx(), from, name);
