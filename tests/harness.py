@@ -220,6 +220,7 @@ REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 
             "trash": 12, "quota": 13, "subdir": 14, "backup": 15}
 REDIS_DB.update({"damaged": 16})  # the test servers have 32 databases
 REDIS_DB.update({"gateway": 17})
+REDIS_DB.update({"sync": 18})
 
 
 def servers():

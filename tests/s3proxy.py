@@ -1,7 +1,7 @@
 """An HTTP proxy in front of radosgw for fault tests: it forwards every request as it is
 (the SigV4 signature covers the Host header, which is passed through unchanged) and
 counts them by method; switched to `fail`, it answers every request 503 (SlowDown) without
-forwarding; `delay_get` holds each GET that long before forwarding it.
+forwarding (`fail_after = {"GET": n}`: after n GETs); `delay_get` holds each GET that long before forwarding it.
 
     proxy = S3Proxy(upstream_port)      # listens on 127.0.0.1, an ephemeral port
     bucket_url = "http://127.0.0.1:%d/mybucket" % proxy.port
@@ -30,6 +30,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             p.counts[self.command] = p.counts.get(self.command, 0) + 1
             p.paths.append((self.command, self.path))
             fail = p.fail
+            limit = p.fail_after.get(self.command)
+            if limit is not None and p.counts[self.command] > limit:
+                fail = True
             delay = p.delay_get if self.command == "GET" else 0
         if fail:
             msg = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -70,6 +73,7 @@ class S3Proxy:
         self.counts = {}
         self.paths = []
         self.fail = False
+        self.fail_after = {}  # method -> how many of its requests pass before all fail
         self.delay_get = 0
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True

@@ -108,7 +108,7 @@ class FakeStore : public ObjectStore {
     std::lock_guard<std::mutex> l(mu_);
     auto it = objects_.find(key);
     if (it == objects_.end()) return Status::Err(ENOENT, "no such object: " + key);
-    return ObjectInfo{key, it->second.size(), 0};
+    return ObjectInfo{key, it->second.size(), 0, ""};
   }
 
   Status Delete(const std::string& key) override {
@@ -123,7 +123,7 @@ class FakeStore : public ObjectStore {
     std::lock_guard<std::mutex> l(mu_);
     std::vector<ObjectInfo> out;
     for (auto it = objects_.upper_bound(start_after); it != objects_.end() && out.size() < limit; ++it) {
-      if (it->first.compare(0, prefix.size(), prefix) == 0) out.push_back(ObjectInfo{it->first, it->second.size(), 0});
+      if (it->first.compare(0, prefix.size(), prefix) == 0) out.push_back(ObjectInfo{it->first, it->second.size(), 0, ""});
     }
     return out;
   }

@@ -34,5 +34,6 @@ void RegisterSummary(CLI::App& app, int* exit_code);
 void RegisterDestroy(CLI::App& app, int* exit_code);
 void RegisterGateway(CLI::App& app, int* exit_code);
 void RegisterGatewayUser(CLI::App& app, int* exit_code);
+void RegisterSync(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -123,7 +123,7 @@ Result<ObjectInfo> MemStore::Head(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::Err(ENOENT, "object " + key + " not found in " + Describe());
-  return ObjectInfo{key, it->second.data.size(), it->second.mtime_ns};
+  return ObjectInfo{key, it->second.data.size(), it->second.mtime_ns, ""};
 }
 
 Status MemStore::Delete(const std::string& key) {
@@ -142,7 +142,7 @@ Result<std::vector<ObjectInfo>> MemStore::List(const std::string& prefix, const 
   auto it = start_after < prefix ? objects_.lower_bound(prefix) : objects_.upper_bound(start_after);
   for (; it != objects_.end() && it->first.starts_with(prefix); ++it) {
     if (limit != 0 && out.size() >= limit) break;
-    out.push_back({it->first, it->second.data.size(), it->second.mtime_ns});
+    out.push_back({it->first, it->second.data.size(), it->second.mtime_ns, ""});
   }
   return out;
 }

@@ -24,6 +24,7 @@ struct ObjectInfo {
   std::string key;
   uint64_t size = 0;
   int64_t mtime_ns = 0;  // last modification, 0 when the backend does not know
+  std::string etag;      // S3 listings: the ETag without quotes (an MD5 unless multipart); else ""
 };
 
 struct StoreSpace {

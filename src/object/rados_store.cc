@@ -443,7 +443,7 @@ class RadosStore : public ObjectStore {
         for (size_t i = 0; i < n; ++i) {
           if (items[i].r == -ENOENT) continue;
           if (items[i].r < 0) return Error("stat", keys[pos + i], items[i].r);
-          out.push_back({keys[pos + i], items[i].size, ToNanos(items[i].mtime)});
+          out.push_back({keys[pos + i], items[i].size, ToNanos(items[i].mtime), ""});
         }
         pos += n;
       }

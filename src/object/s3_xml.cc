@@ -75,6 +75,9 @@ Status ParseListObjects(std::string_view body, ListObjectsPage* out) {
     info.size = std::strtoull(size.c_str(), &end, 10);
     if (size.empty() || *end != '\0') return Malformed("bad <Size> '" + size + "' of " + info.key);
     info.mtime_ns = ParseIso8601(ChildText(c, "LastModified"));
+    info.etag = ChildText(c, "ETag");
+    if (info.etag.size() >= 2 && info.etag.front() == '"' && info.etag.back() == '"')
+      info.etag = info.etag.substr(1, info.etag.size() - 2);
     out->objects.push_back(std::move(info));
   }
   out->truncated = ParseBool(ChildText(root, "IsTruncated"));

@@ -1,0 +1,367 @@
+#include "sync/volume_side.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+#include <unordered_map>
+
+#include "meta/meta.h"
+#include "sync/temp_name.h"
+#include "sync/tree_lister.h"
+#include "vfs/vfs.h"
+
+namespace tierfs::sync {
+namespace {
+
+constexpr size_t kPage = 1000;
+
+std::string Trim(const std::string& key) {
+  std::string k = key;
+  if (!k.empty() && k.back() == '/') k.pop_back();
+  return k;
+}
+std::string ParentKey(const std::string& key) {
+  std::string k = Trim(key);
+  size_t slash = k.rfind('/');
+  return slash == std::string::npos ? "" : k.substr(0, slash);
+}
+std::string BaseName(const std::string& key) {
+  std::string k = Trim(key);
+  size_t slash = k.rfind('/');
+  return slash == std::string::npos ? k : k.substr(slash + 1);
+}
+
+Entry FromAttr(const std::string& name, const Attr& a) {
+  Entry e;
+  e.key = name;
+  uint32_t type = a.mode & S_IFMT;
+  e.kind = type == S_IFDIR ? Kind::kDir : type == S_IFLNK ? Kind::kSymlink : Kind::kFile;
+  e.size = e.kind == Kind::kDir ? 0 : a.length;
+  e.mtime_ns = a.mtime_ns;
+  e.mode = a.mode & 07777;
+  e.uid = a.uid;
+  e.gid = a.gid;
+  e.nlink = e.kind == Kind::kDir ? 1 : a.nlink;
+  return e;
+}
+
+class VolumeSide;
+
+class PageStream : public DirStream {
+ public:
+  PageStream(Meta* meta, Ino dir, std::string shown) : meta_(meta), dir_(dir), shown_(std::move(shown)) {}
+  Result<bool> Next(Entry* e) override {
+    for (;;) {
+      if (i_ == page_.size()) {
+        if (ended_) return false;
+        bool more = false;
+        auto page = meta_->ReaddirPage(Ctx::Root(), dir_, from_, kPage, true, &more);
+        if (!page.ok()) return page.status().With("list " + shown_);
+        page_ = std::move(page).value();
+        i_ = 0;
+        ended_ = !more;
+        if (page_.empty()) {
+          ended_ = true;
+          return false;
+        }
+        from_ = page_.back().name + std::string(1, '\0');
+      }
+      DirEntry& d = page_[i_++];
+      if (d.attr.mode == 0) continue;  // damaged or removed meanwhile (logged by Meta)
+      *e = FromAttr(d.name, d.attr);
+      e->dev = 1;
+      e->ino = d.ino;
+      if (e->kind == Kind::kSymlink) {
+        auto t = meta_->Readlink(d.ino);
+        if (!t.ok()) return t.status().With("read symlink " + shown_ + d.name);
+        e->target = *t;
+      } else if ((d.type & S_IFMT) != S_IFREG && e->kind == Kind::kFile) {
+        continue;  // devices, FIFOs, sockets
+      }
+      return true;
+    }
+  }
+
+ private:
+  Meta* meta_;
+  Ino dir_;
+  std::string shown_, from_;
+  std::vector<DirEntry> page_;
+  size_t i_ = 0;
+  bool ended_ = false;
+};
+
+class VfsReader : public Reader {
+ public:
+  VfsReader(Vfs* vfs, uint64_t fh, std::string shown) : vfs_(vfs), fh_(fh), shown_(std::move(shown)) {}
+  ~VfsReader() override { vfs_->Release(fh_).ok(); }
+  Result<size_t> Read(uint64_t off, char* buf, size_t n) override {
+    size_t got = 0;
+    while (got < n) {
+      auto r = vfs_->Read(fh_, off + got, n - got, buf + got);
+      if (!r.ok()) return r.status().With("read " + shown_);
+      if (*r == 0) break;
+      got += *r;
+    }
+    return got;
+  }
+
+ private:
+  Vfs* vfs_;
+  uint64_t fh_;
+  std::string shown_;
+};
+
+class VolumeSide : public Side {
+ public:
+  VolumeSide(std::unique_ptr<client::Volume> v, Ino base, std::string shown)
+      : v_(std::move(v)), base_(base), shown_(std::move(shown)) {}
+  ~VolumeSide() override { v_->Close(); }
+
+  std::string Describe() const override { return shown_; }
+  bool posix() const override { return true; }
+  int64_t mtime_precision_ns() const override { return 1; }
+
+  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend) override {
+    return ListTree(
+        [this](const std::string& dir_key) -> Result<std::unique_ptr<DirStream>> {
+          ASSIGN_OR_RETURN(Ino dir, Resolve(Trim(dir_key), false));
+          return std::unique_ptr<DirStream>(new PageStream(v_->meta(), dir, shown_ + "/" + dir_key));
+        },
+        start, descend);
+  }
+
+  Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
+    ASSIGN_OR_RETURN(Ino ino, Resolve(e.key, false));
+    auto fh = v_->vfs()->Open(Ctx::Root(), ino, O_RDONLY);
+    if (!fh.ok()) return fh.status().With("open " + Shown(e.key));
+    return std::unique_ptr<Reader>(new VfsReader(v_->vfs(), fh->fh, Shown(e.key)));
+  }
+
+  Status Put(const Entry& e, Source& src, bool perms) override {
+    ASSIGN_OR_RETURN(Ino dir, Resolve(ParentKey(e.key), true));
+    Vfs* vfs = v_->vfs();
+    std::string tmp = TempNameFor(BaseName(e.key));
+    auto made = vfs->Create(Ctx::Root(), dir, tmp, 0600, O_RDWR | O_EXCL);
+    if (!made.ok()) return made.status().With("create " + Shown(ParentKey(e.key) + "/" + tmp));
+    uint64_t fh = made->second.fh;
+    Ino ino = made->first.ino;
+    Status st = WriteAll(fh, src, Shown(e.key));
+    if (st.ok()) st = vfs->Flush(fh, 0);
+    if (st.ok()) st = SetInode(ino, e, perms ? e.mode : DefaultMode(e), perms, fh);
+    Status released = vfs->Release(fh);
+    if (st.ok()) st = released;
+    if (st.ok()) st = vfs->Rename(Ctx::Root(), dir, tmp, dir, BaseName(e.key), 0);
+    if (!st.ok()) {
+      vfs->Unlink(Ctx::Root(), dir, tmp).ok();
+      return st.With("write " + Shown(e.key));
+    }
+    return Status::OK();
+  }
+
+  Status Mkdir(const Entry& e) override { return Resolve(e.key, true).status(); }
+
+  Status Symlink(const Entry& e, bool perms) override {
+    ASSIGN_OR_RETURN(Ino dir, Resolve(ParentKey(e.key), true));
+    std::string tmp = TempNameFor(BaseName(e.key));
+    auto made = v_->vfs()->Symlink(Ctx::Root(), dir, tmp, e.target);
+    if (!made.ok()) return made.status().With("symlink " + Shown(e.key));
+    Status st = SetInode(made->ino, e, 0, perms, 0);
+    if (st.ok()) st = v_->vfs()->Rename(Ctx::Root(), dir, tmp, dir, BaseName(e.key), 0);
+    if (!st.ok()) v_->vfs()->Unlink(Ctx::Root(), dir, tmp).ok();
+    return st;
+  }
+
+  Status Link(const std::string& existing_key, const std::string& new_key) override {
+    ASSIGN_OR_RETURN(Ino ino, Resolve(existing_key, false));
+    ASSIGN_OR_RETURN(Ino dir, Resolve(ParentKey(new_key), true));
+    std::string tmp = TempNameFor(BaseName(new_key));
+    auto made = v_->vfs()->Link(Ctx::Root(), ino, dir, tmp);
+    if (!made.ok()) return made.status().With("link " + Shown(new_key));
+    Status st = v_->vfs()->Rename(Ctx::Root(), dir, tmp, dir, BaseName(new_key), 0);
+    if (!st.ok()) v_->vfs()->Unlink(Ctx::Root(), dir, tmp).ok();
+    return st;
+  }
+
+  Status SetAttrs(const Entry& e, bool perms) override {
+    ASSIGN_OR_RETURN(Ino ino, Resolve(e.key, false));
+    return SetInode(ino, e, perms ? e.mode : DefaultMode(e), perms, 0);
+  }
+
+  Status Remove(const Entry& e) override {
+    auto dir = Resolve(ParentKey(e.key), false);
+    if (!dir.ok()) return dir.status().code() == ENOENT ? Status::OK() : dir.status();
+    Status st = e.is_dir() ? v_->vfs()->Rmdir(Ctx::Root(), *dir, BaseName(e.key))
+                           : v_->vfs()->Unlink(Ctx::Root(), *dir, BaseName(e.key));
+    if (e.is_dir()) Forget(Trim(e.key));
+    if (!st.ok() && st.code() != ENOENT) return st.With("remove " + Shown(e.key));
+    return Status::OK();
+  }
+
+  Status RemoveAll(const std::string& key) override {
+    ASSIGN_OR_RETURN(Ino parent, Resolve(ParentKey(key), false));
+    ASSIGN_OR_RETURN(Ino dir, Resolve(key, false));
+    for (;;) {
+      auto r = v_->meta()->RemoveContents(Ctx::Root(), dir, 10000, /*trash=*/false);
+      if (!r.ok()) return r.status().With("remove " + Shown(key));
+      if (r->done) break;
+    }
+    Forget(Trim(key));
+    Status st = v_->vfs()->Rmdir(Ctx::Root(), parent, BaseName(key));
+    return st.ok() || st.code() == ENOENT ? Status::OK() : st.With("rmdir " + Shown(key));
+  }
+
+  Result<std::vector<std::pair<std::string, std::string>>> Xattrs(const Entry& e) override {
+    ASSIGN_OR_RETURN(Ino ino, Resolve(e.key, false));
+    std::vector<std::pair<std::string, std::string>> out;
+    auto names = v_->meta()->ListXattr(Ctx::Root(), ino);
+    if (!names.ok()) return names.status().With("list the extended attributes of " + Shown(e.key));
+    for (const std::string& n : *names) {
+      if (n.rfind("user.", 0) != 0) continue;
+      auto v = v_->meta()->GetXattr(Ctx::Root(), ino, n);
+      if (!v.ok()) {
+        if (v.status().code() == ENODATA) continue;
+        return v.status();
+      }
+      out.emplace_back(n, *v);
+    }
+    return out;
+  }
+
+  Status SetXattrs(const Entry& e, const std::vector<std::pair<std::string, std::string>>& x) override {
+    ASSIGN_OR_RETURN(Ino ino, Resolve(e.key, false));
+    for (const auto& [n, v] : x) RETURN_IF_ERROR(v_->meta()->SetXattr(Ctx::Root(), ino, n, v, 0));
+    return Status::OK();
+  }
+
+  client::Volume* volume() { return v_.get(); }
+  // Makes directory `base` (shown as `shown`) the side's root.
+  void Rebase(Ino base, std::string shown) {
+    std::lock_guard<std::mutex> l(mu_);
+    base_ = base;
+    shown_ = std::move(shown);
+    dirs_.clear();
+  }
+
+  // Resolves key's inode below the base ("": the base), making missing directories when make.
+  Result<Ino> Resolve(const std::string& key_in, bool make) {
+    std::string key = Trim(key_in);
+    if (key.empty()) return base_;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = dirs_.find(key);
+      if (it != dirs_.end()) return it->second;
+    }
+    ASSIGN_OR_RETURN(Ino parent, Resolve(ParentKey(key), make));
+    std::string name = BaseName(key);
+    auto found = v_->meta()->Lookup(Ctx::Root(), parent, name);
+    Ino ino = 0;
+    bool in_the_way = found.ok() && (found->second.mode & S_IFMT) != S_IFDIR && make;
+    if (in_the_way) {  // a file or symlink where the source has a directory: replaced, as rsync does
+      Status st = v_->vfs()->Unlink(Ctx::Root(), parent, name);
+      if (!st.ok()) return st.With("replace " + Shown(key) + " by a directory");
+    }
+    if (found.ok() && !in_the_way) {
+      ino = found->first;
+      if ((found->second.mode & S_IFMT) != S_IFDIR) return ino;  // files are not remembered
+    } else if ((in_the_way || found.status().code() == ENOENT) && make) {
+      auto made = v_->vfs()->Mkdir(Ctx::Root(), parent, name, 0755);
+      if (!made.ok() && made.status().code() != EEXIST) return made.status().With("mkdir " + Shown(key));
+      auto again = v_->meta()->Lookup(Ctx::Root(), parent, name);
+      if (!again.ok()) return again.status().With("look up " + Shown(key));
+      ino = again->first;
+    } else {
+      return found.status().With("look up " + Shown(key));
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    if (dirs_.size() > 100000) dirs_.clear();
+    dirs_[key] = ino;
+    return ino;
+  }
+
+ private:
+  std::string Shown(const std::string& key) const { return shown_ + "/" + key; }
+
+  void Forget(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu_);
+    dirs_.erase(key);
+  }
+
+  // Without --perms: the source's permission bits less the umask, as rsync does.
+  static mode_t DefaultMode(const Entry& e) {
+    static const mode_t um = [] {
+      mode_t m = umask(0);
+      umask(m);
+      return m;
+    }();
+    mode_t base = e.mode != 0 ? (e.mode & 0777) : (e.kind == Kind::kDir ? 0777 : 0666);
+    return base & ~um;
+  }
+
+  Status WriteAll(uint64_t fh, Source& src, const std::string& shown) {
+    std::string buf(4 << 20, '\0');
+    uint64_t off = 0;
+    while (off < src.size) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), src.size - off));
+      ASSIGN_OR_RETURN(size_t got, src.reader->Read(off, buf.data(), want));
+      if (got < want) return Status::Err(EAGAIN, "the source became shorter while it was copied");
+      if (src.on_bytes) src.on_bytes(buf.data(), got);
+      Status st = v_->vfs()->Write(fh, off, buf.data(), got);
+      if (!st.ok()) return st.With("write " + shown);
+      off += got;
+    }
+    return Status::OK();
+  }
+
+  Status SetInode(Ino ino, const Entry& e, uint32_t mode, bool perms, uint64_t fh) {
+    Attr a;
+    uint32_t mask = kSetMtime;
+    a.mtime_ns = e.mtime_ns;
+    if (e.kind != Kind::kSymlink && (perms || e.kind == Kind::kFile || e.mode != 0)) {
+      mask |= kSetMode;
+      a.mode = mode;
+    }
+    if (perms) {
+      mask |= kSetUid | kSetGid;
+      a.uid = e.uid;
+      a.gid = e.gid;
+    }
+    auto r = v_->vfs()->SetAttr(Ctx::Root(), ino, mask, a, fh);
+    return r.ok() ? Status::OK() : r.status();
+  }
+
+  std::unique_ptr<client::Volume> v_;
+  Ino base_;
+  std::string shown_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Ino> dirs_;  // directory key -> inode, guarded by mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Side>> OpenVolumeSide(const client::VolumeOptions& options, const std::string& path,
+                                             bool create) {
+  client::VolumeOptions o = options;
+  if (!create) o.read_only = true;
+  auto v = client::Volume::Open(o);
+  if (!v.ok()) return v.status();
+  Ino root = (*v)->root();
+  std::string shown = (*v)->format().name + ":";  // "NAME:" + "/path"
+  auto side = std::make_unique<VolumeSide>(std::move(v).value(), root, shown);
+  std::string p = path;
+  while (!p.empty() && p.front() == '/') p.erase(0, 1);
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  if (p.empty()) return std::unique_ptr<Side>(std::move(side));
+  auto base = side->Resolve(p, create);
+  if (!base.ok()) return base.status();
+  auto attr = side->volume()->meta()->GetAttr(*base);
+  if (!attr.ok()) return attr.status();
+  if ((attr->mode & S_IFMT) != S_IFDIR) return Status::Err(ENOTDIR, shown + "/" + p + " is not a directory");
+  side->Rebase(*base, shown + "/" + p);
+  return std::unique_ptr<Side>(std::move(side));
+}
+
+}  // namespace tierfs::sync

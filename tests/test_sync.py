@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""tierfs sync, with rsync as the oracle: random trees with odd names, symlinks and hard
+links synced with a table of options must give the tree `rsync -a` gives with the
+corresponding options; every ordered pair of side kinds (directory, S3 on radosgw, RADOS,
+Azurite, volumes on SQLite and on Redis) carries a tree intact; incremental rounds copy
+exactly what changed; a run killed with SIGKILL and run again with --checkpoint ends with
+rsync's tree and exact counts; bad input fails clearly and loses nothing."""
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from sync_helpers import Sides, contents, make_tree, rsync, side_args, sync  # noqa: E402
+
+# (name, tierfs sync options, rsync options, compare_trees options)
+TABLE = [
+    ("archive", ["--dirs", "--perms", "--links"], ["-a"], {}),
+    ("prune-empty", ["--perms", "--links"], ["-am"], {}),
+    ("no-perms", ["--dirs", "--links"], ["-rlt", "--no-perms"], {"owner": False}),
+    ("hard-links", ["--dirs", "--perms", "--links", "--hard-links"], ["-aH"], {}),
+    ("delete", ["--dirs", "--perms", "--links", "--delete-dst"], ["-a", "--delete"], {}),
+    ("filters", ["--dirs", "--perms", "--links", "--include", "keep*.log", "--exclude", "*.log", "--exclude",
+                 "deep3/", "--include", "/wide/***", "--exclude", "/w*"],
+     ["-a", "--include", "keep*.log", "--exclude", "*.log", "--exclude", "deep3/", "--include", "/wide/***",
+      "--exclude", "/w*"], {}),
+    ("existing", ["--dirs", "--perms", "--links", "--existing"], ["-a", "--existing"], {}),
+    ("ignore-existing", ["--dirs", "--perms", "--links", "--ignore-existing"], ["-a", "--ignore-existing"], {}),
+    ("update", ["--dirs", "--perms", "--links", "--update"], ["-a", "--update"], {}),
+    ("sizes", ["--dirs", "--perms", "--links", "--min-size", "1K", "--max-size", "100K"],
+     ["-a", "--min-size=1K", "--max-size=100K"], {}),
+    ("xattrs", ["--dirs", "--perms", "--links", "--xattrs"], ["-aX"], {"xattrs": True}),
+    ("checksum", ["--dirs", "--perms", "--links", "--checksum"], ["-ac"], {}),
+]
+
+
+def prepare_dst(path, seed):
+    """A destination that already holds some of the source (same, older, newer, changed)
+    and things the source does not have."""
+    os.makedirs(path)
+    make_tree(path, seed, nfiles=30, symlinks=False, hardlinks=False)
+    with open(os.path.join(path, "extra only here"), "wb") as f:
+        f.write(b"extra")
+    os.makedirs(os.path.join(path, "extra dir", "sub"))
+    with open(os.path.join(path, "extra dir", "sub", "f"), "wb") as f:
+        f.write(b"x")
+    t = time.time() + 10 ** 6  # newer than anything in the source
+    os.utime(os.path.join(path, "extra only here"), (t, t))
+
+
+class SyncOracleTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.local_tmpdir()
+        self.src = os.path.join(self.tmp, "src")
+        files = make_tree(self.src, seed=7)
+        # Some names the filters care about, and xattrs.
+        for name in ("keep-me.log", "drop.log"):
+            with open(os.path.join(self.src, "wide", name), "wb") as f:
+                f.write(name.encode())
+        os.setxattr(os.path.join(self.src, files[5]), "user.origin", b"sync test")
+        # A destination sharing part of the tree: made from the same seed, some files then
+        # changed so that each update policy has something to decide.
+        self.pre = os.path.join(self.tmp, "pre")
+        prepare_dst(self.pre, seed=7)
+        rng = random.Random(3)
+        for dirpath, _, filenames in os.walk(self.pre):
+            for n in filenames:
+                if rng.random() < 0.3:
+                    p = os.path.join(dirpath, n)
+                    with open(p, "ab") as f:
+                        f.write(b"changed")
+                    if rng.random() < 0.5:
+                        os.utime(p, (time.time() + 1000, time.time() + 1000))
+
+    def test_table_against_rsync(self):
+        for name, ours, theirs, cmp in TABLE:
+            with self.subTest(options=name):
+                dr = os.path.join(self.tmp, name + "-rsync")
+                dt = os.path.join(self.tmp, name + "-tierfs")
+                for d in (dr, dt):
+                    subprocess.check_call(["cp", "-a", self.pre, d])
+                rsync(*theirs, self.src + "/", dr + "/")
+                rc, summary, err = sync(self.src, dt, *ours)
+                self.assertEqual(summary["failed"], 0, err)
+                self.assertEqual(summary["found"], summary["copied"] + summary["skipped"] + summary["failed"])
+                diffs = harness.compare_trees(dr, dt, **cmp)
+                self.assertEqual(diffs, [], "%s: tierfs sync differs from rsync %s\n%s" %
+                                 (name, " ".join(theirs), "\n".join(diffs[:20])))
+                # A second round finds nothing to copy.
+                rc, again, err = sync(self.src, dt, *ours)
+                self.assertEqual(again["copied"], 0, "%s: second round copied\n%s" % (name, err))
+                self.assertEqual(again["deleted"], 0, name)
+                shutil.rmtree(dr)
+                shutil.rmtree(dt)
+
+    def test_files_from_and_key_range(self):
+        listed = os.path.join(self.tmp, "list")
+        with open(listed, "w") as f:
+            f.write("wide/w001\ndeep0/deep1\nwide/w0/inner\n")
+        dr, dt = os.path.join(self.tmp, "ff-rsync"), os.path.join(self.tmp, "ff-tierfs")
+        rsync("-a", "-r", "--files-from=" + listed, self.src + "/", dr + "/")
+        sync(self.src, dt, "--dirs", "--perms", "--links", "--files-from", listed)
+        self.assertEqual(harness.compare_trees(dr, dt, dir_mtime=False), [])
+        # --start/--end: exactly the keys in the range, both ends included.
+        dk = os.path.join(self.tmp, "range")
+        rc, s, err = sync(self.src, dk, "--start", "wide/w010", "--end", "wide/w019")
+        self.assertEqual(sorted(os.listdir(os.path.join(dk, "wide"))), ["w%03d" % i for i in range(10, 20)])
+        self.assertEqual(s["copied"], 10, err)
+
+    def test_dry_run_changes_nothing(self):
+        dt = os.path.join(self.tmp, "dry")
+        subprocess.check_call(["cp", "-a", self.pre, dt])
+        before = harness.snapshot(dt)
+        rc, out, err = harness.tierfs("sync", self.src, dt, "--dirs", "--delete-dst", "--dry-run")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(harness.diff_snapshots(before, harness.snapshot(dt)), [])
+        self.assertIn("copy wide/w000", out)
+        self.assertIn("delete extra only here", out)
+
+
+class SidePairsTest(harness.TierFSTestCase):
+    """Every ordered pair of side kinds carries a tree intact: one chain through all of them
+    (an Eulerian circuit of the complete directed graph), each hop into a fresh location."""
+    AUTO_MOUNT = False
+
+    def test_every_pair(self):
+        tmp = self.local_tmpdir()
+        sides = Sides(tmp)
+        kinds = sides.kinds()
+        src = os.path.join(tmp, "origin")
+        make_tree(src, seed=11, nfiles=40, symlinks=False, hardlinks=False, newline=False, modes=False)
+        want_files, want_dirs = contents(src)
+        # Hierholzer's walk over all ordered pairs.
+        edges = {a: [b for b in kinds if b != a] for a in kinds}
+        stack, circuit = ["dir"], []
+        while stack:
+            v = stack[-1]
+            if edges[v]:
+                stack.append(edges[v].pop())
+            else:
+                circuit.append(stack.pop())
+        circuit.reverse()
+        url, extra = src, []
+        hops = 0
+        for a, b in zip(circuit, circuit[1:]):
+            nurl, nextra = sides.new(b)
+            rc, s, err = sync(url, nurl, "--dirs", *side_args(extra, "src"), *side_args(nextra, "dst"))
+            self.assertEqual((s["failed"], s["copied"], s["skipped"]), (0, s["found"], 0),
+                             "%s -> %s: %r\n%s" % (a, b, s, err))
+            self.assertEqual(s["found"], len(want_files) + len(want_dirs), "%s -> %s" % (a, b))
+            # Incremental: the same hop again copies nothing.
+            rc, s2, err = sync(url, nurl, "--dirs", *side_args(extra, "src"), *side_args(nextra, "dst"))
+            self.assertEqual(s2["copied"], 0, "%s -> %s again: %r\n%s" % (a, b, s2, err))
+            if b == "dir":
+                self.assertEqual(contents(nurl), (want_files, want_dirs), "%s -> %s" % (a, b))
+            url, extra = nurl, nextra
+            hops += 1
+        self.assertEqual(hops, len(kinds) * (len(kinds) - 1))
+        self.assertEqual(circuit[-1], "dir")
+        self.assertEqual(contents(url), (want_files, want_dirs))
+
+
+class IncrementalTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def test_rounds_copy_exactly_what_changed(self):
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        files = make_tree(src, seed=5, symlinks=False, hardlinks=False)
+        vol = Sides(tmp).volume("sqlite") + ":/data"
+        rc, s, err = sync(src, vol, "--dirs", "--perms")
+        n = s["found"]
+        self.assertEqual(s["copied"], n)
+        rng = random.Random(1)
+        changed = rng.sample(sorted(set(files)), 7)
+        for rel in changed:
+            with open(os.path.join(src, rel), "ab") as f:
+                f.write(b"more")
+        os.remove(os.path.join(src, "wide", "w100"))
+        rc, s, err = sync(src, vol, "--dirs", "--perms", "--delete-dst", "--check-new")
+        self.assertEqual((s["found"], s["copied"], s["deleted"], s["failed"]), (n - 1, 7, 1, 0), err)
+        self.assertEqual(s["checked"], 7)
+        self.assertEqual(s["skipped"], n - 1 - 7)
+        back = os.path.join(tmp, "back")
+        sync(vol, back, "--dirs", "--perms")
+        self.assertEqual(harness.compare_trees(src, back), [])
+
+
+class CheckpointTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def test_kill_9_and_resume_is_exact(self):
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        make_tree(src, seed=21, nfiles=120)
+        oracle = os.path.join(tmp, "oracle")
+        rsync("-aH", src + "/", oracle + "/")
+        for trial, dst_kind in enumerate(["dir", "sqlite"]):
+            with self.subTest(dst=dst_kind):
+                sides = Sides(os.path.join(tmp, "t%d" % trial))
+                os.makedirs(sides.tmp)
+                dst, _ = sides.new(dst_kind)
+                cp = os.path.join(tmp, "cp%d" % trial)
+                args = [harness.tierfs_bin(), "sync", src, dst, "--dirs", "--perms", "--links", "--hard-links",
+                        "--checkpoint", cp, "--threads", "3", "--bwlimit", "2M", "--json"]
+                rng = random.Random(trial)
+                kills = 0
+                for attempt in range(4):
+                    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(rng.uniform(0.3, 1.5))
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGKILL)
+                        kills += 1
+                    p.wait()
+                self.assertGreater(kills, 0, "the runs ended before any kill: slow them down")
+                rc, s, err = sync(src, dst, "--dirs", "--perms", "--links", "--hard-links", "--checkpoint", cp)
+                self.assertFalse(os.path.exists(cp), "the checkpoint is removed when the run ends")
+                n_keys = sum(len(d) + len(f) for _, d, f in os.walk(src))
+                self.assertEqual(s["found"], n_keys, err)
+                self.assertEqual((s["copied"], s["skipped"], s["failed"]), (n_keys, 0, 0),
+                                 "every key was copied once over the killed runs: %r\n%s" % (s, err))
+                inodes = {}
+                for d, _, fs in os.walk(src):
+                    for f in fs:
+                        st = os.lstat(os.path.join(d, f))
+                        if not os.path.islink(os.path.join(d, f)):
+                            inodes[st.st_ino] = st.st_size
+                self.assertEqual(s["bytes"], sum(inodes.values()), "each hard-link group's data counted once")
+                back = dst
+                if dst_kind != "dir":
+                    back = os.path.join(tmp, "back%d" % trial)
+                    sync(dst, back, "--dirs", "--perms", "--links", "--hard-links")
+                self.assertEqual(harness.compare_trees(oracle, back), [])
+
+
+class BadInputTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def test_unreachable_and_wrong_credentials(self):
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        make_tree(src, seed=2, nfiles=5, symlinks=False, hardlinks=False)
+        rc, s, err = sync(src, "http://127.0.0.1:1/bucket/p/", "--dst-access-key", "a", "--dst-secret-key", "b",
+                          "--io-timeout", "3", check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("127.0.0.1:1", err)
+        rc, s, err = sync("/nonexistent/dir", os.path.join(tmp, "d"), check=False)
+        self.assertEqual(rc, 2)
+        self.assertIn("/nonexistent/dir", err)
+        self.assertFalse(os.path.exists(os.path.join(tmp, "d")))
+        rc, s, err = sync(src, "sqlite3://" + os.path.join(tmp, "none.db") + ":/x", check=False)
+        self.assertEqual(rc, 2)
+        self.assertIn("format", err.lower())
+        if os.environ.get("TIERFS_TEST_REDIS_URL"):
+            srv = harness.servers()
+            rc, s, err = sync(src, "%s/%s/p/" % (srv["s3_endpoint"], harness.unique("bad")),
+                              "--dst-access-key", srv["s3_access_key"], "--dst-secret-key", "wrong", check=False)
+            self.assertEqual(rc, 2, err)
+            self.assertRegex(err.lower(), "signature|denied|refused|forbidden|403")
+
+    def test_full_destination_loses_nothing(self):
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        os.makedirs(src)
+        for i in range(20):
+            with open(os.path.join(src, "f%02d" % i), "wb") as f:
+                f.write(os.urandom(200 << 10))
+        small = os.path.join(tmp, "small")
+        os.makedirs(small)
+        harness.run("mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", small)
+        self.addCleanup(harness.run, "umount", "-l", small)
+        rc, s, err = sync(src, small, check=False)
+        self.assertEqual(rc, 1, err)
+        self.assertGreater(s["failed"], 0)
+        self.assertEqual(s["found"], s["copied"] + s["failed"])
+        self.assertIn("No space left", err)
+        landed = sorted(os.listdir(small))
+        self.assertEqual(len(landed), s["copied"], "every file reported copied is there, and only those")
+        for n in landed:
+            self.assertFalse(n.startswith(".tierfs-sync."), "a half-written temporary file was left: " + n)
+            with open(os.path.join(src, n), "rb") as a, open(os.path.join(small, n), "rb") as b:
+                self.assertEqual(a.read(), b.read(), n)
+
+    def test_listing_that_fails_halfway_deletes_nothing(self):
+        srv = harness.servers()
+        from s3proxy import S3Proxy
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        os.makedirs(src)
+        for i in range(2500):  # three pages of 1000 keys
+            with open(os.path.join(src, "k%04d" % i), "wb") as f:
+                f.write(b"%d" % i)
+        bucket = harness.unique("syncfail")
+        port = int(srv["s3_endpoint"].rsplit(":", 1)[1])
+        creds = ["--src-access-key", srv["s3_access_key"], "--src-secret-key", srv["s3_secret_key"]]
+        dcreds = ["--dst-access-key", srv["s3_access_key"], "--dst-secret-key", srv["s3_secret_key"]]
+        sync(src, "%s/%s/" % (srv["s3_endpoint"], bucket), *dcreds)
+        dst = os.path.join(tmp, "dst")
+        sync("%s/%s/" % (srv["s3_endpoint"], bucket), dst, *creds)  # up to date: only listing is left
+        proxy = S3Proxy(port)
+        self.addCleanup(proxy.close)
+        # The S3 source fails after its first page: the sync must stop, not delete the rest.
+        proxy.fail_after = {"GET": 2}  # the probe and the first page pass
+        rc, s, err = sync("http://127.0.0.1:%d/%s/" % (proxy.port, bucket), dst, "--delete-dst", *creds,
+                          "--io-timeout", "5", check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(len(os.listdir(dst)), 2500, "a failed listing deleted files:\n" + err)
+        self.assertIn("list", err.lower())
+
+    def test_source_changing_during_copy(self):
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        os.makedirs(src)
+        big = os.path.join(src, "growing")
+        with open(big, "wb") as f:
+            f.write(os.urandom(16 << 20))  # read in 4 MiB pieces, each followed by 4 s of --bwlimit
+        dst = os.path.join(tmp, "dst")
+        p = subprocess.Popen([harness.tierfs_bin(), "sync", src, dst, "--bwlimit", "1M", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(1.0)
+        os.truncate(big, 1 << 20)  # shrinks under the copy
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn(b"became shorter while it was copied", err)
+        self.assertEqual(os.listdir(dst), [], "nothing half-copied is visible")
+
+
+if __name__ == "__main__":
+    harness.main()
