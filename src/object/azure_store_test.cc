@@ -287,17 +287,19 @@ TEST(AzureRetry, PutsAboveTheLimitGoAsBlocksAndOneCommit) {
   EXPECT_FALSE(Contains(lines[4], "comp=")) << lines[4];
 }
 
-// A container of 2500 blobs listed 1000 at a time, with opaque markers: a caller paging with
-// start_after = the last key it got costs one request per page, also for the empty page
-// that ends its loop; a caller starting elsewhere costs one request of a full page.
+// A container of 12000 blobs (more than one List Blobs answer of 5000 holds) listed 1000 at
+// a time, with opaque markers: a caller paging with start_after = the last key it got costs
+// one request per page, also for the empty page that ends its loop, and each request asks
+// for just its page; a caller starting elsewhere costs one request of a full page.
 TEST(AzureList, PagingCallersCostOneRequestPerPage) {
-  constexpr int kKeys = 2500;
+  constexpr int kKeys = 12000;
   auto name = [](int i) {
     char buf[16];
     std::snprintf(buf, sizeof(buf), "k/%05d", i);
     return std::string(buf);
   };
   std::atomic<int> lists{0};
+  std::atomic<int> names_sent{0};
   TinyServer server([&](int, const std::string& line, size_t) {
     ++lists;
     std::smatch m;
@@ -305,7 +307,7 @@ TEST(AzureList, PagingCallersCostOneRequestPerPage) {
     int start = std::regex_search(line, m, std::regex("marker=opaque-([0-9]+)")) ? std::stoi(m[1]) : 0;
     std::string body = "<EnumerationResults><Blobs>";
     int i = start;
-    for (; i < kKeys && i < start + max; ++i) {
+    for (; i < kKeys && i < start + max; ++i, ++names_sent) {
       body += "<Blob><Name>" + name(i) + "</Name><Properties><Content-Length>1</Content-Length></Properties></Blob>";
     }
     body += "</Blobs><NextMarker>" + (i < kKeys ? "opaque-" + std::to_string(i) : "") + "</NextMarker>";
@@ -324,9 +326,12 @@ TEST(AzureList, PagingCallersCostOneRequestPerPage) {
     pages.push_back(page->size());
     after = page->back().key;
   }
-  EXPECT_EQ(pages, (std::vector<size_t>{1000, 1000, 500}));
+  EXPECT_EQ(pages, std::vector<size_t>(12, 1000));
   EXPECT_EQ(got, kKeys);
-  EXPECT_EQ(lists.load(), 4);
+  EXPECT_EQ(lists.load(), 13);
+  // Every name once, and the last page again for the call that finds nothing after it (the
+  // listing may have grown since).
+  EXPECT_EQ(names_sent.load(), kKeys + 1000);
 
   lists = 0;
   auto mid = store->List("k/", name(1234), 10);
