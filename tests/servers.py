@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Throwaway Redis, PostgreSQL and Ceph (mon + memstore OSD + radosgw) servers on 127.0.0.1.
+"""Throwaway Redis, PostgreSQL, Ceph (mon + memstore OSD + radosgw) and Azurite (the Azure
+Blob Storage emulator) servers on 127.0.0.1.
 
 Each server keeps all its state under its own directory and listens on its own ports, so
 tests never touch a system-wide server. ctest starts them once per run as fixtures and
 passes their addresses to the tests through the environment (see env()):
 
-    python3 tests/servers.py up   redis|postgres|ceph|all  --dir DIR
-    python3 tests/servers.py down redis|postgres|ceph|all  --dir DIR
+    python3 tests/servers.py up   redis|postgres|ceph|azurite|all  --dir DIR
+    python3 tests/servers.py down redis|postgres|ceph|azurite|all  --dir DIR
     python3 tests/servers.py env  --dir DIR      # prints TIERFS_TEST_* assignments
 
 The Ceph OSD keeps its data in RAM (memstore) by default. Benchmarks that store GiBs use
@@ -35,9 +36,13 @@ PG_PORT = 25432 + _OFF
 CEPH_MON_V2 = 23300 + _OFF
 CEPH_MON_V1 = 26789 + _OFF
 RGW_PORT = 27480 + _OFF
+AZURITE_PORT = 27500 + _OFF
 S3_ACCESS_KEY = "TIERFSTESTACCESSKEY1"
 S3_SECRET_KEY = "tierfs-test-secret-key-0000000000000001"
 RADOS_POOL = "tierfs"
+# Azurite's account and its well-known development key (public: the same in every Azurite).
+AZURE_ACCOUNT = "devstoreaccount1"
+AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 # Databases the PostgreSQL fixture creates: one per test binary/script that needs one.
 PG_DATABASES = ["tierfs_meta_test", "tierfs_kv_test", "tierfs_cli", "tierfs_multi", "tierfs_migrate",
                 "tierfs_bench"]
@@ -381,6 +386,64 @@ rgw thread pool size = 64
             _kill_pidfile(self._pid(name))
 
 
+class Azurite:
+    """The Blob service of Azurite (npm package azurite, scripts/install-deps.sh), keeping its
+    blobs under its folder; account AZURE_ACCOUNT with key AZURE_KEY, path-style URLs
+    (http://127.0.0.1:PORT/ACCOUNT/CONTAINER)."""
+
+    def __init__(self, root, port=AZURITE_PORT):
+        self.dir = os.path.join(root, "azurite")
+        self.port = port
+        self.pidfile = os.path.join(self.dir, "azurite.pid")
+        self.log = os.path.join(self.dir, "azurite.log")
+
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def container_url(self, container):
+        return f"{self.endpoint()}/{AZURE_ACCOUNT}/{container}"
+
+    def running(self):
+        return _pid_alive(self.pidfile) is not None
+
+    def start(self, fresh=True):
+        if self.running():
+            return self
+        exe = shutil.which("azurite-blob")
+        if not exe:
+            raise RuntimeError("cannot start azurite: azurite-blob is not installed (scripts/install-deps.sh "
+                               "installs it: npm install -g azurite)")
+        _need_free(self.port, "azurite")
+        if fresh:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        # --skipApiVersionCheck: clients may speak a newer x-ms-version than this Azurite;
+        # --loose: headers Azurite does not implement are ignored rather than refused.
+        cmd = [exe, "--silent", "--disableTelemetry", "--location", os.path.join(self.dir, "data"),
+               "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--skipApiVersionCheck", "--loose"]
+        with open(self.log, "ab") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=self.dir, start_new_session=True)
+        with open(self.pidfile, "w") as f:
+            f.write(f"{proc.pid}\n")
+
+        def answers():
+            if proc.poll() is not None:
+                raise RuntimeError(f"azurite exited with status {proc.returncode}")
+            return _port_open(self.port)
+        _wait(f"azurite on port {self.port}", answers, 60, self.log)
+        return self
+
+    def stop(self):
+        _kill_pidfile(self.pidfile)
+
+    def restart(self):
+        """Stops and starts again on the same port, keeping the blobs."""
+        self.stop()
+        _wait("azurite to exit", lambda: not _port_open(self.port), 20)
+        self.start(fresh=False)
+
+
 def env(root):
     """The environment variables through which tests find the servers."""
     ceph = Ceph(root)
@@ -393,11 +456,15 @@ def env(root):
         "TIERFS_TEST_S3_SECRET_KEY": S3_SECRET_KEY,
         "TIERFS_TEST_CEPH_CONF": ceph.conf,
         "TIERFS_TEST_RADOS_POOL": RADOS_POOL,
+        "TIERFS_TEST_AZURE_ENDPOINT": Azurite(root).endpoint(),
+        "TIERFS_TEST_AZURE_ACCOUNT": AZURE_ACCOUNT,
+        "TIERFS_TEST_AZURE_KEY": AZURE_KEY,
     }
 
 
 def _servers(root, which, bluestore=None):
-    table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root, bluestore=bluestore)}
+    table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root, bluestore=bluestore),
+             "azurite": Azurite(root)}
     names = list(table) if which == "all" else [which]
     return [(n, table[n]) for n in names]
 
@@ -405,7 +472,7 @@ def _servers(root, which, bluestore=None):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["up", "down", "env"])
-    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "all"])
+    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "azurite", "all"])
     p.add_argument("--dir", required=True, help="state directory of the servers")
     p.add_argument("--cmake", action="store_true", help="env: print a CMake list of K=V")
     p.add_argument("--bluestore", action="store_true",

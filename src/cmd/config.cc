@@ -99,7 +99,7 @@ void RegisterConfig(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand("config", "Show or change a volume's settings without reformatting");
   sub->add_option("META-URL", args->meta_url, "Metadata engine of the volume")->required();
-  sub->add_option("--storage", args->storage, "New object storage type (file, s3, rados)");
+  sub->add_option("--storage", args->storage, "New object storage type (file, s3, rados, azure)");
   sub->add_option("--bucket", args->bucket, "New bucket (see `tierfs format --help`)");
   AddCredentialOptions(sub, &args->access_key, &args->secret_key, &args->session_token, &args->ceph_conf);
   sub->add_option("--session-timeout", args->session_timeout, "New session timeout in seconds");

@@ -133,11 +133,13 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
   auto* sub = app.add_subcommand("format", "Create a volume: metadata in META-URL, data in the object store");
   sub->add_option("META-URL", args->meta_url, "Metadata engine, e.g. sqlite3:///var/lib/tierfs/vol.db")->required();
   sub->add_option("NAME", args->name, "Volume name (letters, digits, - and _)")->required();
-  sub->add_option("--storage", args->storage, "Object storage type: file, s3 or rados (mem: tests only)")
+  sub->add_option("--storage", args->storage, "Object storage type: file, s3, rados or azure (mem: tests only)")
       ->capture_default_str();
   sub->add_option("--bucket", args->bucket,
                   "file: the directory holding the blocks; s3: http(s)://HOST:PORT/BUCKET or "
-                  "http(s)://BUCKET.HOST (created if missing); rados: the pool");
+                  "http(s)://BUCKET.HOST (created if missing); rados: the pool; azure: "
+                  "https://ACCOUNT.blob.core.windows.net/CONTAINER or http(s)://HOST:PORT/ACCOUNT/CONTAINER "
+                  "(created if missing)");
   AddCredentialOptions(sub, &args->access_key, &args->secret_key, &args->session_token, &args->ceph_conf);
   sub->add_option("--block-size", args->block_size, "Block size, a power of two from 64K to 16M")
       ->capture_default_str();
@@ -151,9 +153,9 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
   sub->add_option("--capacity", args->capacity, "Bytes the volume may hold (e.g. 100T; default: no limit)");
   sub->add_option("--inodes", args->inodes, "Files and directories the volume may hold (default: no limit)");
   sub->add_option("--format-version", args->format_version,
-                  "1 lets clients older than tierfs 0.2 mount the volume; 2 keeps checksum tables in S3 object "
-                  "metadata, so that each block is one object of exactly its size (faster on Ceph's radosgw); 3 also "
-                  "lets clients pack small files (mount --writeback --pack-below) and needs tierfs 0.3")
+                  "1 lets clients older than tierfs 0.2 mount the volume; 2 keeps checksum tables in S3 or "
+                  "Azure object metadata, so that each block is one object of exactly its size (faster on Ceph's "
+                  "radosgw); 3 also lets clients pack small files (mount --writeback --pack-below) and needs tierfs 0.3")
       ->capture_default_str();
   sub->add_flag("--force", args->force, "Erase an existing volume in META-URL and format anew");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });

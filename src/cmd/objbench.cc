@@ -2,7 +2,9 @@
 // measures its throughput for large and small objects, and prints both as tables.
 //
 // STORAGE-URL: file:///DIR, s3 as http(s)://HOST:PORT/BUCKET (or http(s)://BUCKET.HOST),
-// rados://POOL[?conf=/etc/ceph/ceph.conf], mem://NAME. Credentials as for format.
+// rados://POOL[?conf=/etc/ceph/ceph.conf], mem://NAME. With --storage TYPE it is instead
+// the --bucket of `tierfs format --storage TYPE` (the only way to name an Azure container:
+// --storage azure https://ACCOUNT.blob.core.windows.net/CONTAINER). Credentials as for format.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Args {
-  std::string url, access_key, secret_key, session_token, ceph_conf;
+  std::string url, storage, access_key, secret_key, session_token, ceph_conf;
   std::string big_size = "4M", small_size = "4K";
   int big_count = 64, small_count = 500, threads = 4;
   std::string before_get;  // a shell command run between the PUTs and the GETs
@@ -50,8 +52,13 @@ Status RunBeforeGet(const std::string& cmd) {
 Result<StorageSpec> SpecFromUrl(const Args& a) {
   StorageSpec spec;
   auto u = ParseUrl(a.url);
-  if (!u.ok()) return Status::Err(EINVAL, "bad STORAGE-URL: " + u.status().message());
-  if (u->scheme == "file") {
+  if (!a.storage.empty()) {
+    // As `format --storage TYPE --bucket STORAGE-URL`.
+    spec.storage = a.storage;
+    spec.bucket = a.storage == "file" ? AbsPath(a.url) : a.url;
+  } else if (!u.ok()) {
+    return Status::Err(EINVAL, "bad STORAGE-URL: " + u.status().message());
+  } else if (u->scheme == "file") {
     spec.storage = "file";
     spec.bucket = u->path;
   } else if (u->scheme == "mem") {
@@ -67,7 +74,8 @@ Result<StorageSpec> SpecFromUrl(const Args& a) {
     if (conf != u->query.end()) spec.ceph_conf = conf->second;
   } else {
     return Status::Err(EINVAL, "unknown storage URL scheme '" + u->scheme +
-                                   "': expected file://, http(s):// (s3), rados:// or mem://");
+                                   "': expected file://, http(s):// (s3), rados:// or mem://, or give --storage "
+                                   "(azure: --storage azure URL)");
   }
   ASSIGN_OR_RETURN(spec.access_key, ResolveSecret(a.access_key, kAccessKeyEnv));
   ASSIGN_OR_RETURN(spec.secret_key, ResolveSecret(a.secret_key, kSecretKeyEnv));
@@ -296,8 +304,11 @@ void RegisterObjbench(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand("objbench", "Check an object store's API and measure its throughput");
   sub->add_option("STORAGE-URL", args->url,
-                  "file:///DIR, http(s)://HOST:PORT/BUCKET (s3), rados://POOL[?conf=PATH] or mem://NAME")
+                  "file:///DIR, http(s)://HOST:PORT/BUCKET (s3), rados://POOL[?conf=PATH] or mem://NAME; "
+                  "with --storage, the bucket as `tierfs format --storage TYPE --bucket` takes it")
       ->required();
+  sub->add_option("--storage", args->storage,
+                  "Storage type (file, s3, rados, azure): STORAGE-URL is then the --bucket of `tierfs format`");
   AddCredentialOptions(sub, &args->access_key, &args->secret_key, &args->session_token, &args->ceph_conf);
   sub->add_option("--big-size", args->big_size, "Size of large objects")->capture_default_str();
   sub->add_option("--big-count", args->big_count, "Number of large objects")->capture_default_str();

@@ -88,10 +88,11 @@ Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
                           std::string* session_token, std::string* ceph_conf) {
   sub->add_option("--access-key", *access_key,
-                  "s3: access key id; rados: Ceph client name (default client.admin). "
-                  "Default: $TIERFS_ACCESS_KEY");
+                  "s3: access key id; rados: Ceph client name (default client.admin); azure: account name "
+                  "(default: the one in the container URL). Default: $TIERFS_ACCESS_KEY");
   sub->add_option("--secret-key", *secret_key,
-                  "s3: secret access key. Prefer $TIERFS_SECRET_KEY or a file named by "
+                  "s3: secret access key; azure: the account key, or sas:TOKEN for a SAS token. Prefer "
+                  "$TIERFS_SECRET_KEY or a file named by "
                   "$TIERFS_SECRET_KEY_FILE; it is stored in the volume and never shown");
   sub->add_option("--session-token", *session_token, "s3: session token of temporary credentials");
   sub->add_option("--ceph-conf", *ceph_conf, "rados: path of ceph.conf (default $CEPH_CONF)");
@@ -109,6 +110,11 @@ Status ResolveStorageCredentials(const std::string& access_key, const std::strin
     return Status::Err(EINVAL,
                        "s3 storage needs an access key and a secret key: --access-key/--secret-key or "
                        "$TIERFS_ACCESS_KEY/$TIERFS_SECRET_KEY");
+  }
+  if (rec->storage == "azure" && rec->secret_key.empty()) {
+    return Status::Err(EINVAL,
+                       "azure storage needs the account key or a SAS token: --secret-key KEY or --secret-key "
+                       "sas:TOKEN (or $TIERFS_SECRET_KEY)");
   }
   return Status::OK();
 }

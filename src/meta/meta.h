@@ -60,7 +60,7 @@ struct Ctx {
 };
 
 // Format versions this tierfs reads and writes. 1: every object holds its checksum table in
-// front of its data. 2: on stores with object metadata (S3), the table is the object's
+// front of its data. 2: on stores with object metadata (S3, Azure), the table is the object's
 // metadata and the object is exactly its data (object/checksum_store.h); elsewhere as 1.
 // 3: as 2, and small files may be packed (slice records flagged kRecordMayBePacked, pack
 // objects under packs/, "P" keys). Clients refuse versions newer than they know.
@@ -70,7 +70,7 @@ constexpr int kFormatVersion = 3;
 struct FormatRecord {
   std::string name;
   std::string uuid;
-  std::string storage;  // "file", "mem", "s3", "rados"
+  std::string storage;  // "file", "mem", "s3", "rados", "azure"
   std::string bucket;
   // Object-store credentials and settings (see StorageSpec). The secret key is stored so
   // that every client can mount without being given it; it is never printed (status,

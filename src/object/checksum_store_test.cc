@@ -355,7 +355,7 @@ TEST(CreateObjectStore, StorageTypes) {
   EXPECT_EQ((*rados)->Describe(), "rados://pool");
   auto bogus = CreateObjectStore("ftp", "x");
   EXPECT_EQ(bogus.status().code(), EINVAL);
-  EXPECT_EQ(bogus.status().message(), "unknown storage type ftp (supported: file, mem, s3, rados)");
+  EXPECT_EQ(bogus.status().message(), "unknown storage type ftp (supported: file, mem, s3, rados, azure)");
   EXPECT_EQ(CreateObjectStore("file", "").status().code(), EINVAL);
 }
 

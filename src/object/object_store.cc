@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "object/azure_store.h"
 #include "object/checksum_store.h"
 #include "object/file_store.h"
 #include "object/mem_store.h"
@@ -107,7 +108,8 @@ Result<std::unique_ptr<ObjectStore>> CreateRawObjectStore(const StorageSpec& spe
   if (storage == "mem") return std::unique_ptr<ObjectStore>(std::make_unique<SharedStore>(SharedMemBucket(bucket)));
   if (storage == "s3") return NewS3Store(spec);
   if (storage == "rados") return NewRadosStore(spec);
-  return Status::Err(EINVAL, "unknown storage type " + storage + " (supported: file, mem, s3, rados)");
+  if (storage == "azure") return NewAzureStore(spec);
+  return Status::Err(EINVAL, "unknown storage type " + storage + " (supported: file, mem, s3, rados, azure)");
 }
 
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const StorageSpec& spec) {

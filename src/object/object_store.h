@@ -65,7 +65,7 @@ class ObjectStore {
   // Object metadata: a short string of base64 characters (at most kMaxObjectMeta) kept with
   // the object and returned by every Get of it, ranged ones included, in the same request.
   // Only stores whose HasObjectMeta() is true implement the two calls (S3: user metadata,
-  // x-amz-meta-tierfs); the others answer EOPNOTSUPP. ChecksumStore keeps its checksum
+  // x-amz-meta-tierfs; Azure: x-ms-meta-tierfs); the others answer EOPNOTSUPP. ChecksumStore keeps its checksum
   // table there, so that an object is exactly as long as its data (see checksum_store.h).
   // An object put without metadata reads back with an empty one.
   virtual bool HasObjectMeta() const { return false; }
@@ -73,12 +73,13 @@ class ObjectStore {
   virtual Result<std::string> GetWithMeta(const std::string& key, uint64_t off, int64_t len, std::string* meta);
 
   // Makes every Put that has returned durable against a power loss of the machine holding
-  // the objects. Stores whose puts are durable when they return (S3, RADOS) need nothing.
+  // the objects. Stores whose puts are durable when they return (S3, RADOS, Azure) need
+  // nothing.
   virtual Status Sync() { return Status::OK(); }
 
   // The size and free space of what holds the objects, when the store knows them (a local
   // directory: its file system), for statfs of a volume without a capacity limit. nullopt
-  // when unknown (S3, RADOS, memory). Wrappers forward it.
+  // when unknown (S3, RADOS, Azure, memory). Wrappers forward it.
   virtual std::optional<StoreSpace> Space() const { return std::nullopt; }
 };
 
@@ -88,11 +89,15 @@ inline constexpr int kDefaultIoTimeoutS = 60;
 
 // Where a volume's objects live, as chosen at format time (and changed by `tierfs config`).
 struct StorageSpec {
-  std::string storage;     // "file", "mem", "s3", "rados"
+  std::string storage;     // "file", "mem", "s3", "rados", "azure"
   std::string bucket;      // directory (file), name (mem), http(s)://HOST[:PORT]/BUCKET or
-                           // http(s)://BUCKET.HOST[:PORT] (s3), pool name (rados)
-  std::string access_key;  // s3: access key id; rados: client name (default client.admin)
-  std::string secret_key;  // s3: secret access key; never logged or shown
+                           // http(s)://BUCKET.HOST[:PORT] (s3), pool name (rados),
+                           // https://ACCOUNT.blob.core.windows.net/CONTAINER or
+                           // http(s)://HOST[:PORT]/ACCOUNT/CONTAINER (azure)
+  std::string access_key;  // s3: access key id; rados: client name (default client.admin);
+                           // azure: account name (default: the URL's)
+  std::string secret_key;  // s3: secret access key; azure: account key or "sas:TOKEN";
+                           // never logged or shown
   std::string session_token;  // s3: optional STS token
   std::string ceph_conf;   // rados: ceph.conf path ("" = $CEPH_CONF or Ceph's default)
   // file: fsync every object (and its directory entry) before Put returns, so that no
@@ -101,21 +106,21 @@ struct StorageSpec {
   bool sync_puts = true;
   // file: the share of the bucket's disk kept free (FileStoreOptions::min_free_ratio).
   double free_space_ratio = 0;
-  // Checksum tables in object metadata where the store has it (format version 2 on S3;
-  // see checksum_store.h); otherwise in front of each object's data.
+  // Checksum tables in object metadata where the store has it (format version 2 on S3 and
+  // Azure; see checksum_store.h); otherwise in front of each object's data.
   bool checksums_in_meta = false;
   // The volume whose objects live under "VOLUME/" (file: that directory is kept private to
   // the owner, mode 0700, also when an older version made it readable by others).
   std::string volume{};
-  // The most a request waits for the store, retries included (s3: the retry deadline and
-  // each attempt's limits; rados: the OSD operation timeout). Not stored in the volume: a
-  // setting of the process that opens it.
+  // The most a request waits for the store, retries included (s3, azure: the retry
+  // deadline and each attempt's limits; rados: the OSD operation timeout). Not stored in
+  // the volume: a setting of the process that opens it.
   int io_timeout_s = kDefaultIoTimeoutS;
 };
 
 // Creates a store: storage "file" (bucket = directory), "mem" (bucket = name shared within
-// the process), "s3" or "rados". Unknown storage types get a clear error. The result is
-// wrapped with checksums (see checksum_store.h).
+// the process), "s3", "rados" or "azure". Unknown storage types get a clear error. The
+// result is wrapped with checksums (see checksum_store.h).
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const StorageSpec& spec);
 // Shorthand for stores that need no credentials (file, mem).
 Result<std::unique_ptr<ObjectStore>> CreateObjectStore(const std::string& storage, const std::string& bucket);

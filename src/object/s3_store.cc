@@ -2,21 +2,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <map>
 #include <mutex>
 #include <random>
-#include <thread>
 
-#include <spdlog/spdlog.h>
-
-#include "common/backoff.h"
 #include "common/clock.h"
-#include "common/io_budget.h"
 #include "common/url.h"
 #include "object/http_client.h"
+#include "object/http_retry.h"
 #include "object/s3_sign.h"
 #include "object/s3_xml.h"
 
@@ -29,11 +24,6 @@ constexpr char kDefaultRegion[] = "us-east-1";
 constexpr size_t kListPage = 1000;
 constexpr int kMaxTries = 20;
 constexpr int kMaxPartNumber = 10000;
-// Backoff before try n+1 is drawn from [d/2, d] with d = min(kBackoffCap, kBackoffBase * 2^(n-1)):
-// exponential to relieve an overloaded server, jittered so that many clients that failed
-// together do not retry together.
-constexpr std::chrono::milliseconds kBackoffBase(100);
-constexpr std::chrono::milliseconds kBackoffCap(5000);
 // The user-metadata header that carries ChecksumStore's table (ObjectStore::PutWithMeta).
 constexpr char kMetaHeader[] = "x-amz-meta-tierfs";
 
@@ -52,11 +42,6 @@ bool IsIpv4(const std::string& host) {
 Status BadUrl(const std::string& url, const std::string& why) {
   return Status::Err(EINVAL, "bad S3 bucket URL '" + url + "': " + why + " (expected " + kUrlForms +
                                  ", optionally followed by ?region=R&tries=N&timeout=SECONDS)");
-}
-
-std::chrono::milliseconds Backoff(int attempt) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(JitteredBackoff(
-      std::min(attempt - 1, 16), std::chrono::microseconds(kBackoffBase), std::chrono::microseconds(kBackoffCap)));
 }
 
 // S3 error codes that mean "try again", whatever the HTTP status: RequestTimeout is a 400
@@ -169,63 +154,22 @@ Result<S3Store::Reply> S3Store::Send(const Call& call, const std::string& what) 
   if (!query.empty()) url += "?" + query;
   // Hashing the body lets the server verify it arrived intact, even over plain HTTP.
   std::string payload_hash = Sha256Hex(call.body);
-
-  Reply reply;
-  Status last_error;
-  // The deadline: the store's own from now, or the calling request's if that is earlier.
-  const IoBudget budget = CurrentIoBudget();
-  const int64_t start = MonoNanos();
-  int64_t deadline = start + static_cast<int64_t>(loc_.deadline_s) * 1000000000;
-  if (budget.deadline_ns != 0 && budget.deadline_ns < deadline) deadline = budget.deadline_ns;
-  const int tries = budget.max_tries > 0 ? std::min(budget.max_tries, loc_.tries) : loc_.tries;
-  auto spent = [&] { return std::to_string((MonoNanos() - start + 500000000) / 1000000000) + " s"; };
-  if (start >= deadline) {
-    return Status::Err(EIO, Fail(what) + ": no time left to ask " + loc_.Endpoint() +
-                                " (the request already waited its --io-timeout for the object store)");
-  }
-  for (int attempt = 1; attempt <= tries; ++attempt) {
-    if (attempt > 1) {
-      auto pause = Backoff(attempt - 1);
-      if (MonoNanos() + std::chrono::duration_cast<std::chrono::nanoseconds>(pause).count() >= deadline) break;
-      std::this_thread::sleep_for(pause);
-    }
-    reply.tries = attempt;
-    HttpRequest req = Sign(call, url, payload_hash);
-    // The attempt may not outlast the deadline by waiting (a connection or a transfer that
-    // stalls); a transfer that makes progress is not cut.
-    int64_t left_ms = std::max<int64_t>(1, (deadline - MonoNanos()) / 1000000);
-    req.connect_timeout_ms = static_cast<long>(std::min<int64_t>(loc_.connect_timeout_s * 1000, left_ms));
-    req.io_timeout_s = static_cast<long>(std::min<int64_t>(loc_.io_timeout_s, std::max<int64_t>(1, (left_ms + 999) / 1000)));
-    Result<HttpResponse> r = http_.Perform(req);
-    std::string reason;
-    if (!r.ok()) {
-      if (r.status().code() == EINVAL) {
-        return Status::Err(EIO, Fail(what) + ": cannot send a request to " + loc_.Endpoint() + ": " +
-                                    r.status().message());
-      }
-      last_error = r.status();
-      reason = r.status().message();
-    } else {
-      HttpResponse& resp = *r;
-      S3Error err;
-      bool has_error = (resp.status >= 300 || call.error_in_200) && ParseS3Error(resp.body, &err);
-      bool retry = resp.status >= 500 || resp.status == 429 || (has_error && RetryableCode(err.code));
-      if (!retry) {
-        reply.response = std::move(resp);
-        return reply;
-      }
-      reason = "HTTP " + std::to_string(resp.status) + (has_error ? " " + err.code : "");
-      last_error = Status();
-      reply.response = std::move(resp);
-    }
-    if (attempt < tries && MonoNanos() < deadline) {
-      spdlog::warn("s3: {} at {} failed (try {} of {}), retrying: {}", what, loc_.Endpoint(), attempt, tries, reason);
-    }
-  }
-  if (last_error.ok()) return reply;  // a final 5xx: Failure() phrases it
-  std::string problem = last_error.code() == ETIMEDOUT ? "no timely answer from " : "cannot reach ";
-  return Status::Err(EIO, Fail(what) + ": " + problem + loc_.Endpoint() + ": " + last_error.message() +
-                              " (gave up after " + std::to_string(reply.tries) + " tries in " + spent() + ")");
+  RetriedCall rc;
+  rc.log_tag = "s3";
+  rc.what = what;
+  rc.endpoint = loc_.Endpoint();
+  rc.failure = Fail(what);
+  rc.make = [&] { return Sign(call, url, payload_hash); };
+  rc.retryable = [&](const HttpResponse& resp, std::string* reason) {
+    S3Error err;
+    bool has_error = (resp.status >= 300 || call.error_in_200) && ParseS3Error(resp.body, &err);
+    bool retry = resp.status >= 500 || resp.status == 429 || (has_error && RetryableCode(err.code));
+    if (retry) *reason = "HTTP " + std::to_string(resp.status) + (has_error ? " " + err.code : "");
+    return retry;
+  };
+  RetryPolicy policy{loc_.tries, loc_.connect_timeout_s, loc_.io_timeout_s, loc_.deadline_s};
+  ASSIGN_OR_RETURN(RetriedResponse r, PerformWithRetries(http_, policy, rc));
+  return Reply{std::move(r.response), r.tries};
 }
 
 Status S3Store::Failure(const HttpResponse& resp, const std::string& what, const std::string& key, int tries) const {
