@@ -80,6 +80,16 @@ class SyncOracleTest(harness.TierFSTestCase):
                     if rng.random() < 0.5:
                         os.utime(p, (time.time() + 1000, time.time() + 1000))
 
+    def _source_dir_time(self, diff, dt):
+        """A directory whose time differs from rsync's result but equals the source's: under
+        load rsync can set a directory's time before its last file is renamed into it."""
+        if ": mtime " not in diff:
+            return False
+        rel = diff.split(": mtime ")[0]
+        p, src = os.path.join(dt, rel), os.path.join(self.src, rel)
+        return (os.path.isdir(p) and not os.path.islink(p) and os.path.isdir(src) and
+                os.lstat(p).st_mtime_ns == os.lstat(src).st_mtime_ns)
+
     def test_table_against_rsync(self):
         for name, ours, theirs, cmp in TABLE:
             with self.subTest(options=name):
@@ -91,7 +101,7 @@ class SyncOracleTest(harness.TierFSTestCase):
                 rc, summary, err = sync(self.src, dt, *ours)
                 self.assertEqual(summary["failed"], 0, err)
                 self.assertEqual(summary["found"], summary["copied"] + summary["skipped"] + summary["failed"])
-                diffs = harness.compare_trees(dr, dt, **cmp)
+                diffs = [d for d in harness.compare_trees(dr, dt, **cmp) if not self._source_dir_time(d, dt)]
                 self.assertEqual(diffs, [], "%s: tierfs sync differs from rsync %s\n%s" %
                                  (name, " ".join(theirs), "\n".join(diffs[:20])))
                 # A second round finds nothing to copy.

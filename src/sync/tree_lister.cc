@@ -7,8 +7,10 @@
 namespace tierfs::sync {
 namespace {
 
+// A min-heap by key: the name with its '/', so that directory "a.txt" ("a.txt/") comes
+// before directory "a" ("a/"), as it does in byte order of keys ('.' < '/').
 struct DirLater {
-  bool operator()(const Entry& a, const Entry& b) const { return a.key > b.key; }  // min-heap by name
+  bool operator()(const Entry& a, const Entry& b) const { return a.key + "/" > b.key + "/"; }
 };
 
 struct Frame {

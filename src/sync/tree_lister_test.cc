@@ -50,6 +50,14 @@ std::vector<std::string> All(const Tree& t, const std::string& start, Descend de
   return out;
 }
 
+TEST(TreeLister, DirectoriesSharingAPrefix) {
+  // Directories "a" and "a.txt": "a.txt/" sorts before "a/" ('.' < '/'), the reverse of
+  // their names' order (a bug the hypothesis rounds found).
+  Tree t{{"", {{"a", true}, {"a.txt", true}, {"a0", false}}}, {"a/", {{"x", false}}}, {"a.txt/", {{"y", false}}}};
+  std::vector<std::string> want = {"a.txt/", "a.txt/y", "a/", "a/x", "a0"};
+  EXPECT_EQ(All(t, ""), want);
+}
+
 Tree Sample() {
   return Tree{{"", {{"a", true}, {"a.txt", false}, {"a0", false}, {"b", true}, {"a-b", false}}},
               {"a/", {{"x", false}, {"y", true}}},

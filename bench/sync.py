@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""tierfs sync against rclone sync and aws s3 sync, side by side in one run, on the same
+radosgw (tests/servers.py: Ceph on a bluestore OSD over a sparse file) from the same local
+tmpfs tree; and the memory of a listing as the directory grows.
+
+    bench/sync.py [--files N] [--big N] [--big-mib M] [--repeat R] [--listing N1,N2]
+
+Measures, interleaving the tools within each repetition (order rotated):
+  - small: N files of 100 KiB, the first copy into an empty prefix, then an incremental
+    round after 1% of the files changed (wall seconds, CPU seconds of the tool);
+  - big: N files of M MiB, the first copy;
+  - listing: a TierFS volume directory of N1, then N2 entries, synced to an up-to-date local
+    copy (nothing to copy: listing and comparing only): seconds and peak RSS of tierfs sync.
+Writes the tables to docs/benchmarks.md ("sync" section) with the command line.
+Defaults are the issue's scale (100,000 files, 20 x 1 GiB, 100,000 and 1,000,000 entries).
+"""
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+os.environ.setdefault("TIERFS_TEST_PORT_OFFSET", "800")
+os.environ["TIERFS_CEPH_BLUESTORE"] = "1"
+os.environ.setdefault("TIERFS_CEPH_OSD_BYTES", str(64 << 30))
+import servers  # noqa: E402
+from doc_section import write_section  # noqa: E402
+
+TIERFS = os.environ.get("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", "tierfs"))
+BEGIN, END = "<!-- BEGIN sync (bench/sync.py) -->", "<!-- END sync (bench/sync.py) -->"
+
+
+def log(*a):
+    print("[sync.py %s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def timed(cmd, env=None):
+    """Runs cmd; returns (wall s, CPU s of the process and its children, peak RSS KiB)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("%s failed:\n%s" % (" ".join(cmd), err[-2000:]))
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.root = tempfile.mkdtemp(prefix="tierfs-bench-sync-")
+        self.srv_dir = os.path.join(self.root, "srv")
+        self.src = os.path.join(self.root, "tmpfs")
+        os.makedirs(self.src)
+        subprocess.check_call(["mount", "-t", "tmpfs", "-o", "size=%dg" % a.tmpfs_gib, "tmpfs", self.src])
+        self.rows = {}
+
+    def start(self):
+        subprocess.check_call([sys.executable, os.path.join(REPO, "tests", "servers.py"), "up", "ceph", "--dir",
+                               self.srv_dir], stdout=subprocess.DEVNULL)
+        env = servers.env(self.srv_dir)
+        self.ep = env["TIERFS_TEST_S3_ENDPOINT"]
+        self.ak, self.sk = env["TIERFS_TEST_S3_ACCESS_KEY"], env["TIERFS_TEST_S3_SECRET_KEY"]
+        self.bucket = "syncbench"
+        self.env = dict(os.environ)
+        self.env.update({
+            "AWS_ACCESS_KEY_ID": self.ak, "AWS_SECRET_ACCESS_KEY": self.sk, "AWS_DEFAULT_REGION": "us-east-1",
+            "RCLONE_CONFIG_RGW_TYPE": "s3", "RCLONE_CONFIG_RGW_PROVIDER": "Ceph",
+            "RCLONE_CONFIG_RGW_ACCESS_KEY_ID": self.ak, "RCLONE_CONFIG_RGW_SECRET_ACCESS_KEY": self.sk,
+            "RCLONE_CONFIG_RGW_ENDPOINT": self.ep, "TIERFS_DST_ACCESS_KEY": self.ak, "TIERFS_DST_SECRET_KEY": self.sk,
+        })
+        self.env.pop("AWS_CA_BUNDLE", None)
+        conf = os.path.join(self.root, "aws.conf")
+        with open(conf, "w") as f:  # the same 16 transfers in flight for every tool
+            f.write("[default]\ns3 =\n  max_concurrent_requests = 16\n")
+        self.env["AWS_CONFIG_FILE"] = conf
+        subprocess.check_call(["/usr/bin/aws", "--endpoint-url", self.ep, "s3", "mb", "s3://" + self.bucket],
+                              env=self.env, stdout=subprocess.DEVNULL)
+
+    def close(self):
+        subprocess.call([sys.executable, os.path.join(REPO, "tests", "servers.py"), "down", "all", "--dir",
+                         self.srv_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.call(["umount", "-l", self.src])
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def tool_cmd(self, tool, src, prefix):
+        if tool == "tierfs":
+            return [TIERFS, "sync", src, "%s/%s/%s/" % (self.ep, self.bucket, prefix), "--threads", "16", "--quiet"]
+        if tool == "rclone":
+            return ["rclone", "sync", src, "rgw:%s/%s" % (self.bucket, prefix), "--transfers", "16", "--checkers", "16"]
+        return ["/usr/bin/aws", "--endpoint-url", self.ep, "s3", "sync", src, "s3://%s/%s" % (self.bucket, prefix),
+                "--only-show-errors"]
+
+    def make_files(self, d, n, size):
+        os.makedirs(d, exist_ok=True)
+        rng = random.Random(n)
+        block = rng.randbytes(size)
+        for i in range(n):
+            sub = os.path.join(d, "d%03d" % (i % 100))
+            os.makedirs(sub, exist_ok=True)
+            with open(os.path.join(sub, "f%07d" % i), "wb") as f:
+                f.write(block[i % 97:] + block[:i % 97])
+
+    def record(self, table, tool, **vals):
+        self.rows.setdefault(table, {}).setdefault(tool, []).append(vals)
+
+    def run_copy(self, name, src, r, incremental):
+        tools = ["tierfs", "rclone", "aws"]
+        tools = tools[r % 3:] + tools[:r % 3]
+        for tool in tools:
+            prefix = "%s-%s-%d" % (name, tool, r)
+            wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
+            log(name, tool, "first copy %.1f s, %.1f CPU s" % (wall, cpu))
+            self.record(name + " first copy", tool, wall=wall, cpu=cpu, rss=rss)
+        if not incremental:
+            return
+        files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(src) for f in fs)
+        changed = random.Random(r).sample(files, max(1, len(files) // 100))
+        for p in changed:
+            with open(p, "r+b") as f:
+                f.write(os.urandom(64))
+            t = time.time() + 5
+            os.utime(p, (t, t))
+        for tool in tools:
+            prefix = "%s-%s-%d" % (name, tool, r)
+            wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
+            log(name, tool, "incremental %.1f s" % wall)
+            self.record(name + " incremental (1% changed)", tool, wall=wall, cpu=cpu, rss=rss)
+
+    def listing(self, n):
+        d = os.path.join(self.root, "list%d" % n)
+        os.makedirs(d)
+        url = "sqlite3://" + os.path.join(d, "meta.db")
+        subprocess.check_call([TIERFS, "format", url, "list%d" % n, "--storage", "file", "--bucket",
+                               os.path.join(d, "bucket"), "--trash-days", "0"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        flat = os.path.join(self.src, "flat%d" % n)
+        os.makedirs(flat)
+        for i in range(n):
+            open(os.path.join(flat, "e%08d" % i), "wb").close()
+        timed([TIERFS, "sync", flat, url + ":/big", "--quiet", "--threads", "16"])
+        local = os.path.join(self.src, "copy%d" % n)
+        timed([TIERFS, "sync", url + ":/big", local, "--quiet", "--threads", "16"])
+        shutil.rmtree(flat)
+        for r in range(self.a.repeat):
+            wall, cpu, rss = timed([TIERFS, "sync", url + ":/big", local, "--quiet"])
+            log("listing", n, "%.1f s, peak RSS %d MiB" % (wall, rss // 1024))
+            self.record("listing one directory, nothing to copy", "%d entries" % n, wall=wall, cpu=cpu, rss=rss)
+        shutil.rmtree(local)
+
+    def report(self, cmdline):
+        out = [BEGIN, "## sync: tierfs sync, rclone sync and aws s3 sync on one radosgw", "",
+               "Command: `%s` (%s). Each cell: median of %d interleaved runs [min-max]; CPU seconds are "
+               "the tool's own (user + system), not the server's. 16 transfers in flight for every tool "
+               "(`--threads 16`, `--transfers 16`, `max_concurrent_requests = 16`). Source: a tmpfs; "
+               "destination: radosgw over a bluestore OSD on a sparse file, on the same 2 cores." %
+               (cmdline, time.strftime("%Y-%m-%d"), self.a.repeat), ""]
+        for table, tools in self.rows.items():
+            out += ["### " + table, "", "| | seconds | CPU s | peak RSS MiB |", "|---|---|---|---|"]
+            for tool, runs in tools.items():
+                def cell(k, scale=1.0, fmt="%.1f"):
+                    xs = [r[k] * scale for r in runs]
+                    return (fmt + " [" + fmt + "-" + fmt + "]") % (statistics.median(xs), min(xs), max(xs))
+                out.append("| %s | %s | %s | %s |" % (tool, cell("wall"), cell("cpu"), cell("rss", 1 / 1024, "%.0f")))
+            out.append("")
+        out.append(END)
+        write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, "\n".join(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=100000)
+    ap.add_argument("--big", type=int, default=20)
+    ap.add_argument("--big-mib", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--listing", default="100000,1000000")
+    ap.add_argument("--tmpfs-gib", type=int, default=22)
+    a = ap.parse_args()
+    b = Bench(a)
+    try:
+        b.start()
+        small = os.path.join(b.src, "small")
+        b.make_files(small, a.files, 100 << 10)
+        for r in range(a.repeat):
+            b.run_copy("%d x 100 KiB" % a.files, small, r, incremental=True)
+        shutil.rmtree(small)
+        if a.big:
+            big = os.path.join(b.src, "big")
+            b.make_files(big, a.big, a.big_mib << 20)
+            for r in range(a.repeat):
+                b.run_copy("%d x %d MiB" % (a.big, a.big_mib), big, r, incremental=False)
+            shutil.rmtree(big)
+        for n in [int(x) for x in a.listing.split(",") if x]:
+            b.listing(n)
+        b.report("bench/sync.py " + " ".join(sys.argv[1:]))
+    finally:
+        b.close()
+
+
+if __name__ == "__main__":
+    main()
