@@ -103,12 +103,16 @@ class Bench:
     def make_files(self, d, n, size):
         os.makedirs(d, exist_ok=True)
         rng = random.Random(n)
-        block = rng.randbytes(size)
+        block = rng.randbytes(min(size, 16 << 20))
         for i in range(n):
             sub = os.path.join(d, "d%03d" % (i % 100))
             os.makedirs(sub, exist_ok=True)
             with open(os.path.join(sub, "f%07d" % i), "wb") as f:
-                f.write(block[i % 97:] + block[:i % 97])
+                left = size
+                while left > 0:  # 16 MiB pieces, each file rotated differently
+                    piece = (block[i % 97:] + block[:i % 97])[:left]
+                    f.write(piece)
+                    left -= len(piece)
 
     def record(self, table, tool, **vals):
         self.rows.setdefault(table, {}).setdefault(tool, []).append(vals)
@@ -193,15 +197,18 @@ def main():
         for r in range(a.repeat):
             b.run_copy("%d x 100 KiB" % a.files, small, r, incremental=True)
         shutil.rmtree(small)
+        cmdline = "bench/sync.py " + " ".join(sys.argv[1:])
+        b.report(cmdline)  # after each part, so that a later failure keeps what was measured
         if a.big:
             big = os.path.join(b.src, "big")
             b.make_files(big, a.big, a.big_mib << 20)
             for r in range(a.repeat):
                 b.run_copy("%d x %d MiB" % (a.big, a.big_mib), big, r, incremental=False)
             shutil.rmtree(big)
+            b.report(cmdline)
         for n in [int(x) for x in a.listing.split(",") if x]:
             b.listing(n)
-        b.report("bench/sync.py " + " ".join(sys.argv[1:]))
+            b.report(cmdline)
     finally:
         b.close()
 
