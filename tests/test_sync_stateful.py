@@ -113,6 +113,16 @@ class SyncMachine(RuleBasedStateMachine):
         if os.path.lexists(p) and not os.path.islink(p):
             os.chmod(p, mode)
 
+    def _source_dir_time(self, diff, tree):
+        """A directory whose time differs from rsync's but equals the source's: under load
+        rsync can set a directory's time before its last file is renamed into it."""
+        if ": mtime " not in diff:
+            return False
+        rel = diff.split(": mtime ")[0]
+        p, src = os.path.join(tree, rel), os.path.join(self.src, rel)
+        return (os.path.isdir(p) and not os.path.islink(p) and os.path.isdir(src) and
+                os.lstat(p).st_mtime_ns == os.lstat(src).st_mtime_ns)
+
     def _settle_times(self):
         """Moves every time of the last minute into the past: rsync leaves a directory's or
         link's time alone within the second it was made, tierfs sync copies it exactly."""
@@ -131,11 +141,11 @@ class SyncMachine(RuleBasedStateMachine):
             rc, s, err = sync(self.src, dst, *opts)
             assert s["failed"] == 0, err
             assert s["found"] == s["copied"] + s["skipped"], s
-        diffs = harness.compare_trees(self.oracle, self.dst)
+        diffs = [d for d in harness.compare_trees(self.oracle, self.dst) if not self._source_dir_time(d, self.dst)]
         assert diffs == [], "\n".join(diffs[:20])
         shutil.rmtree(self.back, ignore_errors=True)
         rc, s, err = sync(self.vol, self.back, "--dirs", "--perms", "--links")
-        diffs = harness.compare_trees(self.oracle, self.back)
+        diffs = [d for d in harness.compare_trees(self.oracle, self.back) if not self._source_dir_time(d, self.back)]
         assert diffs == [], "volume: " + "\n".join(diffs[:20])
 
 
