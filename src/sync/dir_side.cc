@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "sync/posix_write.h"
 #include "sync/temp_name.h"
 #include "sync/tree_lister.h"
 
@@ -21,20 +22,6 @@ namespace {
 Status Errno(const std::string& what) { return Status::Err(errno, what + ": " + std::strerror(errno)); }
 
 int64_t MtimeNs(const struct stat& st) { return st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec; }
-
-std::string ParentKey(const std::string& key) {
-  std::string k = key;
-  if (!k.empty() && k.back() == '/') k.pop_back();
-  size_t slash = k.rfind('/');
-  return slash == std::string::npos ? "" : k.substr(0, slash);
-}
-
-std::string BaseName(const std::string& key) {
-  std::string k = key;
-  if (!k.empty() && k.back() == '/') k.pop_back();
-  size_t slash = k.rfind('/');
-  return slash == std::string::npos ? k : k.substr(slash + 1);
-}
 
 class Fd {
  public:
@@ -104,18 +91,6 @@ bool FillEntry(const struct stat& st, Entry* e) {
   e->ino = st.st_ino;
   e->nlink = S_ISDIR(st.st_mode) ? 1 : static_cast<uint32_t>(st.st_nlink);
   return true;
-}
-
-// Without --perms a new file or directory gets the source's permission bits less the
-// umask (rsync's rule), or 0666/0777 less the umask when the source has none (stores).
-mode_t DefaultMode(const Entry& e) {
-  static const mode_t um = [] {
-    mode_t m = umask(0);
-    umask(m);
-    return m;
-  }();
-  mode_t base = e.mode != 0 ? (e.mode & 0777) : (e.kind == Kind::kDir ? 0777 : 0666);
-  return base & ~um;
 }
 
 class DirSide : public Side {
@@ -251,14 +226,12 @@ class DirSide : public Side {
 
  private:
   std::string Path(const std::string& key) const {
-    std::string k = key;
-    if (!k.empty() && k.back() == '/') k.pop_back();
+    std::string k = TrimKey(key);
     return k.empty() ? root_ : root_ + "/" + k;
   }
 
   Status MakeDirs(const std::string& key) {
-    std::string k = key;
-    if (!k.empty() && k.back() == '/') k.pop_back();
+    std::string k = TrimKey(key);
     if (k.empty()) return Status::OK();
     std::string p = Path(k);
     if (mkdir(p.c_str(), 0755) == 0) return Status::OK();
@@ -316,22 +289,15 @@ class DirSide : public Side {
   }
 
   static Status WriteAll(int fd, const std::string& path, Source& src) {
-    std::string buf(4 << 20, '\0');
-    uint64_t off = 0;
-    while (off < src.size) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), src.size - off));
-      ASSIGN_OR_RETURN(size_t got, src.reader->Read(off, buf.data(), want));
-      if (got < want) return Status::Err(EAGAIN, "the source became shorter while it was copied");
-      if (src.on_bytes) src.on_bytes(buf.data(), got);
-      for (size_t done = 0; done < got;) {
-        ssize_t w = write(fd, buf.data() + done, got - done);
+    return PumpSource(src, [&](uint64_t, const char* data, size_t n) {
+      for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, data + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) return Errno("write " + path);
         done += static_cast<size_t>(w);
       }
-      off += got;
-    }
-    return Status::OK();
+      return Status::OK();
+    });
   }
 
   static Status FileAttrs(int fd, const std::string& path, const Entry& e, bool perms) {

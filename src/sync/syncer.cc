@@ -12,6 +12,7 @@
 #include "common/thread_pool.h"
 #include "sync/checkpoint.h"
 #include "sync/content_hash.h"
+#include "sync/posix_write.h"
 #include "sync/rate_limit.h"
 #include "sync/temp_name.h"
 
@@ -19,10 +20,6 @@ namespace tierfs::sync {
 namespace {
 
 constexpr size_t kMaxWindow = 100000;
-
-std::string PathOf(const std::string& key) {
-  return !key.empty() && key.back() == '/' ? key.substr(0, key.size() - 1) : key;
-}
 
 int64_t NowNs() {
   struct timespec ts;
@@ -165,7 +162,7 @@ class Run {
   // Filters and --files-from; parents_walked: the side walked the key's directories (only
   // those wanted), so they need no check.
   bool Wanted(const Entry& e, bool object_store) const {
-    std::string path = PathOf(e.key);
+    std::string path = TrimKey(e.key);
     if (!InFilesFrom(path, e.is_dir())) return false;
     return object_store ? o_.filter.IncludedWithParents(e.key) : o_.filter.Included(path, e.is_dir());
   }

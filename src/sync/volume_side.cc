@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "meta/meta.h"
+#include "sync/posix_write.h"
 #include "sync/temp_name.h"
 #include "sync/tree_lister.h"
 #include "vfs/vfs.h"
@@ -17,22 +18,6 @@ namespace tierfs::sync {
 namespace {
 
 constexpr size_t kPage = 1000;
-
-std::string Trim(const std::string& key) {
-  std::string k = key;
-  if (!k.empty() && k.back() == '/') k.pop_back();
-  return k;
-}
-std::string ParentKey(const std::string& key) {
-  std::string k = Trim(key);
-  size_t slash = k.rfind('/');
-  return slash == std::string::npos ? "" : k.substr(0, slash);
-}
-std::string BaseName(const std::string& key) {
-  std::string k = Trim(key);
-  size_t slash = k.rfind('/');
-  return slash == std::string::npos ? k : k.substr(slash + 1);
-}
 
 Entry FromAttr(const std::string& name, const Attr& a) {
   Entry e;
@@ -128,7 +113,7 @@ class VolumeSide : public Side {
   Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend) override {
     return ListTree(
         [this](const std::string& dir_key) -> Result<std::unique_ptr<DirStream>> {
-          ASSIGN_OR_RETURN(Ino dir, Resolve(Trim(dir_key), false));
+          ASSIGN_OR_RETURN(Ino dir, Resolve(TrimKey(dir_key), false));
           return std::unique_ptr<DirStream>(new PageStream(v_->meta(), dir, shown_ + "/" + dir_key));
         },
         start, descend);
@@ -196,7 +181,7 @@ class VolumeSide : public Side {
     if (!dir.ok()) return dir.status().code() == ENOENT ? Status::OK() : dir.status();
     Status st = e.is_dir() ? v_->vfs()->Rmdir(Ctx::Root(), *dir, BaseName(e.key))
                            : v_->vfs()->Unlink(Ctx::Root(), *dir, BaseName(e.key));
-    if (e.is_dir()) Forget(Trim(e.key));
+    if (e.is_dir()) Forget(TrimKey(e.key));
     if (!st.ok() && st.code() != ENOENT) return st.With("remove " + Shown(e.key));
     return Status::OK();
   }
@@ -209,7 +194,7 @@ class VolumeSide : public Side {
       if (!r.ok()) return r.status().With("remove " + Shown(key));
       if (r->done) break;
     }
-    Forget(Trim(key));
+    Forget(TrimKey(key));
     Status st = v_->vfs()->Rmdir(Ctx::Root(), parent, BaseName(key));
     return st.ok() || st.code() == ENOENT ? Status::OK() : st.With("rmdir " + Shown(key));
   }
@@ -248,7 +233,7 @@ class VolumeSide : public Side {
 
   // Resolves key's inode below the base ("": the base), making missing directories when make.
   Result<Ino> Resolve(const std::string& key_in, bool make) {
-    std::string key = Trim(key_in);
+    std::string key = TrimKey(key_in);
     if (key.empty()) return base_;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -290,30 +275,11 @@ class VolumeSide : public Side {
     dirs_.erase(key);
   }
 
-  // Without --perms: the source's permission bits less the umask, as rsync does.
-  static mode_t DefaultMode(const Entry& e) {
-    static const mode_t um = [] {
-      mode_t m = umask(0);
-      umask(m);
-      return m;
-    }();
-    mode_t base = e.mode != 0 ? (e.mode & 0777) : (e.kind == Kind::kDir ? 0777 : 0666);
-    return base & ~um;
-  }
-
   Status WriteAll(uint64_t fh, Source& src, const std::string& shown) {
-    std::string buf(4 << 20, '\0');
-    uint64_t off = 0;
-    while (off < src.size) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), src.size - off));
-      ASSIGN_OR_RETURN(size_t got, src.reader->Read(off, buf.data(), want));
-      if (got < want) return Status::Err(EAGAIN, "the source became shorter while it was copied");
-      if (src.on_bytes) src.on_bytes(buf.data(), got);
-      Status st = v_->vfs()->Write(fh, off, buf.data(), got);
-      if (!st.ok()) return st.With("write " + shown);
-      off += got;
-    }
-    return Status::OK();
+    return PumpSource(src, [&](uint64_t off, const char* data, size_t n) {
+      Status st = v_->vfs()->Write(fh, off, data, n);
+      return st.ok() ? st : st.With("write " + shown);
+    });
   }
 
   Status SetInode(Ino ino, const Entry& e, uint32_t mode, bool perms, uint64_t fh) {
