@@ -363,23 +363,12 @@ Result<std::string> AzureStore::GetWithMeta(const std::string& key, uint64_t off
   }
   std::string what = "read object " + key;
   Call call{"GET", key, {}, {}, {}};
-  bool ranged = off > 0 || len > 0;
-  if (ranged) {
-    std::string range = "bytes=" + std::to_string(off) + "-";
-    if (len > 0) range += std::to_string(off + static_cast<uint64_t>(len) - 1);
-    call.headers.emplace_back("x-ms-range", range);
-  }
+  std::string range = ByteRange(off, len);
+  if (!range.empty()) call.headers.emplace_back("x-ms-range", range);
   ASSIGN_OR_RETURN(RetriedResponse r, Send(call, what));
   HttpResponse& resp = r.response;
   if (meta && (resp.status == 200 || resp.status == 206)) *meta = resp.Header(kMetaHeader);
-  if (resp.status == 206) return std::move(resp.body);
-  if (resp.status == 200) {
-    if (!ranged) return std::move(resp.body);
-    if (off >= resp.body.size()) return std::string();
-    return resp.body.substr(off, len < 0 ? std::string::npos : static_cast<size_t>(len));
-  }
-  // The blob exists but the range starts at or after its end (InvalidRange).
-  if (resp.status == 416) return std::string();
+  if (auto body = RangedBody(resp, off, len)) return std::move(*body);
   return Failure(resp, what, key, r.tries);
 }
 

@@ -279,4 +279,22 @@ int64_t ParseHttpDate(const std::string& text) {
   return static_cast<int64_t>(t) * 1000000000LL;
 }
 
+std::string ByteRange(uint64_t off, int64_t len) {
+  if (off == 0 && len <= 0) return "";
+  std::string range = "bytes=" + std::to_string(off) + "-";
+  if (len > 0) range += std::to_string(off + static_cast<uint64_t>(len) - 1);
+  return range;
+}
+
+std::optional<std::string> RangedBody(HttpResponse& resp, uint64_t off, int64_t len) {
+  if (resp.status == 206) return std::move(resp.body);
+  if (resp.status == 200) {
+    if (off == 0 && len <= 0) return std::move(resp.body);
+    if (off >= resp.body.size()) return std::string();
+    return resp.body.substr(off, len < 0 ? std::string::npos : static_cast<size_t>(len));
+  }
+  if (resp.status == 416) return std::string();
+  return std::nullopt;
+}
+
 }  // namespace tierfs

@@ -18,6 +18,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,13 @@ struct HttpResponse {
   // The header value, or "" when absent.
   std::string Header(const std::string& lowercase_name) const;
 };
+
+// Ranged reads, as the HTTP stores (S3, Azure) send and answer them.
+// The Range value for len bytes at off ("bytes=OFF-" when len < 0); "" for a whole read.
+std::string ByteRange(uint64_t off, int64_t len);
+// The bytes asked for, from a 206, a 200 (a server that ignores Range sends everything) or
+// a 416 (the range starts at or after the end: nothing); nullopt for any other status.
+std::optional<std::string> RangedBody(HttpResponse& resp, uint64_t off, int64_t len);
 
 struct HttpClientOptions {
   long connect_timeout_ms = 5000;
