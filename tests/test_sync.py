@@ -204,6 +204,27 @@ class IncrementalTest(harness.TierFSTestCase):
         self.assertEqual(harness.compare_trees(src, back), [])
 
 
+    def test_removing_a_directory_keeps_its_parents_time(self):
+        """A directory --delete-dst removes is gone before its parent's time is set
+        (removing it changes the parent's time; found by the stateful rounds)."""
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        os.makedirs(os.path.join(src, "keep", "gone", "deeper"))
+        rc, s, err = sync(src, os.path.join(tmp, "dst"), "--dirs", "--perms")
+        vol = Sides(tmp).volume("sqlite") + ":/data"
+        rc, s, err = sync(src, vol, "--dirs", "--perms")
+        shutil.rmtree(os.path.join(src, "keep", "gone"))
+        os.utime(os.path.join(src, "keep"), (1600000000, 1600000000))
+        for dst in (os.path.join(tmp, "dst"), vol):
+            rc, s, err = sync(src, dst, "--dirs", "--perms", "--delete-dst")
+            self.assertEqual((s["deleted"], s["failed"]), (2, 0), err)
+        back = os.path.join(tmp, "back")
+        sync(vol, back, "--dirs", "--perms")
+        for tree in (os.path.join(tmp, "dst"), back):
+            self.assertEqual(os.lstat(os.path.join(tree, "keep")).st_mtime_ns, 1600000000 * 10 ** 9, tree)
+            self.assertFalse(os.path.lexists(os.path.join(tree, "keep", "gone")))
+
+
 class CheckpointTest(harness.TierFSTestCase):
     AUTO_MOUNT = False
 

@@ -149,7 +149,9 @@ class SyncMachine(RuleBasedStateMachine):
         assert diffs == [], "volume: " + "\n".join(diffs[:20])
 
 
-SyncMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=20, deadline=None, database=None,
+# CI runs a short search (about a minute); TIERFS_SYNC_EXAMPLES=200 makes it a soak.
+SyncMachine.TestCase.settings = settings(max_examples=int(os.environ.get("TIERFS_SYNC_EXAMPLES", "8")),
+                                         stateful_step_count=15, deadline=None, database=None,
                                          suppress_health_check=list(HealthCheck))
 
 

@@ -202,9 +202,13 @@ TEST_F(WritebackTest, WhatAStoppedProcessStagedIsUploadedByTheNext) {
   }  // stops with all three still staged
   EXPECT_EQ(store_.Count(), 0u);
   store_.put_errno = 0;
+  store_.HoldPuts(true);  // staged until read below (Read serves only staged blocks)
   auto wb = Open(2);
   EXPECT_EQ(wb->stats().staged_blocks, 3u);
-  EXPECT_EQ(*wb->Read(Key(1, 1)), *Data(Key(1, 1)));
+  auto staged = wb->Read(Key(1, 1));
+  ASSERT_NE(staged, nullptr);
+  EXPECT_EQ(*staged, *Data(Key(1, 1)));
+  store_.HoldPuts(false);
   EXPECT_EQ(wb->Drain(std::chrono::seconds(30), {}).staged_blocks, 0u);
   EXPECT_EQ(store_.Count(), 3u);
   // The recovered slices' staged marks may go now.

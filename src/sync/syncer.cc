@@ -647,21 +647,10 @@ class Run {
     if (o_.report) o_.report(what, key, detail);
   }
 
-  // Directory times and modes (children first), then the directories --delete-dst removes.
+  // The directories --delete-dst removes (children first), then directory times and modes
+  // (children first): removing a directory changes its parent's time, so times come last.
   void Finish(Counts* total) {
     if (o_.dry_run) return;
-    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
-      if (!it->used) continue;
-      Entry e;
-      e.key = it->key;
-      e.kind = Kind::kDir;
-      e.mtime_ns = it->mtime_ns;
-      e.mode = it->mode;
-      e.uid = it->uid;
-      e.gid = it->gid;
-      Status st = dst_->SetAttrs(e, o_.perms && src_->posix());
-      if (!st.ok() && st.code() != ENOENT) Report("warning", e.key, st.ToString());
-    }
     for (auto it = rmdirs_.rbegin(); it != rmdirs_.rend(); ++it) {
       Entry e;
       e.key = *it;
@@ -675,6 +664,18 @@ class Run {
       } else {
         Report("warning", e.key, "not removed: " + st.ToString());
       }
+    }
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+      if (!it->used) continue;
+      Entry e;
+      e.key = it->key;
+      e.kind = Kind::kDir;
+      e.mtime_ns = it->mtime_ns;
+      e.mode = it->mode;
+      e.uid = it->uid;
+      e.gid = it->gid;
+      Status st = dst_->SetAttrs(e, o_.perms && src_->posix());
+      if (!st.ok() && st.code() != ENOENT) Report("warning", e.key, st.ToString());
     }
     Status flushed = dst_->Flush();
     if (!flushed.ok()) Report("warning", "", flushed.ToString());
