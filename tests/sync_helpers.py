@@ -91,9 +91,25 @@ def contents(root):
     return files, dirs
 
 
+_CACHE = []
+
+
+def cache_dir():
+    """One disk cache directory for the volume sides of this process's syncs, removed at
+    exit (the default, /var/cache/tierfs, would keep a folder per test volume)."""
+    if not _CACHE:
+        import atexit
+        import shutil
+        import tempfile
+        _CACHE.append(tempfile.mkdtemp(prefix="tierfs-sync-cache-"))
+        atexit.register(shutil.rmtree, _CACHE[0], True)
+    return _CACHE[0]
+
+
 def sync(*args, check=True, timeout=300, env=None):
     """Runs `tierfs sync ARGS --json`; returns (rc, summary dict or None, stderr)."""
-    rc, out, err = harness.tierfs("sync", *[str(a) for a in args], "--json", timeout=timeout, env=env)
+    extra = [] if "--cache-dir" in args else ["--cache-dir", cache_dir()]
+    rc, out, err = harness.tierfs("sync", *[str(a) for a in args], "--json", *extra, timeout=timeout, env=env)
     summary = None
     for line in out.splitlines()[::-1]:
         if line.startswith("{"):
@@ -143,7 +159,8 @@ class Sides:
                 url = "%s/%d" % (self._servers()["redis_url"], harness.REDIS_DB["sync"])
                 harness.run("redis-cli", "-u", url, "flushdb")
             res = harness.tierfs("format", url, "sync" + kind, "--storage", "file", "--bucket",
-                                 os.path.join(d, "bucket"), "--block-size", "64K", "--trash-days", "0")
+                                 os.path.join(d, "bucket"), "--block-size", "64K", "--trash-days", "0",
+                                 "--changelog-hours", "1")
             if res[0] != 0:
                 raise AssertionError("format failed\n" + harness.msg(*res))
             self.volumes[kind] = url

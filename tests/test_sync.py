@@ -5,6 +5,7 @@ corresponding options; every ordered pair of side kinds (directory, S3 on radosg
 Azurite, volumes on SQLite and on Redis) carries a tree intact; incremental rounds copy
 exactly what changed; a run killed with SIGKILL and run again with --checkpoint ends with
 rsync's tree and exact counts; bad input fails clearly and loses nothing."""
+import json
 import os
 import random
 import shutil
@@ -16,11 +17,11 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from sync_helpers import Sides, contents, make_tree, rsync, side_args, sync  # noqa: E402
+from sync_helpers import Sides, cache_dir, contents, make_tree, rsync, side_args, sync  # noqa: E402
 
 # (name, tierfs sync options, rsync options, compare_trees options)
 TABLE = [
-    ("archive", ["--dirs", "--perms", "--links"], ["-a"], {}),
+    ("archive", ["--dirs", "--perms", "--links", "--list-threads", "8"], ["-a"], {}),
     ("prune-empty", ["--perms", "--links"], ["-am"], {}),
     ("no-perms", ["--dirs", "--links"], ["-rlt", "--no-perms"], {"owner": False}),
     ("hard-links", ["--dirs", "--perms", "--links", "--hard-links"], ["-aH"], {}),
@@ -225,6 +226,113 @@ class IncrementalTest(harness.TierFSTestCase):
             self.assertFalse(os.path.lexists(os.path.join(tree, "keep", "gone")))
 
 
+class ChangesTest(harness.TierFSTestCase):
+    """--changes: rounds from a volume read its change log and list only what changed;
+    changes made through a real mount (renames of directories, removals, appends, modes,
+    links) come out as rsync of the mount would have them."""
+    AUTO_MOUNT = False
+
+    OPTS = ["--dirs", "--perms", "--links", "--delete-dst", "--list-threads", "4"]
+
+    def round(self, vol, back, state, compare=True):
+        rc, s, err = sync(vol.meta_url + ":/data", back, *(self.OPTS + ["--changes", state]))
+        self.assertEqual(s["failed"], 0, err)
+        self.assertEqual(s["found"], s["copied"] + s["skipped"], s)
+        if compare:
+            # Without --hard-links a file's second name is a copy, as with rsync -a.
+            self.assertEqual(harness.compare_trees(os.path.join(vol.mnt, "data"), back, hard_links=False), [])
+        return s
+
+    def test_rounds_list_only_what_the_log_names(self):
+        tmp = self.local_tmpdir()
+        vol = harness.Volume(name="chg")
+        self.addCleanup(vol.cleanup)
+        vol.format("--changelog-hours", "1")
+        vol.mount()
+        data = os.path.join(vol.mnt, "data")
+        make_tree(data, seed=11, nfiles=120, hardlinks=False)
+        for i in range(30):  # directories nobody touches: an incremental round must not list them
+            d = os.path.join(data, "still", "s%02d" % i)
+            os.makedirs(d)
+            for j in range(10):
+                with open(os.path.join(d, "f" if j == 0 else "g%d" % j), "wb") as f:
+                    f.write(b"%d" % i)
+        os.sync()
+        back, state = os.path.join(tmp, "back"), os.path.join(tmp, "state")
+        s = self.round(vol, back, state)
+        self.assertEqual(s["round"], "full")
+        total = s["found"]
+        s = self.round(vol, back, state)
+        self.assertEqual((s["round"], s["found"], s["copied"], s["change_records"]), ("incremental", 0, 0, 0))
+
+        # Changes through the mount.
+        with open(os.path.join(data, "wide", "w007"), "ab") as f:
+            f.write(b"appended")
+        os.rename(os.path.join(data, "deep0", "deep1", "deep2", "deep3", "deep4", "deep5"),
+                  os.path.join(data, "wide", "moved deep5"))
+        shutil.rmtree(os.path.join(data, "empty"))
+        os.makedirs(os.path.join(data, "new dir", "inner"))
+        with open(os.path.join(data, "new dir", "inner", "n"), "wb") as f:
+            f.write(b"new")
+        os.chmod(os.path.join(data, "wide", "w008"), 0o600)
+        os.symlink("wide/w009", os.path.join(data, "new link"))
+        os.truncate(os.path.join(data, "wide", "w010"), 0)
+        os.rename(os.path.join(data, "wide", "w011"), os.path.join(data, "still", "s03", "w011 moved"))
+        os.setxattr(os.path.join(data, "wide", "w012"), "user.k", b"v")
+        os.utime(os.path.join(data, "still", "s04", "f"), (1500000000, 1500000000))
+        s = self.round(vol, back, state)
+        self.assertEqual(s["round"], "incremental")
+        self.assertGreater(s["change_records"], 8)
+        self.assertLess(s["found"], total // 2, s)  # untouched directories were not listed
+        self.assertGreater(s["copied"], 0)
+        self.assertGreater(s["deleted"], 0)
+        s = self.round(vol, back, state)
+        self.assertEqual((s["round"], s["found"], s["copied"], s["deleted"]), ("incremental", 0, 0, 0))
+
+        # The destination changed behind sync's back: incremental rounds trust it, a round
+        # without --changes repairs it.
+        os.remove(os.path.join(back, "still", "s05", "f"))
+        s = self.round(vol, back, state, compare=False)
+        self.assertEqual((s["round"], s["found"]), ("incremental", 0))
+        self.assertFalse(os.path.exists(os.path.join(back, "still", "s05", "f")))
+        rc, s, err = sync(vol.meta_url + ":/data", back, *(self.OPTS + ["--changes", state, "--exclude", "/x/"]))
+        self.assertEqual((s["round"], s["copied"], s["failed"]), ("full", 1, 0), err)  # other options: full
+
+        # A file with two names changed: its second name's directory is not in the log.
+        os.link(os.path.join(data, "wide", "w020"), os.path.join(data, "still", "s06", "second name"))
+        s = self.round(vol, back, state)
+        with open(os.path.join(data, "wide", "w020"), "ab") as f:
+            f.write(b"both names")
+        s = self.round(vol, back, state)
+        self.assertEqual(s["round"], "full")
+        s = self.round(vol, back, state)
+        self.assertEqual(s["round"], "incremental")
+
+        # changelog prints the records as JSON lines, in order.
+        rc, out, err = harness.tierfs("changelog", vol.meta_url, "--from", "1", "--limit", "5")
+        self.assertEqual(rc, 0, err)
+        seqs = [json.loads(line)["seq"] for line in out.splitlines()]
+        self.assertEqual(seqs, [1, 2, 3, 4, 5])
+
+    def test_sources_without_a_log(self):
+        tmp = self.local_tmpdir()
+        vol = harness.Volume(name="nolog")
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        src = os.path.join(tmp, "src")
+        make_tree(src, seed=3, nfiles=10)
+        sync(src, vol.meta_url + ":/data", "--dirs")
+        rc, s, err = sync(vol.meta_url + ":/data", os.path.join(tmp, "b"), "--dirs", "--changes", os.path.join(tmp, "st"))
+        self.assertEqual((rc, s["round"]), (0, "full"))
+        self.assertIn("keeps no change log", err)
+        rc, out, err = harness.tierfs("sync", src, os.path.join(tmp, "c"), "--changes", os.path.join(tmp, "st2"))
+        self.assertEqual(rc, 2)
+        self.assertIn("--changes needs a TierFS volume as the source", err)
+        rc, out, err = harness.tierfs("changelog", vol.meta_url)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("keeps no change log", err)
+
+
 class CheckpointTest(harness.TierFSTestCase):
     AUTO_MOUNT = False
 
@@ -241,7 +349,7 @@ class CheckpointTest(harness.TierFSTestCase):
                 dst, _ = sides.new(dst_kind)
                 cp = os.path.join(tmp, "cp%d" % trial)
                 args = [harness.tierfs_bin(), "sync", src, dst, "--dirs", "--perms", "--links", "--hard-links",
-                        "--checkpoint", cp, "--threads", "3", "--bwlimit", "2M", "--json"]
+                        "--checkpoint", cp, "--threads", "3", "--bwlimit", "2M", "--json", "--cache-dir", cache_dir()]
                 rng = random.Random(trial)
                 kills = 0
                 for attempt in range(4):

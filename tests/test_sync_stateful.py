@@ -2,7 +2,9 @@
 """tierfs sync under randomized stateful testing (hypothesis): changes to the source
 (create, overwrite, append, remove, rename, mkdir, symlink, chmod, touch) are interleaved
 with sync rounds into a directory and into a volume; after each round the destination
-must equal what `rsync -a --delete` gives, and the round's counts must add up."""
+must equal what `rsync -a --delete` gives, and the round's counts must add up. The volume
+keeps a change log, and a third destination is synced from it with --changes: rounds that
+list only what the log names must give the same tree."""
 import os
 import shutil
 import sys
@@ -35,10 +37,13 @@ class SyncMachine(RuleBasedStateMachine):
         self.dst = os.path.join(self.tmp, "dst")
         db = os.path.join(self.tmp, "meta.db")
         rc = harness.tierfs("format", "sqlite3://" + db, "sm", "--storage", "file", "--bucket",
-                            os.path.join(self.tmp, "bucket"), "--block-size", "64K", "--trash-days", "0")
+                            os.path.join(self.tmp, "bucket"), "--block-size", "64K", "--trash-days", "0",
+                            "--changelog-hours", "1")
         assert rc[0] == 0, harness.msg(*rc)
         self.vol = "sqlite3://" + db + ":/data"
         self.back = os.path.join(self.tmp, "back")
+        self.inc = os.path.join(self.tmp, "inc")  # rounds from the volume's change log (--changes)
+        self.inc_state = os.path.join(self.tmp, "inc.state")
         self.clock = 1600000000
 
     def teardown(self):
@@ -147,6 +152,10 @@ class SyncMachine(RuleBasedStateMachine):
         rc, s, err = sync(self.vol, self.back, "--dirs", "--perms", "--links")
         diffs = [d for d in harness.compare_trees(self.oracle, self.back) if not self._source_dir_time(d, self.back)]
         assert diffs == [], "volume: " + "\n".join(diffs[:20])
+        rc, s, err = sync(self.vol, self.inc, "--dirs", "--perms", "--links", "--delete-dst", "--changes", self.inc_state)
+        assert s["failed"] == 0, err
+        diffs = [d for d in harness.compare_trees(self.oracle, self.inc) if not self._source_dir_time(d, self.inc)]
+        assert diffs == [], "incremental (%s round): " % s["round"] + "\n".join(diffs[:20])
 
 
 # CI runs a short search (about a minute); TIERFS_SYNC_EXAMPLES=200 makes it a soak.

@@ -35,5 +35,6 @@ void RegisterDestroy(CLI::App& app, int* exit_code);
 void RegisterGateway(CLI::App& app, int* exit_code);
 void RegisterGatewayUser(CLI::App& app, int* exit_code);
 void RegisterSync(CLI::App& app, int* exit_code);
+void RegisterChangelog(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -21,6 +21,7 @@ struct Args {
   std::string meta_url, storage, bucket, access_key, secret_key, session_token, ceph_conf;
   int session_timeout = 0;
   int trash_days = -1;
+  int changelog_hours = -1;
   std::string capacity, inodes;
   bool no_check = false;
   bool take_bucket = false;
@@ -41,7 +42,25 @@ int Run(const Args& a) {
   Status lst = ParseVolumeLimits(a.capacity, a.inodes, &cap, &inodes);
   if (!lst.ok()) return Fail("config", lst);
   if (a.trash_days > 3650) return Fail("config", Status::Err(EINVAL, "--trash-days must be 0 to 3650"));
-  bool change = storage_change || a.session_timeout != 0 || a.trash_days >= 0;
+  if (a.changelog_hours > 24 * 3650) return Fail("config", Status::Err(EINVAL, "--changelog-hours must be 0 to 87600"));
+  bool change = storage_change || a.session_timeout != 0 || a.trash_days >= 0 || a.changelog_hours >= 0;
+  if (a.changelog_hours >= 0) {
+    // Clients read whether to log when they open the volume: switching it on or off under a
+    // mounted client would leave its changes out of the log, and consumers would miss them.
+    auto fmt = Meta::ReadFormat(engine->get());
+    if (!fmt.ok()) return Fail("config", fmt.status());
+    if ((fmt->changelog_hours > 0) != (a.changelog_hours > 0)) {
+      auto meta = Meta::Open(OpenKvEngine(a.meta_url, MissingDatabase::kMustExist).value());
+      if (!meta.ok()) return Fail("config", meta.status());
+      auto sessions = (*meta)->ListSessions();
+      if (!sessions.ok()) return Fail("config", sessions.status());
+      if (!sessions->empty()) {
+        return Fail("config", Status::Err(EBUSY, std::to_string(sessions->size()) +
+                                                     " client(s) have the volume open (see `tierfs status`); unmount "
+                                                     "them before switching the change log on or off"));
+      }
+    }
+  }
   if (cap || inodes) {
     // The volume's limits are the root directory's quota.
     auto meta = OpenVolume(a.meta_url, false);
@@ -61,6 +80,7 @@ int Run(const Args& a) {
     RETURN_IF_ERROR(ResolveStorageCredentials(a.access_key, a.secret_key, a.session_token, a.ceph_conf, &rec));
     if (a.session_timeout != 0) rec.session_timeout_s = a.session_timeout;
     if (a.trash_days >= 0) rec.trash_days = a.trash_days;
+    if (a.changelog_hours >= 0) rec.changelog_hours = a.changelog_hours;
     if (storage_change && !a.no_check) {
       // Refuse settings that cannot reach the store, before they reach every client.
       ASSIGN_OR_RETURN(auto store, CreateObjectStore(rec.Spec()));
@@ -105,6 +125,9 @@ void RegisterConfig(CLI::App& app, int* exit_code) {
   sub->add_option("--session-timeout", args->session_timeout, "New session timeout in seconds");
   sub->add_option("--trash-days", args->trash_days,
                   "Days removed files stay in the trash (0: no trash; what it holds goes within a minute)");
+  sub->add_option("--changelog-hours", args->changelog_hours,
+                  "Hours the change log keeps its records (0: no change log; switching it on or off needs every "
+                  "client unmounted)");
   sub->add_option("--capacity", args->capacity, "Bytes the volume may hold (0: no limit)");
   sub->add_option("--inodes", args->inodes, "Files and directories the volume may hold (0: no limit)");
   sub->add_flag("--no-check", args->no_check, "Do not check that the new storage settings work");

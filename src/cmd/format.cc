@@ -46,6 +46,7 @@ struct Args {
   std::string access_key, secret_key, session_token, ceph_conf;
   int session_timeout = 60;
   int trash_days = 1;
+  int changelog_hours = 0;
   std::string capacity, inodes;
   int format_version = kFormatVersion;
   bool force = false;
@@ -89,6 +90,10 @@ int Format(const Args& a) {
   rec.session_timeout_s = a.session_timeout;
   if (a.trash_days < 0 || a.trash_days > 3650) return Fail("format", Status::Err(EINVAL, "--trash-days must be 0 to 3650"));
   rec.trash_days = a.trash_days;
+  if (a.changelog_hours < 0 || a.changelog_hours > 24 * 3650) {
+    return Fail("format", Status::Err(EINVAL, "--changelog-hours must be 0 to 87600"));
+  }
+  rec.changelog_hours = a.changelog_hours;
   std::optional<int64_t> cap, inodes;
   st = ParseVolumeLimits(a.capacity, a.inodes, &cap, &inodes);
   if (!st.ok()) return Fail("format", st);
@@ -149,6 +154,10 @@ void RegisterFormat(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--trash-days", args->trash_days,
                   "Days removed files stay in MOUNTPOINT/.trash before their data is deleted (0: no trash)")
+      ->capture_default_str();
+  sub->add_option("--changelog-hours", args->changelog_hours,
+                  "Keep a change log of the namespace for this many hours (read by `tierfs changelog` and by "
+                  "incremental `tierfs sync --changes` from the volume; 0: no change log)")
       ->capture_default_str();
   sub->add_option("--capacity", args->capacity, "Bytes the volume may hold (e.g. 100T; default: no limit)");
   sub->add_option("--inodes", args->inodes, "Files and directories the volume may hold (default: no limit)");

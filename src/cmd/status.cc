@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/size.h"
 #include "common/secret.h"
+#include "meta/change_log.h"
 #include "meta/meta.h"
 #include "tools/staged_upload.h"
 
@@ -93,6 +94,8 @@ int Run(const std::string& meta_url, bool json) {
   if (!trash.ok()) return Fail("status", trash.status());
   auto quotas = (*meta)->ListQuotas();
   if (!quotas.ok()) return Fail("status", quotas.status());
+  auto log = ChangeLogRange((*meta)->engine());
+  if (!log.ok()) return Fail("status", log.status());
   std::optional<Quota> limits;
   for (const Quota& q : *quotas) {
     if (q.kind == QuotaKind::kDir && q.id == kRootIno) limits = q;
@@ -104,6 +107,7 @@ int Run(const std::string& meta_url, bool json) {
                       {"session_timeout_s", f.session_timeout_s},
                       {"used_bytes", usage->used_bytes}, {"inodes", usage->inodes},
                       {"trash_days", f.trash_days},
+                      {"changelog", {{"hours", f.changelog_hours}, {"first_seq", log->first}, {"last_seq", log->last}}},
                       {"trash", {{"bytes", trash->bytes}, {"entries", trash->entries}, {"hours", trash->hours},
                                  {"first_expiry_ns", trash->first_expiry_ns},
                                  {"last_expiry_ns", trash->last_expiry_ns}}},
@@ -180,6 +184,12 @@ int Run(const std::string& meta_url, bool json) {
                     ? "; freed within a minute (past its retention)"
                     : "; freed hour by hour from " + UtcMinute(trash->first_expiry_ns) + " until " +
                           UtcMinute(trash->last_expiry_ns) + " (`tierfs config --trash-days 0` frees it now)")
+            << "\n"
+            << "change log: "
+            << (f.changelog_hours > 0 ? std::to_string(f.changelog_hours) + " hours: " : "off")
+            << (f.changelog_hours == 0 && log->last == 0 ? std::string()
+                : log->first > log->last ? "empty (the next record is " + std::to_string(log->last + 1) + ")"
+                                         : "records " + std::to_string(log->first) + " to " + std::to_string(log->last))
             << "\n"
             << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";

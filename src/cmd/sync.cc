@@ -23,6 +23,7 @@
 #include "cmd/util.h"
 #include "common/size.h"
 #include "metrics/metrics.h"
+#include "sync/changes.h"
 #include "sync/side_spec.h"
 #include "sync/syncer.h"
 
@@ -36,6 +37,7 @@ struct Args {
   std::string files_from, min_size, max_size, min_age, max_age, bwlimit;
   std::string metrics;
   bool json = false, quiet = false, verbose = false;
+  std::string changes;  // --changes FILE
   int list_threads = 1;
   client::CacheArgs cache;
 };
@@ -184,6 +186,8 @@ int Run(Args& a) {
   auto dst = sync::OpenSide(a.dst, true, a.o.dry_run);
   if (!dst.ok()) return fail(dst.status().With("destination " + a.dst.url));
 
+  (*src)->SetListThreads(a.list_threads);
+  (*dst)->SetListThreads(a.list_threads);
   sync::Progress progress;
   AddProgressCollector(&progress);
   auto exporter = client::StartCommandMetrics(a.metrics, (*src)->Describe(), "sync");
@@ -196,6 +200,28 @@ int Run(Args& a) {
     std::ostream& out = problem || a.json ? std::cerr : std::cout;
     out << (problem ? "\r" : "") << what << " " << key << (detail.empty() ? "" : ": " + detail) << "\n";
   };
+  // --changes: an incremental round from the volume's change log (sync/changes.h).
+  sync::ChangesPlan plan;
+  std::unique_ptr<sync::ChangeScope> scope;
+  const std::string identity = a.dst.url + "\n" + (*src)->Describe() + "\n" + sync::OptionsIdentity(a.o);
+  if (!a.changes.empty()) {
+    auto planned = sync::PlanRound(a.changes, src->get(), identity);
+    if (!planned.ok()) return fail(planned.status().With("--changes"));
+    plan = std::move(planned).value();
+    if (plan.incremental) {
+      scope = std::make_unique<sync::ChangeScope>(plan.dirty, src->get(), dst->get());
+      a.o.scope = scope.get();
+    }
+    if (!a.quiet) {
+      std::cerr << (plan.incremental ? "incremental round: " + std::to_string(plan.records) + " change records, " +
+                                           std::to_string(plan.dirty.size()) + " directories changed"
+                                     : "full round: " + plan.why_full)
+                << "\n";
+      if (a.verbose) {
+        for (const std::string& d : plan.dirty) std::cerr << "changed directory /" << d << "\n";
+      }
+    }
+  }
   Result<sync::Counts> counts = sync::Counts{};
   {
     std::unique_ptr<ProgressBar> bar;
@@ -204,10 +230,19 @@ int Run(Args& a) {
   }
   if (!counts.ok()) return fail(counts.status());
   const sync::Counts& c = *counts;
+  if (!a.changes.empty() && c.failed == 0 && !a.o.dry_run) {
+    Status saved = sync::SaveRound(a.changes, src->get(), identity, plan.head);
+    if (!saved.ok()) return fail(saved.With("--changes"));
+  }
   if (a.json) {
     nlohmann::json j = {{"found", c.found},     {"copied", c.copied}, {"skipped", c.skipped},
                         {"deleted", c.deleted}, {"failed", c.failed}, {"bytes", c.bytes},
                         {"checked", c.checked}, {"dry_run", a.o.dry_run}};
+    if (!a.changes.empty()) {
+      j["round"] = plan.incremental ? "incremental" : "full";
+      j["change_records"] = plan.records;
+      j["changed_dirs"] = plan.dirty.size();
+    }
     std::cout << j.dump() << std::endl;
   } else if (!a.quiet) {
     std::cout << (a.o.dry_run ? "would copy " : "copied ") << c.copied << " of " << c.found << " keys ("
@@ -271,9 +306,14 @@ void RegisterSync(CLI::App& app, int* exit_code) {
   sub->add_flag("--check-all", o.check_all, "Compare the contents of every key, copied or not");
   sub->add_option("--checkpoint", o.checkpoint,
                   "Record progress in FILE; a run killed at any point and run again continues from it");
+  sub->add_option("--changes", a->changes,
+                  "Incremental rounds from a TierFS volume: FILE keeps the change-log sequence the last round "
+                  "reached; this round lists only what the volume's change log says changed since (the first "
+                  "round, and any round the log cannot serve, lists everything)");
   sub->add_option("--threads,-p", o.threads, "Copies in flight")->capture_default_str()->check(CLI::Range(1, 1024));
   sub->add_option("--list-threads", a->list_threads,
-                  "Accepted for compatibility; each side is listed by one thread as a sorted stream (see README)")
+                  "Threads per directory or volume side that read directories ahead of the merge (object "
+                  "stores are listed by one thread)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--part-size", a->dst.store.part_size, "Objects larger than this go up in parts of this size")
       ->capture_default_str();

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "meta/change_log.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
 #include "meta/record_check.h"
@@ -39,7 +40,7 @@ std::string FormatRecord::ToJson() const {
   nlohmann::json j = {{"name", name},         {"uuid", uuid},       {"storage", storage},
                       {"bucket", bucket},     {"block_size", block_size}, {"version", version},
                       {"created_ns", created_ns}, {"session_timeout_s", session_timeout_s},
-                      {"trash_days", trash_days}};
+                      {"trash_days", trash_days}, {"changelog_hours", changelog_hours}};
   if (!access_key.empty()) j["access_key"] = access_key;
   if (!secret_key.empty()) j["secret_key"] = secret_key;
   if (!session_token.empty()) j["session_token"] = session_token;
@@ -117,6 +118,7 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.created_ns = j.value("created_ns", int64_t{0});
   r.session_timeout_s = j.value("session_timeout_s", 60);
   r.trash_days = j.value("trash_days", 0);
+  r.changelog_hours = j.value("changelog_hours", 0);
   r.access_key = j.value("access_key", "");
   r.secret_key = j.value("secret_key", "");
   r.session_token = j.value("session_token", "");
@@ -166,6 +168,7 @@ Status Meta::Format(KvEngine* engine, const FormatRecord& rec, bool force) {
 
 Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaOptions opts) {
   ASSIGN_OR_RETURN(FormatRecord format, ReadFormat(engine.get()));
+  if (format.changelog_hours > 0) engine = WithChangeLog(std::move(engine));
   return std::unique_ptr<Meta>(new Meta(std::move(engine), opts, std::move(format)));
 }
 

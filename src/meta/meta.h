@@ -89,6 +89,8 @@ struct FormatRecord {
   // are removed at once. `tierfs format` makes 1; a record written before trash existed
   // reads as 0.
   int trash_days = 0;
+  // The change log (change_log.h) keeps records this many hours; 0: no change log.
+  int changelog_hours = 0;
   // Members of a cache group sign their requests with it (group/wire.h). Made on first use
   // (Meta::GroupSecret); never printed.
   std::string group_secret;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "meta/change_log.h"
 #include "meta/meta.h"
 #include "meta/meta_internal.h"
 
@@ -25,6 +26,7 @@ bool AtimeDue(AtimeMode mode, int64_t atime_ns, int64_t mtime_ns, int64_t ctime_
 Status Meta::TouchAtimes(const std::vector<std::pair<Ino, int64_t>>& reads, AtimeMode mode) {
   if (opts_.read_only || mode == AtimeMode::kNone) return Status::OK();
   for (const auto& r : reads) ForgetDir(r.first);  // directories' attributes cached here
+  UnloggedScope unlogged;  // access times are not changes for the change log's readers
   for (size_t from = 0; from < reads.size(); from += kAtimeBatch) {
     const size_t to = std::min(reads.size(), from + kAtimeBatch);
     RETURN_IF_ERROR(engine_->Txn([&](KvTxn& t) {

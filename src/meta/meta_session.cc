@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "meta/meta.h"
+#include "meta/change_log.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
 
@@ -590,6 +591,10 @@ void Meta::BackgroundLoop() {
       trash_checked_mono_ns_ = now;
       st = ExpireTrash(NowNanos());
       if (!st.ok()) spdlog::warn("expiring the trash failed: {}", st.ToString());
+      if (format_.changelog_hours > 0) {
+        auto trimmed = TrimChangeLog(engine_.get(), NowNanos() - int64_t{format_.changelog_hours} * 3600'000'000'000);
+        if (!trimmed.ok()) spdlog::warn("trimming the change log failed: {}", trimmed.status().ToString());
+      }
     }
     l.lock();
   }

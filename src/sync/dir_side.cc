@@ -102,7 +102,7 @@ class DirSide : public Side {
   int64_t mtime_precision_ns() const override { return 1; }
 
   Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend) override {
-    return ListTree([this](const std::string& dir_key) { return OpenDir(dir_key); }, start, descend);
+    return ListTree([this](const std::string& dir_key) { return OpenDir(dir_key); }, start, descend, list_threads_);
   }
 
   Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
@@ -127,6 +127,16 @@ class DirSide : public Side {
   }
 
   Status Mkdir(const Entry& e) override { return MakeDirs(e.key); }
+
+  void SetListThreads(int n) override { list_threads_ = n; }
+
+  Result<bool> IsDir(const std::string& key) override {
+    struct stat st;
+    std::string p = Path(TrimKey(key));
+    if (lstat(p.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    return Errno("stat " + p);
+  }
 
   Status Symlink(const Entry& e, bool perms) override {
     RETURN_IF_ERROR(MakeDirs(ParentKey(e.key)));
@@ -317,6 +327,7 @@ class DirSide : public Side {
   }
 
   std::string root_;
+  int list_threads_ = 1;
 };
 
 }  // namespace

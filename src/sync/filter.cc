@@ -116,4 +116,13 @@ bool Filter::IncludedWithParents(const std::string& key) const {
   return Included(path, is_dir);
 }
 
+std::string Filter::Describe() const {
+  std::string out;
+  for (const Rule& r : rules_) {
+    out += r.include ? "+ " : "- ";
+    out += (r.anchored ? "/" : "") + r.pattern + (r.dir_only ? "/" : "") + "\n";
+  }
+  return out;
+}
+
 }  // namespace tierfs::sync

@@ -20,6 +20,8 @@ class Filter {
  public:
   void Add(bool include, const std::string& pattern);
   bool empty() const { return rules_.empty(); }
+  // The rules in order, one per line ("+ /pattern/"), for a run's identity.
+  std::string Describe() const;
   // path: a key without its trailing '/'; is_dir: whether it names a directory.
   bool Included(const std::string& path, bool is_dir) const;
   // A key and all its directories (object-store keys, whose directories were not walked).

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,23 @@ struct Source {
 
 // Whether a POSIX side descends into directory `e` (an excluded directory is not walked).
 using Descend = std::function<bool(const Entry& e)>;
+
+// A TierFS volume's change log seen from a side (volume_side.cc), for incremental rounds
+// (changes.h).
+class ChangeFeed {
+ public:
+  virtual ~ChangeFeed() = default;
+  virtual std::string volume_uuid() const = 0;
+  // Whether the volume keeps a change log (FormatRecord::changelog_hours).
+  virtual bool logging() const = 0;
+  // The oldest record kept and the newest committed (0: none).
+  virtual Result<std::pair<uint64_t, uint64_t>> Bounds() = 0;
+  // The directories (keys below the side's top, "" the top) whose entries, or whose
+  // entries' attributes or data, changed in records [from, to]; false in *exact when a
+  // change cannot be placed in a directory (a file with several names changed): then the
+  // round must list everything.
+  virtual Result<std::set<std::string>> ChangedDirs(uint64_t from, uint64_t to, bool* exact) = 0;
+};
 
 class Side {
  public:
@@ -95,6 +113,13 @@ class Side {
   }
   // Makes what Put wrote durable (local directories: syncfs); called once at the end.
   virtual Status Flush() { return Status::OK(); }
+  // Whether directory key (no trailing '/') exists: an object store has one when a key
+  // starts with KEY/. The default lists from KEY/.
+  virtual Result<bool> IsDir(const std::string& key);
+  // Threads that read directories ahead of the walk (POSIX sides; tree_lister.h).
+  virtual void SetListThreads(int /*n*/) {}
+  // The side's change log, when it is a TierFS volume; null otherwise.
+  virtual ChangeFeed* change_feed() { return nullptr; }
 
  protected:
   Status NotPosix(const std::string& what) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "sync/changes.h"
 #include "sync/checkpoint.h"
 #include "sync/content_hash.h"
 #include "sync/posix_write.h"
@@ -114,8 +115,8 @@ class Run {
         links_[id] = Link{link.second, landed.get_future().share(), link.first};
       }
     }
-    Descend src_descend = [this](const Entry& e) { return Wanted(e, false); };
-    Descend dst_descend = [this](const Entry& e) { return Wanted(e, false); };
+    Descend src_descend = [this](const Entry& e) { return Wanted(e, false) && ScopeOpens(e.key, src_); };
+    Descend dst_descend = [this](const Entry& e) { return Wanted(e, false) && ScopeOpens(e.key, dst_); };
     ASSIGN_OR_RETURN(auto ss, src_->List(start, src_descend));
     ASSIGN_OR_RETURN(auto ds, dst_->List(start, dst_descend));
     pool_ = std::make_unique<ThreadPool>("sync", o_.threads, static_cast<size_t>(o_.threads) * 4);
@@ -167,12 +168,29 @@ class Run {
     return object_store ? o_.filter.IncludedWithParents(e.key) : o_.filter.Included(path, e.is_dir());
   }
 
+  // Incremental rounds: whether directory dir is listed. An error stops the merge at the
+  // next key (NextOf), before the other side's entries below dir are decided.
+  bool ScopeOpens(const std::string& dir, Side* listed_on) {
+    if (!o_.scope) return true;
+    auto open = o_.scope->Opens(dir, listed_on);
+    if (open.ok()) return *open;
+    std::lock_guard<std::mutex> l(scope_mu_);
+    if (scope_error_.ok()) scope_error_ = open.status();
+    return false;
+  }
+
+  Status ScopeError() {
+    std::lock_guard<std::mutex> l(scope_mu_);
+    return scope_error_;
+  }
+
   bool BeyondEnd(const std::string& key) const { return !o_.end.empty() && key > o_.end; }
 
   // The next key of a side worth merging; false at the end.
   Result<bool> NextOf(KeyStream* s, Side* side, bool is_src, Entry* e, std::string* last) {
     for (;;) {
       ASSIGN_OR_RETURN(bool more, s->Next(e));
+      RETURN_IF_ERROR(ScopeError());
       if (!more || BeyondEnd(e->key)) return false;
       if (!last->empty() && e->key <= *last) {
         return Status::Err(EIO, "the listing of " + side->Describe() + " is out of order ('" + e->key +
@@ -185,6 +203,10 @@ class Run {
         continue;
       }
       if (!Wanted(*e, !side->posix())) continue;
+      if (o_.scope) {
+        ASSIGN_OR_RETURN(bool covered, o_.scope->Covers(e->key));
+        if (!covered) continue;
+      }
       if (is_src && e->kind == Kind::kSymlink && !o_.links) continue;
       return true;
     }
@@ -699,6 +721,8 @@ class Run {
   std::vector<std::string> rmdirs_;
   std::map<std::string, Link> links_;  // "DEV:INO" of the source -> the group's first name
   std::atomic<bool> aborting_{false};
+  std::mutex scope_mu_;
+  Status scope_error_;  // guarded by scope_mu_
   std::mutex idle_mu_;
   std::condition_variable idle_;
   uint64_t in_flight_ = 0;
@@ -716,7 +740,15 @@ std::string OptionsIdentity(const SyncOptions& o) {
   std::ostringstream s;
   s << "u" << o.update << "i" << o.ignore_existing << "e" << o.existing << "f" << o.force << "c" << o.checksum << "d"
     << o.dirs << "p" << o.perms << "l" << o.links << "h" << o.hard_links << "x" << o.xattrs << "D" << o.delete_dst
-    << o.delete_src << " " << o.start << ".." << o.end;
+    << o.delete_src << " " << o.start << ".." << o.end << " size " << o.min_size << ".." << o.max_size << " age "
+    << o.min_age << ".." << o.max_age << "\n"
+    << o.filter.Describe();
+  if (o.have_files_from) {
+    std::hash<std::string> h;
+    size_t mix = 0;
+    for (const std::string& p : o.files_from) mix = mix * 1000003 ^ h(p);
+    s << "files-from " << o.files_from.size() << " " << mix;
+  }
   return s.str();
 }
 

@@ -31,6 +31,8 @@
 
 namespace tierfs::sync {
 
+class ChangeScope;
+
 struct SyncOptions {
   bool update = false, ignore_existing = false, existing = false, force = false, checksum = false;
   bool dirs = false, perms = false, links = false, hard_links = false, xattrs = false;
@@ -44,6 +46,8 @@ struct SyncOptions {
   int threads = 10;
   double bwlimit = 0;                 // bytes per second; 0 unlimited
   std::string checkpoint;             // file; "" none
+  // An incremental round (changes.h): only the directories it opens are listed; null: all.
+  ChangeScope* scope = nullptr;
   // What the run has to say about one key (dry-run decisions, failures); may be null.
   std::function<void(const std::string& what, const std::string& key, const std::string& detail)> report;
 };

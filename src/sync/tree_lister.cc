@@ -1,8 +1,14 @@
 #include "sync/tree_lister.h"
 
+#include <deque>
+#include <future>
+#include <map>
 #include <optional>
 #include <queue>
+#include <unordered_map>
 #include <vector>
+
+#include "common/thread_pool.h"
 
 namespace tierfs::sync {
 namespace {
@@ -13,8 +19,36 @@ struct DirLater {
   bool operator()(const Entry& a, const Entry& b) const { return a.key + "/" > b.key + "/"; }
 };
 
+// A directory opened and its first page read by a listing thread, ahead of the walk.
+struct Prefetched {
+  std::unique_ptr<DirStream> stream;
+  std::deque<Entry> head;  // its first entries, in the stream's order
+  bool ended = false;
+};
+
+// Gives the prefetched entries first, then the rest of the stream.
+class HeadThenStream : public DirStream {
+ public:
+  explicit HeadThenStream(Prefetched p) : p_(std::move(p)) {}
+  Result<bool> Next(Entry* e) override {
+    if (!p_.head.empty()) {
+      *e = std::move(p_.head.front());
+      p_.head.pop_front();
+      return true;
+    }
+    if (p_.ended) return false;
+    return p_.stream->Next(e);
+  }
+
+ private:
+  Prefetched p_;
+};
+
+constexpr size_t kPrefetchEntries = 1000;
+
 struct Frame {
   std::string dir_key;
+  std::deque<std::string> to_prefetch;  // subdirectories to walk, not yet handed to a thread
   std::unique_ptr<DirStream> stream;
   std::optional<Entry> next;  // the stream's next file, read ahead
   bool ended = false;
@@ -23,8 +57,16 @@ struct Frame {
 
 class TreeStream : public KeyStream {
  public:
-  TreeStream(OpenDir open, std::string start, Descend descend)
-      : open_(std::move(open)), start_(std::move(start)), descend_(std::move(descend)) {}
+  TreeStream(OpenDir open, std::string start, Descend descend, int threads)
+      : open_(std::move(open)), start_(std::move(start)), descend_(std::move(descend)), threads_(threads) {
+    if (threads_ > 1) pool_ = std::make_unique<ThreadPool>("sync-list", threads_, static_cast<size_t>(threads_) * 8);
+  }
+  ~TreeStream() override {
+    for (auto& [key, f] : prefetched_) {
+      if (f.valid()) f.wait();  // the threads use open_ and this stream's members
+    }
+    pool_.reset();
+  }
 
   Result<bool> Next(Entry* e) override {
     if (!started_) {
@@ -40,6 +82,7 @@ class TreeStream : public KeyStream {
         if (!more) {
           f.ended = true;
         } else if (c.is_dir()) {
+          if (pool_) Decide(f, c);
           f.dirs.push(std::move(c));
         } else {
           f.next = std::move(c);
@@ -51,9 +94,15 @@ class TreeStream : public KeyStream {
         f.dirs.pop();
         d.key = f.dir_key + d.key + "/";
         bool wanted = d.key >= start_;
-        if ((wanted || start_.compare(0, d.key.size(), d.key) == 0) && (!descend_ || descend_(d))) {
-          RETURN_IF_ERROR(Push(d.key));
+        bool walk = false;
+        if (pool_) {
+          auto it = decided_.find(d.key);
+          walk = it != decided_.end() && it->second;
+          if (it != decided_.end()) decided_.erase(it);
+        } else {
+          walk = (wanted || start_.compare(0, d.key.size(), d.key) == 0) && (!descend_ || descend_(d));
         }
+        if (walk) RETURN_IF_ERROR(Push(d.key));
         if (wanted) {
           *e = std::move(d);
           return true;
@@ -77,26 +126,91 @@ class TreeStream : public KeyStream {
 
  private:
   Status Push(const std::string& dir_key) {
-    auto s = open_(dir_key);
-    if (!s.ok()) return s.status();
     Frame f;
     f.dir_key = dir_key;
-    f.stream = std::move(s).value();
+    auto pre = prefetched_.find(dir_key);
+    if (pre != prefetched_.end()) {
+      Result<Prefetched> got = pre->second.get();
+      prefetched_.erase(pre);
+      if (!got.ok()) return got.status();
+      f.stream = std::make_unique<HeadThenStream>(std::move(got).value());
+    } else {
+      auto s = open_(dir_key);
+      if (!s.ok()) return s.status();
+      f.stream = std::move(s).value();
+    }
     stack_.push_back(std::move(f));
+    TopUp();
     return Status::OK();
+  }
+
+  // With listing threads: whether subdirectory c of frame f is walked is decided when it is
+  // met (descend is asked once, as without threads), and a walked one is queued to be read
+  // ahead.
+  void Decide(Frame& f, const Entry& c) {
+    Entry d = c;
+    d.key = f.dir_key + c.key + "/";
+    bool wanted = d.key >= start_;
+    bool walk = (wanted || start_.compare(0, d.key.size(), d.key) == 0) && (!descend_ || descend_(d));
+    decided_[d.key] = walk;
+    if (walk) {
+      f.to_prefetch.push_back(d.key);
+      TopUp();
+    }
+  }
+
+  // Hands queued directories to the listing threads, deepest frame first (the walk needs
+  // them first), keeping at most 4 per thread read ahead and not yet walked.
+  void TopUp() {
+    const size_t budget = static_cast<size_t>(threads_) * 4;
+    for (auto it = stack_.rbegin(); it != stack_.rend() && prefetched_.size() < budget; ++it) {
+      while (!it->to_prefetch.empty() && prefetched_.size() < budget) {
+        std::string key = std::move(it->to_prefetch.front());
+        it->to_prefetch.pop_front();
+        auto done = std::make_shared<std::promise<Result<Prefetched>>>();
+        prefetched_.emplace(key, done->get_future());
+        pool_->Submit([this, key, done] {
+          auto s = open_(key);
+          if (!s.ok()) {
+            done->set_value(s.status());
+            return;
+          }
+          Prefetched p;
+          p.stream = std::move(s).value();
+          while (p.head.size() < kPrefetchEntries) {
+            Entry e;
+            auto more = p.stream->Next(&e);
+            if (!more.ok()) {
+              done->set_value(more.status());
+              return;
+            }
+            if (!*more) {
+              p.ended = true;
+              break;
+            }
+            p.head.push_back(std::move(e));
+          }
+          done->set_value(std::move(p));
+        });
+      }
+    }
   }
 
   OpenDir open_;
   std::string start_;
   Descend descend_;
+  int threads_;
   bool started_ = false;
   std::vector<Frame> stack_;
+  std::unordered_map<std::string, bool> decided_;  // directory key -> walked (with threads)
+  std::map<std::string, std::future<Result<Prefetched>>> prefetched_;
+  std::unique_ptr<ThreadPool> pool_;  // last: stopped first
 };
 
 }  // namespace
 
-std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend) {
-  return std::make_unique<TreeStream>(std::move(open), std::move(start), std::move(descend));
+std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend, int threads) {
+  return std::make_unique<TreeStream>(std::move(open), std::move(start), std::move(descend), threads);
 }
 
 }  // namespace tierfs::sync

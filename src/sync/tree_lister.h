@@ -7,6 +7,7 @@
 // first. Memory: one DirStream per level of the current path (what it buffers: a page
 // of a volume's directory, or a local directory's sorted names), plus the held-back
 // directories of each level (those whose names prefix the names that follow them).
+// With listing threads, also the directories read ahead (ListTree).
 #pragma once
 
 #include <functional>
@@ -28,6 +29,9 @@ class DirStream {
 using OpenDir = std::function<Result<std::unique_ptr<DirStream>>(const std::string& dir_key)>;
 
 // Keys >= start; a directory for which descend says false is listed but not walked.
-std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend);
+// threads > 1: that many threads open directories ahead of the walk and read their first
+// 1000 entries (at most 4 directories per thread read ahead and not yet walked, so the
+// memory stays bounded); open is then called from those threads. The stream is the same.
+std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend, int threads = 1);
 
 }  // namespace tierfs::sync

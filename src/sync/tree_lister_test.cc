@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <random>
+#include <thread>
 #include <vector>
 
 namespace tierfs::sync {
@@ -31,14 +35,23 @@ class VecStream : public DirStream {
   size_t i_ = 0;
 };
 
-std::vector<std::string> All(const Tree& t, const std::string& start, Descend descend = nullptr) {
+std::vector<std::string> All(const Tree& t, const std::string& start, Descend descend = nullptr, int threads = 1,
+                             std::atomic<int>* peak = nullptr) {
+  std::atomic<int> open_now{0};
   auto s = ListTree(
       [&](const std::string& dir) -> Result<std::unique_ptr<DirStream>> {
         auto it = t.find(dir);
         if (it == t.end()) return Status::Err(ENOENT, "no directory " + dir);
+        if (peak) {  // a slow server: opening takes a while, so parallel opens overlap
+          int now = ++open_now;
+          for (int p = peak->load(); now > p && !peak->compare_exchange_weak(p, now);) {
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          --open_now;
+        }
         return std::unique_ptr<DirStream>(new VecStream(it->second));
       },
-      start, descend);
+      start, descend, threads);
   std::vector<std::string> out;
   Entry e;
   for (;;) {
@@ -87,7 +100,54 @@ TEST(TreeLister, DescendPrunes) {
   EXPECT_EQ(keys, want);
 }
 
-TEST(TreeLister, AnErrorIsAnError) {
+// A random tree of odd names (prefixes of each other, '.', '-', '0' around '/').
+Tree RandomTree(unsigned seed) {
+  std::mt19937 rng(seed);
+  const char* names[] = {"a", "a.b", "a-b", "a0", "b", "ab", "a b", "z"};
+  Tree t;
+  std::vector<std::string> dirs = {""};
+  for (int i = 0; i < 60; ++i) {
+    std::string parent = dirs[rng() % dirs.size()];
+    std::string name = std::string(names[rng() % 8]) + std::to_string(rng() % 3);
+    bool taken = false;
+    for (auto& c : t[parent]) taken |= c.first == name;
+    if (taken) continue;
+    bool dir = rng() % 3 == 0;
+    t[parent].emplace_back(name, dir);
+    if (dir) {
+      dirs.push_back(parent + name + "/");
+      t[parent + name + "/"];
+    }
+  }
+  return t;
+}
+
+TEST(TreeLister, ListingThreadsGiveTheSameStream) {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    Tree t = RandomTree(seed);
+    auto prune = [](const Entry& e) { return e.key.find("a0/") == std::string::npos; };
+    for (const std::string& start : {std::string(), std::string("a"), std::string("b1/")}) {
+      std::atomic<int> peak{0};
+      EXPECT_EQ(All(t, start, prune, 8, &peak), All(t, start, prune)) << "seed " << seed << " start " << start;
+    }
+  }
+  // The opens overlap: directories are read ahead in parallel.
+  Tree wide;
+  for (int i = 0; i < 64; ++i) {
+    wide[""].emplace_back("d" + std::to_string(100 + i), true);
+    wide["d" + std::to_string(100 + i) + "/"] = {{"f", false}};
+  }
+  std::atomic<int> peak{0};
+  EXPECT_EQ(All(wide, "", nullptr, 8, &peak).size(), 128u);
+  EXPECT_GT(peak.load(), 1);
+  std::atomic<int> serial{0};
+  All(wide, "", nullptr, 1, &serial);
+  EXPECT_EQ(serial.load(), 1);
+}
+
+class TreeListerThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(TreeListerThreads, AnErrorIsAnError) {
   Tree t = Sample();
   t.erase("a/y/");
   auto s = ListTree(
@@ -96,7 +156,7 @@ TEST(TreeLister, AnErrorIsAnError) {
         if (it == t.end()) return Status::Err(EIO, "cannot read " + dir);
         return std::unique_ptr<DirStream>(new VecStream(it->second));
       },
-      "", nullptr);
+      "", nullptr, GetParam());
   Entry e;
   Status failed;
   for (;;) {
@@ -109,6 +169,8 @@ TEST(TreeLister, AnErrorIsAnError) {
   }
   EXPECT_EQ(failed.code(), EIO);  // never a silently shorter listing
 }
+
+INSTANTIATE_TEST_SUITE_P(OneAndEight, TreeListerThreads, ::testing::Values(1, 8));
 
 }  // namespace
 }  // namespace tierfs::sync

@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <mutex>
+#include <functional>
+#include <map>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "meta/change_log.h"
+#include "meta/key_schema.h"
 #include "meta/meta.h"
 #include "sync/posix_write.h"
 #include "sync/temp_name.h"
@@ -100,7 +105,7 @@ class VfsReader : public Reader {
   std::string shown_;
 };
 
-class VolumeSide : public Side {
+class VolumeSide : public Side, public ChangeFeed {
  public:
   VolumeSide(std::unique_ptr<client::Volume> v, Ino base, std::string shown)
       : v_(std::move(v)), base_(base), shown_(std::move(shown)) {}
@@ -116,7 +121,7 @@ class VolumeSide : public Side {
           ASSIGN_OR_RETURN(Ino dir, Resolve(TrimKey(dir_key), false));
           return std::unique_ptr<DirStream>(new PageStream(v_->meta(), dir, shown_ + "/" + dir_key));
         },
-        start, descend);
+        start, descend, list_threads_);
   }
 
   Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
@@ -222,6 +227,63 @@ class VolumeSide : public Side {
     return Status::OK();
   }
 
+  void SetListThreads(int n) override { list_threads_ = n; }
+
+  Result<bool> IsDir(const std::string& key) override {
+    auto ino = Resolve(key, false);
+    if (!ino.ok()) return ino.status().code() == ENOENT || ino.status().code() == ENOTDIR ? Result<bool>(false)
+                                                                                             : Result<bool>(ino.status());
+    auto a = v_->meta()->GetAttr(*ino);
+    if (!a.ok()) return a.status().code() == ENOENT ? Result<bool>(false) : Result<bool>(a.status());
+    return (a->mode & S_IFMT) == S_IFDIR;
+  }
+
+  // ---- ChangeFeed: the volume's change log (meta/change_log.h)
+  ChangeFeed* change_feed() override { return this; }
+  std::string volume_uuid() const override { return v_->format().uuid; }
+  bool logging() const override { return v_->format().changelog_hours > 0; }
+  Result<std::pair<uint64_t, uint64_t>> Bounds() override {
+    ASSIGN_OR_RETURN(ChangeLogBounds b, ChangeLogRange(v_->meta()->engine()));
+    return std::make_pair(b.first, b.last);
+  }
+
+  Result<std::set<std::string>> ChangedDirs(uint64_t from, uint64_t to, bool* exact) override {
+    *exact = true;
+    std::set<Ino> dirs, inodes;
+    std::unordered_map<Ino, std::pair<Ino, std::string>> named;  // child -> (parent, name) the log made
+    if (to >= from) {
+      RETURN_IF_ERROR(ReadChanges(v_->meta()->engine(), from, to - from + 1, [&](const ChangeRecord& r) {
+        for (const auto& [key, value] : r.writes) {
+          if (key.size() < 10 || key[0] != 'A') continue;
+          Ino ino = keys::DecodeU64(std::string_view(key).substr(1, 8));
+          if (key[9] == 'D') {
+            dirs.insert(ino);
+            if (value && value->size() >= 8) named[keys::DecodeU64(value->substr(0, 8))] = {ino, key.substr(10)};
+          } else if (key[9] != 'C' && key[9] != 'T') {
+            // Chunk records alone change no content: a write also puts the attributes
+            // (length, mtime); records only rewritten are compaction and cleanup.
+            inodes.insert(ino);
+          }
+        }
+        return true;
+      }));
+    }
+    // A changed inode changes an entry of its directory (its first name's: Attr::parent).
+    for (Ino ino : inodes) {
+      auto a = v_->meta()->GetAttr(ino);
+      if (!a.ok()) {
+        if (a.status().code() == ENOENT) continue;  // removed since; its entry's removal is logged
+        return a.status().With("read inode " + std::to_string(ino) + " named by the change log");
+      }
+      if ((a->mode & S_IFMT) != S_IFDIR && a->nlink > 1) {
+        *exact = false;
+        return std::set<std::string>{};
+      }
+      if (ino != base_) dirs.insert(a->parent);
+    }
+    return KeysOf(dirs, named);
+  }
+
   client::Volume* volume() { return v_.get(); }
   // Makes directory `base` (shown as `shown`) the side's root.
   void Rebase(Ino base, std::string shown) {
@@ -270,6 +332,84 @@ class VolumeSide : public Side {
  private:
   std::string Shown(const std::string& key) const { return shown_ + "/" + key; }
 
+  // The keys below the base of directories dirs (those not below it, or gone, are left
+  // out). Names come from the log's own entries when it made them (checked with one lookup
+  // each), else from one scan of each parent's entries for all its children wanted, level
+  // by level up to the base: a directory of a million entries is read once per round, not
+  // once per child.
+  Result<std::set<std::string>> KeysOf(const std::set<Ino>& dirs,
+                                       const std::unordered_map<Ino, std::pair<Ino, std::string>>& named) {
+    std::unordered_map<Ino, std::pair<Ino, std::string>> up;  // dir -> (parent, name), found
+    std::unordered_set<Ino> gone;                              // not a directory below the base
+    std::set<Ino> level(dirs.begin(), dirs.end());
+    for (int depth = 0; !level.empty() && depth < 1024; ++depth) {
+      std::map<Ino, std::set<Ino>> by_parent;  // parent -> children whose names are unknown
+      std::set<Ino> next;
+      for (Ino dir : level) {
+        if (dir == base_ || up.count(dir) || gone.count(dir)) continue;
+        if (dir == kRootIno) {
+          gone.insert(dir);
+          continue;
+        }
+        auto a = v_->meta()->GetAttr(dir);
+        if (!a.ok() && a.status().code() != ENOENT) return a.status();
+        if (!a.ok() || (a->mode & S_IFMT) != S_IFDIR || a->parent == dir) {
+          gone.insert(dir);
+          continue;
+        }
+        auto hint = named.find(dir);
+        if (hint != named.end() && hint->second.first == a->parent) {
+          auto found = v_->meta()->Lookup(Ctx::Root(), a->parent, hint->second.second);
+          if (found.ok() && found->first == dir) {
+            up[dir] = hint->second;
+            next.insert(a->parent);
+            continue;
+          }
+        }
+        by_parent[a->parent].insert(dir);
+      }
+      for (auto& [parent, children] : by_parent) {
+        for (std::string from; !children.empty();) {
+          bool more = false;
+          auto page = v_->meta()->ReaddirPage(Ctx::Root(), parent, from, kPage, false, &more);
+          if (!page.ok()) {
+            if (page.status().code() == ENOENT) break;
+            return page.status();
+          }
+          for (const DirEntry& d : *page) {
+            if (children.erase(d.ino)) up[d.ino] = {parent, d.name};
+          }
+          if (!more || page->empty()) break;
+          from = page->back().name + std::string(1, '\0');
+        }
+        for (Ino lost : children) gone.insert(lost);  // removed or moved meanwhile
+        next.insert(parent);
+      }
+      level = std::move(next);
+    }
+    std::set<std::string> out;
+    std::unordered_map<Ino, std::optional<std::string>> memo;
+    std::function<std::optional<std::string>(Ino, int)> key_of = [&](Ino dir, int depth) -> std::optional<std::string> {
+      if (dir == base_) return std::string();
+      if (depth > 1024 || gone.count(dir)) return std::nullopt;
+      auto m = memo.find(dir);
+      if (m != memo.end()) return m->second;
+      std::optional<std::string> key;
+      auto it = up.find(dir);
+      if (it != up.end()) {
+        auto parent = key_of(it->second.first, depth + 1);
+        if (parent) key = parent->empty() ? it->second.second : *parent + "/" + it->second.second;
+      }
+      memo[dir] = key;
+      return key;
+    };
+    for (Ino dir : dirs) {
+      auto key = key_of(dir, 0);
+      if (key) out.insert(*key);
+    }
+    return out;
+  }
+
   void Forget(const std::string& key) {
     std::lock_guard<std::mutex> l(mu_);
     dirs_.erase(key);
@@ -304,6 +444,7 @@ class VolumeSide : public Side {
   std::string shown_;
   std::mutex mu_;
   std::unordered_map<std::string, Ino> dirs_;  // directory key -> inode, guarded by mu_
+  int list_threads_ = 1;
 };
 
 }  // namespace

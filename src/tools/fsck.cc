@@ -12,6 +12,7 @@
 
 #include "chunk/block_key.h"
 #include "common/thread_pool.h"
+#include "meta/change_log.h"
 #include "meta/key_schema.h"
 #include "meta/meta.h"
 #include "meta/slice_map.h"
@@ -322,6 +323,19 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
       r.problems.push_back(prob);
     }
   }
+  // The change log: every record kept must decode, and they must follow each other (a gap
+  // would make its readers miss a change).
+  ASSIGN_OR_RETURN(ChangeLogBounds log, ChangeLogRange(meta->engine()));
+  uint64_t expect = log.first;
+  Status read = ReadChanges(meta->engine(), log.first, 0, [&](const ChangeRecord& c) {
+    if (c.seq != expect) {
+      r.problems.push_back({"change-log-gap", "<change log>",
+                            "records " + std::to_string(expect) + " to " + std::to_string(c.seq - 1) + " are missing"});
+    }
+    expect = c.seq + 1;
+    return true;
+  });
+  if (!read.ok()) r.problems.push_back({"damaged-record", "<change log>", read.message()});
   return r;
 }
 

@@ -1,0 +1,223 @@
+#include "meta/change_log.h"
+
+#include <map>
+
+#include "common/encoding.h"
+#include "common/clock.h"
+#include "meta/key_schema.h"
+
+namespace tierfs {
+namespace {
+
+constexpr std::string_view kLogPrefix = "H";
+thread_local int unlogged_depth = 0;
+constexpr size_t kBatch = 1000;
+
+std::string SeqCounter() { return keys::Counter("changeSeq"); }
+
+// Passes every call through and remembers the logged writes (the last value of each key).
+class LoggingTxn final : public KvTxn {
+ public:
+  explicit LoggingTxn(KvTxn& in) : in_(in) {}
+  Result<std::optional<std::string>> Get(std::string_view key) override { return in_.Get(key); }
+  Status Put(std::string_view key, std::string_view value) override {
+    RETURN_IF_ERROR(in_.Put(key, value));
+    if (IsLoggedKey(key)) writes_[std::string(key)] = std::string(value);
+    return Status::OK();
+  }
+  Status Delete(std::string_view key) override {
+    RETURN_IF_ERROR(in_.Delete(key));
+    if (IsLoggedKey(key)) writes_[std::string(key)] = std::nullopt;
+    return Status::OK();
+  }
+  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
+                                                              std::string_view indirect_prefix, size_t n,
+                                                              std::string_view indirect_suffix) override {
+    return in_.GetIndirect(direct, indirect_prefix, n, indirect_suffix);
+  }
+  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
+    return in_.Scan(begin, end, limit, fn);
+  }
+
+  // Appends the record, in the inner transaction (nothing when nothing logged was written).
+  Status Append() {
+    if (writes_.empty()) return Status::OK();
+    ASSIGN_OR_RETURN(auto last, in_.Get(SeqCounter()));
+    ChangeRecord r;
+    r.seq = (last ? keys::DecodeU64(*last) : 0) + 1;
+    r.time_ns = NowNanos();
+    r.writes.assign(writes_.begin(), writes_.end());
+    RETURN_IF_ERROR(in_.Put(SeqCounter(), keys::EncodeU64(r.seq)));
+    return in_.Put(ChangeRecordKey(r.seq), EncodeChangeRecord(r));
+  }
+
+ private:
+  KvTxn& in_;
+  std::map<std::string, std::optional<std::string>, std::less<>> writes_;
+};
+
+class ChangeLogEngine final : public KvEngine {
+ public:
+  explicit ChangeLogEngine(std::unique_ptr<KvEngine> inner) : in_(std::move(inner)) {}
+  std::string Describe() const override { return in_->Describe(); }
+  Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
+    if (read_only || UnloggedScope::active()) return in_->Txn(fn, read_only);
+    return in_->Txn(
+        [&](KvTxn& t) -> Status {
+          LoggingTxn logged(t);  // one per attempt: a retried callback starts afresh
+          RETURN_IF_ERROR(fn(logged));
+          return logged.Append();
+        },
+        false);
+  }
+  Status Reset() override { return in_->Reset(); }
+  Status Sync() override { return in_->Sync(); }
+
+ private:
+  std::unique_ptr<KvEngine> in_;
+};
+
+}  // namespace
+
+UnloggedScope::UnloggedScope() { ++unlogged_depth; }
+UnloggedScope::~UnloggedScope() { --unlogged_depth; }
+bool UnloggedScope::active() { return unlogged_depth > 0; }
+
+std::unique_ptr<KvEngine> WithChangeLog(std::unique_ptr<KvEngine> inner) {
+  return std::make_unique<ChangeLogEngine>(std::move(inner));
+}
+
+bool IsLoggedKey(std::string_view key) {
+  if (key.empty()) return false;
+  switch (key[0]) {
+    case 'A':  // inode keys, except locks (a session's own)
+      return !(key.size() >= 10 && (key[9] == 'F' || key[9] == 'P'));
+    case 'K':
+    case 'W':
+      return true;
+    case 'P':
+      return key.starts_with("PL") || key.starts_with("PM");
+    case 'G':
+      return key.starts_with(keys::kGatewayUserPrefix);
+    default:
+      return false;
+  }
+}
+
+std::string ChangeRecordKey(uint64_t seq) {
+  std::string k(kLogPrefix);
+  PutU64(&k, seq);
+  return k;
+}
+
+std::string EncodeChangeRecord(const ChangeRecord& r) {
+  std::string v;
+  PutU64(&v, static_cast<uint64_t>(r.time_ns));
+  for (const auto& [key, value] : r.writes) {
+    PutU8(&v, value ? 'P' : 'D');
+    PutStr(&v, key);
+    if (value) PutStr(&v, *value);
+  }
+  return v;
+}
+
+Result<ChangeRecord> DecodeChangeRecord(uint64_t seq, std::string_view v) {
+  ChangeRecord r;
+  r.seq = seq;
+  ByteReader in(v);
+  r.time_ns = static_cast<int64_t>(in.U64());
+  while (in.ok() && !in.empty()) {
+    uint8_t op = in.U8();
+    std::string key(in.Str());
+    if (op == 'P') {
+      r.writes.emplace_back(std::move(key), std::string(in.Str()));
+    } else if (op == 'D') {
+      r.writes.emplace_back(std::move(key), std::nullopt);
+    } else {
+      return Status::Err(EIO, "change record " + std::to_string(seq) + " is damaged (unknown operation)");
+    }
+  }
+  if (!in.ok()) return Status::Err(EIO, "change record " + std::to_string(seq) + " is damaged (truncated)");
+  return r;
+}
+
+Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine) {
+  ChangeLogBounds b;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) -> Status {
+        ASSIGN_OR_RETURN(auto last, t.Get(SeqCounter()));
+        b.last = last ? keys::DecodeU64(*last) : 0;
+        b.first = b.last + 1;
+        return t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), 1, [&](std::string_view k, std::string_view) {
+          if (k.size() == 9) b.first = keys::DecodeU64(k.substr(1));
+          return false;
+        });
+      },
+      true));
+  return b;
+}
+
+Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn) {
+  size_t seen = 0;
+  for (;;) {
+    std::vector<ChangeRecord> batch;
+    size_t want = limit ? std::min(kBatch, limit - seen) : kBatch;
+    RETURN_IF_ERROR(engine->Txn(
+        [&](KvTxn& t) -> Status {
+          batch.clear();
+          Status bad;
+          RETURN_IF_ERROR(t.Scan(ChangeRecordKey(from), PrefixEnd(kLogPrefix), want,
+                                 [&](std::string_view k, std::string_view v) {
+                                   if (k.size() != 9) return true;
+                                   auto r = DecodeChangeRecord(keys::DecodeU64(k.substr(1)), v);
+                                   if (!r.ok()) {
+                                     bad = r.status();
+                                     return false;
+                                   }
+                                   batch.push_back(std::move(*r));
+                                   return true;
+                                 }));
+          return bad;
+        },
+        true));
+    for (const ChangeRecord& r : batch) {
+      if (!fn(r)) return Status::OK();
+    }
+    seen += batch.size();
+    if (batch.size() < want || (limit && seen >= limit)) return Status::OK();
+    from = batch.back().seq + 1;
+  }
+}
+
+Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns) {
+  uint64_t removed = 0;
+  for (;;) {
+    size_t n = 0;
+    bool more = false;
+    RETURN_IF_ERROR(engine->Txn(
+        [&](KvTxn& t) -> Status {
+          n = 0;
+          more = false;
+          ASSIGN_OR_RETURN(auto last, t.Get(SeqCounter()));
+          uint64_t newest = last ? keys::DecodeU64(*last) : 0;
+          std::vector<std::string> old;
+          RETURN_IF_ERROR(t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), kBatch,
+                                 [&](std::string_view k, std::string_view v) {
+                                   if (k.size() != 9 || keys::DecodeU64(k.substr(1)) >= newest) return false;
+                                   ByteReader in(v);
+                                   if (static_cast<int64_t>(in.U64()) >= cutoff_ns) return false;
+                                   old.emplace_back(k);
+                                   return true;
+                                 }));
+          for (const std::string& k : old) RETURN_IF_ERROR(t.Delete(k));
+          n = old.size();
+          more = n == kBatch;
+          return Status::OK();
+        },
+        false));
+    removed += n;
+    if (!more) return removed;
+  }
+}
+
+}  // namespace tierfs

@@ -1,0 +1,86 @@
+// The change log: every read-write transaction that changes the namespace appends, in the
+// same transaction, one record of what it wrote. Consumers (incremental `tierfs sync` from a
+// volume, `tierfs changelog`, mirror volumes) read it in commit order instead of walking the
+// namespace.
+//
+// Layout (docs/key-schema.md):
+//   "C" "changeSeq" -> u64: the last sequence number given out (absent: no record yet).
+//   "H" seq(u64)    -> u64 commit time (ns), then per key written: u8 'P' (put) or 'D'
+//                      (delete), str key, and for a put str value (common/encoding.h).
+// Which writes are logged: the namespace and what a reader of it needs: inode keys ("A",
+// except flock and record-lock keys), slice references ("K"), pack locations and members
+// ("PL", "PM"), write-back marks ("W") and gateway users ("GU"). Sessions, heartbeats,
+// counters, usage shards and cleanup queues are a client's own bookkeeping and are not.
+// A transaction that writes nothing logged appends nothing, and neither does one run under
+// an UnloggedScope: access-time updates (relatime) would otherwise make every first read
+// of a file a change, and every consumer would re-examine what nobody changed.
+//
+// Order and gaps: the counter is read and written in the transaction itself, so the
+// engine's isolation (SQLite's single writer, Redis's WATCH, PostgreSQL's SERIALIZABLE)
+// gives sequence numbers in commit order with no gap: a reader that saw seq N has seen
+// every change that committed before it. The price is that writers on a shared engine
+// conflict on the counter; it is paid only on volumes whose log is on.
+//
+// On or off: FormatRecord::changelog_hours (`format --changelog-hours`, `config
+// --changelog-hours`); 0 is off. Records older than that are trimmed by every client's
+// background work (TrimChangeLog); a consumer that needs older ones finds a gap between
+// the sequence it asks for and FirstChangeSeq and must start over with a full pass.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "meta/kv_engine.h"
+
+namespace tierfs {
+
+struct ChangeRecord {
+  uint64_t seq = 0;
+  int64_t time_ns = 0;
+  // Key and new value (nullopt: deleted), in key order, each key once.
+  std::vector<std::pair<std::string, std::optional<std::string>>> writes;
+};
+
+// Wraps an engine so that its read-write transactions append their change records.
+std::unique_ptr<KvEngine> WithChangeLog(std::unique_ptr<KvEngine> inner);
+
+// While one lives, the transactions this thread runs are not logged.
+class UnloggedScope {
+ public:
+  UnloggedScope();
+  ~UnloggedScope();
+  UnloggedScope(const UnloggedScope&) = delete;
+  UnloggedScope& operator=(const UnloggedScope&) = delete;
+  static bool active();
+};
+
+// Whether a write to this key is logged (see above).
+bool IsLoggedKey(std::string_view key);
+
+std::string ChangeRecordKey(uint64_t seq);
+std::string EncodeChangeRecord(const ChangeRecord& r);
+// EIO naming the sequence when the record cannot be decoded.
+Result<ChangeRecord> DecodeChangeRecord(uint64_t seq, std::string_view v);
+
+// The last sequence given out (0: none yet) and the first still kept (LastChangeSeq() + 1
+// when the log is empty).
+struct ChangeLogBounds {
+  uint64_t first = 1, last = 0;
+};
+Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine);
+
+// Calls fn for the records with seq >= from, in order, up to limit (0: no limit) or until
+// fn returns false. Reads in transactions of at most 1000 records.
+Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn);
+
+// Removes the records committed before cutoff_ns (in transactions of at most 1000); the
+// newest record is always kept, so the counter's value stays readable from the log too.
+Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns);
+
+}  // namespace tierfs
