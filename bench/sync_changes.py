@@ -31,13 +31,9 @@ TIERFS = os.environ.get("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", 
 BEGIN, END = "<!-- BEGIN sync-changes (bench/sync_changes.py) -->", "<!-- END sync-changes (bench/sync_changes.py) -->"
 
 
-CACHE = []  # --cache-dir of every run: a fresh directory, not the host's shared one
-
-
 def sync(*args):
     t = time.monotonic()
-    p = subprocess.run([TIERFS, "sync", *args, "--json", "-q"] + (["--cache-dir", CACHE[0]] if CACHE else []),
-                       capture_output=True, text=True)
+    p = subprocess.run([TIERFS, "sync", *args, "--json", "-q"], capture_output=True, text=True)
     wall = time.monotonic() - t
     if p.returncode != 0:
         sys.exit("tierfs sync failed: " + p.stderr[-2000:])
@@ -52,7 +48,6 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="tierfs-bench-changes-")
-    CACHE.append(os.path.join(tmp, "cache"))
     try:
         src = os.path.join(tmp, "src")
         names = []

@@ -95,8 +95,8 @@ _CACHE = []
 
 
 def cache_dir():
-    """One disk cache directory for the volume sides of this process's syncs, removed at
-    exit (the default, /var/cache/tierfs, would keep a folder per test volume)."""
+    """A disk cache directory for syncs that ask for one (without --cache-dir a volume side
+    uses none), removed at exit."""
     if not _CACHE:
         import atexit
         import shutil
@@ -108,8 +108,7 @@ def cache_dir():
 
 def sync(*args, check=True, timeout=300, env=None):
     """Runs `tierfs sync ARGS --json`; returns (rc, summary dict or None, stderr)."""
-    extra = [] if "--cache-dir" in args else ["--cache-dir", cache_dir()]
-    rc, out, err = harness.tierfs("sync", *[str(a) for a in args], "--json", *extra, timeout=timeout, env=env)
+    rc, out, err = harness.tierfs("sync", *[str(a) for a in args], "--json", timeout=timeout, env=env)
     summary = None
     for line in out.splitlines()[::-1]:
         if line.startswith("{"):

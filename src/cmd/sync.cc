@@ -171,6 +171,9 @@ int Run(Args& a) {
   if (a.o.delete_src && a.o.delete_dst) {
     return fail(Status::Err(EINVAL, "--delete-src and --delete-dst together would empty both sides; choose one"));
   }
+  // A copy reads each block once: no disk cache unless asked for (its index would be read at
+  // every start, and the host's cache directory would fill with one-pass copies).
+  if (a.cache.cache_dir.empty()) a.cache.cache_dir = "memory";
   for (sync::SideArgs* s : {&a.src, &a.dst}) {
     s->io_timeout_s = a.cache.io_timeout;
     s->volume.cache = a.cache;
