@@ -69,8 +69,22 @@ def main():
         sync(vol, inc, "--changes", state, "--threads", "16")
         sync(vol, full, "--threads", "16")
         rng = random.Random(1)
-        res = {"incremental": [], "full": []}
-        listed = {}
+        res, listed = {}, {}
+
+        def interleaved(r, label, copied):
+            """An incremental and a full round (order rotated by r), each copying `copied`."""
+            order = [("incremental" + label, inc, ["--changes", state, "--list-threads", "4"]),
+                     ("full" + label, full, ["--list-threads", "4"])]
+            for kind, dst, extra in (order[::-1] if r % 2 else order):
+                wall, s = sync(vol, dst, "--threads", "16", *extra)
+                if s["copied"] != copied or s["failed"]:
+                    sys.exit("%s round copied %d of %d changed files" % (kind, s["copied"], copied))
+                if kind.startswith("incremental") and s.get("round") != "incremental":
+                    sys.exit("the round with --changes was not incremental: %r" % s)
+                res.setdefault(kind, []).append(wall)
+                listed[kind] = s["found"]
+                print("round %d %s: %.2f s, %d keys listed" % (r, kind, wall, s["found"]), flush=True)
+
         for r in range(a.repeat):
             changed = rng.sample(names, max(1, int(a.files * a.changed / 100)))
             stage = os.path.join(tmp, "stage%d" % r)
@@ -79,33 +93,9 @@ def main():
                 with open(os.path.join(stage, n), "wb") as f:
                     f.write(b"y" * (1024 + r + 1))
             sync(stage, vol, "--threads", "16")
-            order = [("incremental", inc, ["--changes", state, "--list-threads", "4"]),
-                     ("full", full, ["--list-threads", "4"])]
-            if r % 2:
-                order.reverse()
-            for kind, dst, extra in order:
-                wall, s = sync(vol, dst, "--threads", "16", *extra)
-                if s["copied"] != len(changed) or s["failed"]:
-                    sys.exit("%s round copied %d of %d changed files" % (kind, s["copied"], len(changed)))
-                if kind == "incremental" and s.get("round") != "incremental":
-                    sys.exit("the round with --changes was not incremental: %r" % s)
-                res[kind].append(wall)
-                listed[kind] = s["found"]
-                print("round %d %s: %.2f s, %d keys listed" % (r, kind, wall, s["found"]), flush=True)
-        # Rounds with nothing changed: the cost of finding out, without copies.
-        res["incremental, nothing changed"], res["full, nothing changed"] = [], []
-        for r in range(a.repeat):
-            order = [("incremental, nothing changed", inc, ["--changes", state, "--list-threads", "4"]),
-                     ("full, nothing changed", full, ["--list-threads", "4"])]
-            if r % 2:
-                order.reverse()
-            for kind, dst, extra in order:
-                wall, s = sync(vol, dst, "--threads", "16", *extra)
-                if s["copied"] or s["failed"]:
-                    sys.exit("%s round copied %d" % (kind, s["copied"]))
-                res[kind].append(wall)
-                listed[kind] = s["found"]
-                print("round %d %s: %.2f s, %d keys listed" % (r, kind, wall, s["found"]), flush=True)
+            interleaved(r, "", len(changed))
+        for r in range(a.repeat):  # nothing changed: the cost of finding out, without copies
+            interleaved(r, ", nothing changed", 0)
         med = {k: statistics.median(v) for k, v in res.items()}
         cmd = "bench/sync_changes.py --files %d --dirs %d --changed %g --repeat %d" % (
             a.files, a.dirs, a.changed, a.repeat)

@@ -203,7 +203,9 @@ class Run {
         continue;
       }
       if (!Wanted(*e, !side->posix())) continue;
-      if (o_.scope) {
+      // A POSIX side walked only the directories the scope opens (Descend), so only its
+      // top-level keys need the check; an object store's flat listing needs it for each key.
+      if (o_.scope && (!side->posix() || ParentKey(e->key).empty())) {
         ASSIGN_OR_RETURN(bool covered, o_.scope->Covers(e->key));
         if (!covered) continue;
       }
