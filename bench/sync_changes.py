@@ -2,10 +2,10 @@
 """Incremental `tierfs sync` rounds from a TierFS volume: read from its change log
 (--changes) against a full round (listing both sides), after the same changes, in one run.
 
-    bench/sync_changes.py [--files N] [--dirs D] [--changed PCT] [--repeat R]
+    bench/sync_changes.py [--files N] [--dirs D] [--changed PCT,PCT...] [--repeat R] [--volume-tmpfs-gib G]
 
 A SQLite volume with a change log (format --changelog-hours) holds N small files in D
-directories, copied to two local directories. Each repetition changes PCT% of the files
+directories, copied to two local directories. Each repetition, for each PCT, changes PCT% of the files
 (appended through the client library: `tierfs sync` of the changed files into the volume),
 then runs, order rotated, an incremental round into one copy and a full round into the
 other; both must copy exactly the changed files. Reports wall seconds (median, min-max) and
@@ -44,10 +44,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=100000)
     ap.add_argument("--dirs", type=int, default=1000)
-    ap.add_argument("--changed", type=float, default=1.0)
+    ap.add_argument("--changed", default="1", help="percents of the files changed before a round, comma-separated")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--volume-tmpfs-gib", type=int, default=0,
+                    help="keep the volume (SQLite file and bucket) on a tmpfs of this size (0: with the trees)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="tierfs-bench-changes-")
+    voldir = tmp
+    if a.volume_tmpfs_gib:
+        voldir = os.path.join(tmp, "vol")
+        os.makedirs(voldir)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dg" % a.volume_tmpfs_gib, "tmpfs", voldir], check=True)
     try:
         src = os.path.join(tmp, "src")
         names = []
@@ -57,9 +64,9 @@ def main():
             names.append(os.path.join("d%05d" % (i % a.dirs), "f%07d" % i))
             with open(os.path.join(src, names[-1]), "wb") as f:
                 f.write(b"x" * 1024)
-        db = os.path.join(tmp, "meta.db")
+        db = os.path.join(voldir, "meta.db")
         subprocess.run([TIERFS, "format", "sqlite3://" + db, "bench", "--storage", "file", "--bucket",
-                        os.path.join(tmp, "bucket"), "--trash-days", "0", "--changelog-hours", "24"],
+                        os.path.join(voldir, "bucket"), "--trash-days", "0", "--changelog-hours", "24"],
                        check=True, capture_output=True)
         vol = "sqlite3://" + db + ":/data"
         t0, s = sync(src, vol, "--threads", "16")
@@ -85,35 +92,46 @@ def main():
                 listed[kind] = s["found"]
                 print("round %d %s: %.2f s, %d keys listed" % (r, kind, wall, s["found"]), flush=True)
 
+        pcts = [float(p) for p in a.changed.split(",")]
         for r in range(a.repeat):
-            changed = rng.sample(names, max(1, int(a.files * a.changed / 100)))
-            stage = os.path.join(tmp, "stage%d" % r)
-            for n in changed:
-                os.makedirs(os.path.join(stage, os.path.dirname(n)), exist_ok=True)
-                with open(os.path.join(stage, n), "wb") as f:
-                    f.write(b"y" * (1024 + r + 1))
-            sync(stage, vol, "--threads", "16")
-            interleaved(r, "", len(changed))
+            for pct in pcts:
+                changed = rng.sample(names, max(1, int(a.files * pct / 100)))
+                stage = os.path.join(tmp, "stage")
+                for n in changed:
+                    os.makedirs(os.path.join(stage, os.path.dirname(n)), exist_ok=True)
+                    with open(os.path.join(stage, n), "wb") as f:
+                        f.write(b"y" * (1024 + r + 1))
+                sync(stage, vol, "--threads", "16")
+                shutil.rmtree(stage)
+                interleaved(r, " (%g%%: %d files changed)" % (pct, len(changed)), len(changed))
         for r in range(a.repeat):  # nothing changed: the cost of finding out, without copies
             interleaved(r, ", nothing changed", 0)
         med = {k: statistics.median(v) for k, v in res.items()}
-        cmd = "bench/sync_changes.py --files %d --dirs %d --changed %g --repeat %d" % (
-            a.files, a.dirs, a.changed, a.repeat)
+        cmd = "bench/sync_changes.py --files %d --dirs %d --changed %s --repeat %d%s" % (
+            a.files, a.dirs, a.changed, a.repeat,
+            " --volume-tmpfs-gib %d" % a.volume_tmpfs_gib if a.volume_tmpfs_gib else "")
         out = [BEGIN, "## sync --changes: incremental rounds from a volume's change log", "",
                "`%s` (%s). A SQLite volume with a change log holding %d files of 1 KiB in %d directories, synced "
-               "to two local directories; each round %g%% of the files change (through the client library), then "
-               "an incremental round (`--changes`) and a full round run, order rotated; both copy exactly the "
-               "changed files." % (cmd, time.strftime("%Y-%m-%d"), a.files, a.dirs, a.changed), "",
+               "to two local directories; before each round some of the files change (rewritten through the "
+               "client library), then an incremental round (`--changes`) and a full round run, order rotated; "
+               "both copy exactly the changed files." % (cmd, time.strftime("%Y-%m-%d"), a.files, a.dirs), "",
                "| round | seconds (median, min-max of %d) | keys listed |" % a.repeat, "|---|---|---|"]
-        for k in ("incremental", "full", "incremental, nothing changed", "full, nothing changed"):
-            out.append("| %s | %.2f (%.2f-%.2f) | %d |" % (k, med[k], min(res[k]), max(res[k]), listed[k]))
-        out += ["", "After %g%% changed: the incremental round %.1fx faster than the full round (both copy the same "
-                "files). Nothing changed: %.1fx (the cost of finding out; each run also opens the volume)." % (
-                    a.changed, med["full"] / med["incremental"],
-                    med["full, nothing changed"] / med["incremental, nothing changed"]), END]
+        labels = [" (%g%%: %d files changed)" % (p, max(1, int(a.files * p / 100))) for p in pcts]
+        labels.append(", nothing changed")
+        for label in labels:
+            for k in ("incremental" + label, "full" + label):
+                out.append("| %s | %.2f (%.2f-%.2f) | %d |" % (k, med[k], min(res[k]), max(res[k]), listed[k]))
+        out.append("")
+        for label in labels:
+            out.append("- %s: the incremental round %.1fx faster than the full round." % (
+                label.strip(" ,()"), med["full" + label] / med["incremental" + label]))
+        out += ["", "Both rounds of a pair copy the same files; each run also starts the client and opens the "
+                "volume.", END]
         write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, "\n".join(out))
         print("\n".join(out))
     finally:
+        if voldir != tmp:
+            subprocess.run(["umount", voldir])
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -279,6 +279,21 @@ class ChangesTest(harness.TierFSTestCase):
         s = self.round(vol, back, state)
         self.assertEqual((s["round"], s["found"], s["copied"], s["deleted"]), ("incremental", 0, 0, 0))
 
+        # One file changed in a wide directory: only it and its directory are looked at.
+        with open(os.path.join(data, "wide", "w030"), "ab") as f:
+            f.write(b"one more")
+        s = self.round(vol, back, state)
+        self.assertEqual((s["round"], s["found"], s["copied"]), ("incremental", 2, 1), s)
+        # A directory moved in, then a file in it changed: the directory is on the source
+        # only, so all of it is copied, not just the file the log names below it.
+        os.rename(os.path.join(data, "still", "s07"), os.path.join(data, "moved s07"))
+        s = self.round(vol, back, state)
+        os.rename(os.path.join(data, "moved s07"), os.path.join(data, "wide", "s07 again"))
+        with open(os.path.join(data, "wide", "s07 again", "g3"), "ab") as f:
+            f.write(b"changed after the move")
+        s = self.round(vol, back, state)
+        self.assertEqual(s["copied"], 10 + 1, s)  # its 10 files, and the directory itself
+
         # The destination changed behind sync's back: incremental rounds trust it, a round
         # without --changes repairs it.
         os.remove(os.path.join(back, "still", "s05", "f"))

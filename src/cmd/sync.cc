@@ -212,16 +212,16 @@ int Run(Args& a) {
     if (!planned.ok()) return fail(planned.status().With("--changes"));
     plan = std::move(planned).value();
     if (plan.incremental) {
-      scope = std::make_unique<sync::ChangeScope>(plan.dirty, src->get(), dst->get());
+      scope = std::make_unique<sync::ChangeScope>(plan.changes, src->get(), dst->get());
       a.o.scope = scope.get();
     }
     if (!a.quiet) {
       std::cerr << (plan.incremental ? "incremental round: " + std::to_string(plan.records) + " change records, " +
-                                           std::to_string(plan.dirty.size()) + " directories changed"
+                                           std::to_string(plan.changes.keys.size()) + " entries changed"
                                      : "full round: " + plan.why_full)
                 << "\n";
       if (a.verbose) {
-        for (const std::string& d : plan.dirty) std::cerr << "changed directory /" << d << "\n";
+        for (const std::string& k : plan.changes.keys) std::cerr << "changed /" << k << "\n";
       }
     }
   }
@@ -244,7 +244,7 @@ int Run(Args& a) {
     if (!a.changes.empty()) {
       j["round"] = plan.incremental ? "incremental" : "full";
       j["change_records"] = plan.records;
-      j["changed_dirs"] = plan.dirty.size();
+      j["changed_entries"] = plan.changes.keys.size();
     }
     std::cout << j.dump() << std::endl;
   } else if (!a.quiet) {

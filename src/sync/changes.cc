@@ -70,10 +70,10 @@ Result<ChangesPlan> PlanRound(const std::string& file, Side* src, const std::str
   }
   plan.records = bounds.second - seq;
   bool exact = true;
-  ASSIGN_OR_RETURN(plan.dirty, feed->ChangedDirs(seq + 1, bounds.second, &exact));
+  ASSIGN_OR_RETURN(plan.changes, feed->Changed(seq + 1, bounds.second, &exact));
   if (!exact) {
     plan.why_full = "a file with several names changed (its other names' directories are not in the log)";
-    plan.dirty.clear();
+    plan.changes = SourceChanges{};
     return plan;
   }
   plan.incremental = true;
@@ -87,40 +87,72 @@ Status SaveRound(const std::string& file, Side* src, const std::string& identity
   return WriteWhole(file, j.dump() + "\n");
 }
 
-Result<bool> ChangeScope::Opens(const std::string& dir_in, Side* listed_on) {
-  std::string dir = TrimKey(dir_in);
-  if (dir.empty()) return !dirty_.empty();
-  if (dirty_.count(dir)) return true;
-  auto below = dirty_.lower_bound(dir + "/");
-  if (below != dirty_.end() && below->compare(0, dir.size() + 1, dir + "/") == 0) return true;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = opens_.find(dir);
-    if (it != opens_.end()) return it->second;
+ChangeScope::ChangeScope(SourceChanges changes, Side* src, Side* dst)
+    : c_(std::move(changes)), src_(src), dst_(dst) {
+  std::map<std::string, std::set<std::string>> names;
+  for (const std::string& key : c_.keys) {
+    for (std::string k = key; !k.empty();) {
+      std::string parent = ParentKey(k);
+      if (!names[parent].insert(BaseName(k)).second) break;  // and its ancestors' already
+      k = parent;
+    }
   }
-  // Not named by the log: unchanged, unless it is a directory on one side only.
-  bool on_src = true, on_dst = true;
-  if (listed_on != src_) {
-    ASSIGN_OR_RETURN(on_src, src_->IsDir(dir));
+  for (auto& [dir, set] : names) {
+    children_[dir] = std::make_shared<std::vector<std::string>>(set.begin(), set.end());
   }
-  if (on_src && listed_on != dst_) {
-    ASSIGN_OR_RETURN(on_dst, dst_->IsDir(dir));
-  }
-  bool open = !on_src || !on_dst;
-  std::lock_guard<std::mutex> l(mu_);
-  if (opens_.size() > 1000000) opens_.clear();
-  opens_[dir] = open;
-  return open;
 }
 
-Result<bool> ChangeScope::Covers(const std::string& key) {
-  std::string dir = ParentKey(key);
-  for (;;) {
-    ASSIGN_OR_RETURN(bool open, Opens(dir));
-    if (!open) return false;
-    if (dir.empty()) return true;
-    dir = ParentKey(dir);
+Result<bool> ChangeScope::Opens(const std::string& dir_in, Side* listed_on) {
+  std::string dir = TrimKey(dir_in);
+  if (children_.count(dir)) return true;  // on the way to a change
+  if (dir.empty()) return false;           // nothing changed
+  return OneSided(dir, listed_on);
+}
+
+Result<NameList> ChangeScope::Children(const std::string& dir_in) {
+  std::string dir = TrimKey(dir_in);
+  ASSIGN_OR_RETURN(bool one, OneSided(dir, nullptr));
+  if (one) return NameList();
+  auto it = children_.find(dir);
+  if (it == children_.end()) return NameList(std::make_shared<std::vector<std::string>>());
+  return NameList(it->second);
+}
+
+Result<bool> ChangeScope::Covers(const std::string& key_in) {
+  std::string key = TrimKey(key_in);
+  if (c_.keys.count(key) || children_.count(key)) return true;
+  for (std::string dir = ParentKey(key); !dir.empty(); dir = ParentKey(dir)) {
+    ASSIGN_OR_RETURN(bool one, OneSided(dir, nullptr));
+    if (one) return true;
   }
+  return false;
+}
+
+Result<bool> ChangeScope::OneSided(const std::string& dir, Side* listed_on) {
+  if (dir.empty()) return false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = one_sided_.find(dir);
+    if (it != one_sided_.end()) return it->second;
+  }
+  bool one = false;
+  if (!c_.entries.count(dir)) {
+    // Its entry is as the last round left it: one-sided only below a one-sided directory.
+    ASSIGN_OR_RETURN(one, OneSided(ParentKey(dir), nullptr));
+  } else {
+    bool on_src = true, on_dst = true;
+    if (listed_on != src_) {
+      ASSIGN_OR_RETURN(on_src, src_->IsDir(dir));
+    }
+    if (on_src && listed_on != dst_) {
+      ASSIGN_OR_RETURN(on_dst, dst_->IsDir(dir));
+    }
+    one = !on_src || !on_dst;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (one_sided_.size() > 1000000) one_sided_.clear();
+  one_sided_[dir] = one;
+  return one;
 }
 
 Result<bool> Side::IsDir(const std::string& key) {

@@ -2,16 +2,17 @@
 //
 // FILE remembers, for one source volume, source, destination and set of options, the
 // change-log sequence (meta/change_log.h) the last complete round reached. The next round
-// reads the records after it (ChangeFeed::ChangedDirs) and the merge lists only:
-//   - the directories those records name and their ancestors, one level each;
-//   - in full, every directory that is a directory on one side only (made, moved in or
-//     removed since, or replaced by a file): nothing below it can be trusted.
+// reads the records after it (ChangeFeed::Changed): the entries made, removed, renamed or
+// changed since. The merge then looks, on both sides, only at
+//   - those entries, each looked up by name in its directory, and the directories on the
+//     way to them (a directory of a million entries with one changed is not listed);
+//   - in full, every directory that is a directory on one side only: nothing below it can be
+//     trusted. Only an entry the records made, removed, renamed or replaced can be one, or a
+//     directory below one: a directory whose entry did not change is on both sides or on
+//     neither, as the last round left them, and is not looked up.
 // Everything else did not change on the source. The destination is trusted to be as the
 // last round left it; a round without --changes compares everything and catches changes
-// made to the destination behind sync's back.
-//
-// A directory is listed on both sides or on neither (ChangeScope::Opens is symmetric):
-// listed on one only, the other's entries would look deleted to --delete-dst.
+// made to the destination behind sync's back. Nothing changed: nothing is listed.
 //
 // The round is a full one, and says why, when FILE is missing or names another source,
 // destination or options; when the log was trimmed past FILE's sequence, or the volume keeps
@@ -22,9 +23,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "sync/side.h"
@@ -34,7 +37,7 @@ namespace tierfs::sync {
 struct ChangesPlan {
   bool incremental = false;
   std::string why_full;         // why not, for the log line
-  std::set<std::string> dirty;  // directory keys ("" the top) whose entries changed
+  SourceChanges changes;        // directories and entries the records name
   uint64_t head = 0;            // the sequence to save once the round succeeded
   uint64_t records = 0;         // change records read
 };
@@ -43,23 +46,29 @@ struct ChangesPlan {
 Result<ChangesPlan> PlanRound(const std::string& file, Side* src, const std::string& identity);
 Status SaveRound(const std::string& file, Side* src, const std::string& identity, uint64_t head);
 
-// Which directories an incremental round lists. Thread-safe.
+// What an incremental round lists. Thread-safe.
 class ChangeScope {
  public:
-  ChangeScope(std::set<std::string> dirty, Side* src, Side* dst)
-      : dirty_(std::move(dirty)), src_(src), dst_(dst) {}
-  // Whether the entries of directory dir ("" the top) are listed. listed_on: a side known to
-  // hold dir as a directory (the one whose listing met it), which is then not asked.
+  ChangeScope(SourceChanges changes, Side* src, Side* dst);
+  // Whether directory dir ("" the top) is walked. listed_on: a side known to hold dir as a
+  // directory (the one whose listing met it), which is then not asked.
   Result<bool> Opens(const std::string& dir, Side* listed_on = nullptr);
-  // Whether key's directory and all above it are listed.
+  // Which entries of a walked directory are listed (side.h's Children): all of a
+  // directory on one side only, else the changed ones and those on the way to them.
+  Result<NameList> Children(const std::string& dir);
+  // Whether key is one an incremental round compares (for sides listed flat).
   Result<bool> Covers(const std::string& key);
 
  private:
-  std::set<std::string> dirty_;
+  // Whether dir ("" never) is a directory on one side only, or below one.
+  Result<bool> OneSided(const std::string& dir, Side* listed_on);
+
+  SourceChanges c_;
   Side* src_;
   Side* dst_;
+  std::map<std::string, std::shared_ptr<std::vector<std::string>>> children_;  // dir -> names, sorted
   std::mutex mu_;
-  std::map<std::string, bool> opens_;  // guarded by mu_
+  std::map<std::string, bool> one_sided_;  // guarded by mu_
 };
 
 }  // namespace tierfs::sync

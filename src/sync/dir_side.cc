@@ -101,8 +101,10 @@ class DirSide : public Side {
   bool posix() const override { return true; }
   int64_t mtime_precision_ns() const override { return 1; }
 
-  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend) override {
-    return ListTree([this](const std::string& dir_key) { return OpenDir(dir_key); }, start, descend, list_threads_);
+  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend,
+                                          const Children& children = nullptr) override {
+    return ListTree([this](const std::string& dir_key, const NameList& names) { return OpenDir(dir_key, names); },
+                    start, descend, list_threads_, children);
   }
 
   Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
@@ -258,37 +260,55 @@ class DirSide : public Side {
     return Status::OK();
   }
 
-  Result<std::unique_ptr<DirStream>> OpenDir(const std::string& dir_key) {
+  // Entry name of directory dfd (path p), false when it is gone or not a file, directory or
+  // symlink.
+  static Result<bool> StatEntry(int dfd, const std::string& p, const char* name, Entry* e) {
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return false;  // removed while listed
+      return Errno("stat " + p + "/" + name);
+    }
+    e->key = name;
+    if (!FillEntry(st, e)) return false;
+    if (e->kind == Kind::kSymlink) {
+      std::string t(static_cast<size_t>(st.st_size) + 1, '\0');
+      ssize_t n = readlinkat(dfd, name, t.data(), t.size());
+      if (n < 0) return false;
+      t.resize(static_cast<size_t>(n));
+      e->target = t;
+    }
+    return true;
+  }
+
+  // All entries of directory dir_key, or only those named (sorted) when names is set.
+  Result<std::unique_ptr<DirStream>> OpenDir(const std::string& dir_key, const NameList& names) {
     std::string p = Path(dir_key);
     Fd dfd(open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
     if (dfd.get() < 0 && errno == ENOENT && dir_key.empty()) {  // a dry run's destination, not made
       return std::unique_ptr<DirStream>(new VecDirStream({}));
     }
     if (dfd.get() < 0) return Errno("open directory " + p);
+    std::vector<Entry> v;
+    if (names) {
+      for (const std::string& name : *names) {
+        Entry e;
+        ASSIGN_OR_RETURN(bool found, StatEntry(dfd.get(), p, name.c_str(), &e));
+        if (found) v.push_back(std::move(e));
+      }
+      return std::unique_ptr<DirStream>(new VecDirStream(std::move(v)));
+    }
     DIR* d = fdopendir(dup(dfd.get()));
     if (!d) return Errno("read directory " + p);
-    std::vector<Entry> v;
     errno = 0;
     while (struct dirent* de = readdir(d)) {
       if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-      struct stat st;
-      if (fstatat(dfd.get(), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT) continue;  // removed while listed
-        Status s = Errno("stat " + p + "/" + de->d_name);
-        closedir(d);
-        return s;
-      }
       Entry e;
-      e.key = de->d_name;
-      if (!FillEntry(st, &e)) continue;
-      if (e.kind == Kind::kSymlink) {
-        std::string t(static_cast<size_t>(st.st_size) + 1, '\0');
-        ssize_t n = readlinkat(dfd.get(), de->d_name, t.data(), t.size());
-        if (n < 0) continue;
-        t.resize(static_cast<size_t>(n));
-        e.target = t;
+      auto found = StatEntry(dfd.get(), p, de->d_name, &e);
+      if (!found.ok()) {
+        closedir(d);
+        return found.status();
       }
-      v.push_back(std::move(e));
+      if (*found) v.push_back(std::move(e));
       errno = 0;
     }
     int err = errno;

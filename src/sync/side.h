@@ -52,6 +52,21 @@ struct Source {
 
 // Whether a POSIX side descends into directory `e` (an excluded directory is not walked).
 using Descend = std::function<bool(const Entry& e)>;
+// Which children of directory dir_key ("" the top, "a/b/") a POSIX side lists: null for all
+// of them, else only these names, sorted (an incremental round: changes.h).
+using NameList = std::shared_ptr<const std::vector<std::string>>;
+using Children = std::function<Result<NameList>(const std::string& dir_key)>;
+
+// What changed on a source volume between two points of its change log, as keys below the
+// side's top.
+struct SourceChanges {
+  // Entries ("a/b/name") made, removed, renamed or replaced, or whose attributes or data
+  // changed (a directory's: when its entries changed).
+  std::set<std::string> keys;
+  // Of those, the entries made, removed, renamed or replaced: only these can be a directory
+  // on one side and not on the other (changes.h).
+  std::set<std::string> entries;
+};
 
 // A TierFS volume's change log seen from a side (volume_side.cc), for incremental rounds
 // (changes.h).
@@ -63,11 +78,9 @@ class ChangeFeed {
   virtual bool logging() const = 0;
   // The oldest record kept and the newest committed (0: none).
   virtual Result<std::pair<uint64_t, uint64_t>> Bounds() = 0;
-  // The directories (keys below the side's top, "" the top) whose entries, or whose
-  // entries' attributes or data, changed in records [from, to]; false in *exact when a
-  // change cannot be placed in a directory (a file with several names changed): then the
-  // round must list everything.
-  virtual Result<std::set<std::string>> ChangedDirs(uint64_t from, uint64_t to, bool* exact) = 0;
+  // What records [from, to] changed; false in *exact when a change cannot be placed in a
+  // directory (a file with several names changed): then the round must list everything.
+  virtual Result<SourceChanges> Changed(uint64_t from, uint64_t to, bool* exact) = 0;
 };
 
 class Side {
@@ -82,7 +95,9 @@ class Side {
   // stores), so "unchanged" means the same size and a time not older than the source's.
   virtual bool mtime_is_write_time() const { return !posix(); }
 
-  virtual Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend) = 0;
+  // children: POSIX sides only (object stores list flat and ignore it).
+  virtual Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend,
+                                                  const Children& children = nullptr) = 0;
   virtual Result<std::unique_ptr<Reader>> Open(const Entry& e) = 0;
   // Writes e.key (a file) with src's bytes; sets the modification time, and with perms
   // the mode and owner, before the file becomes visible.

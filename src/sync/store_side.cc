@@ -92,7 +92,8 @@ class StoreSide : public Side {
   bool posix() const override { return false; }
   int64_t mtime_precision_ns() const override { return 1000000000; }
 
-  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend&) override {
+  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend&,
+                                          const Children& = nullptr) override {
     return std::unique_ptr<KeyStream>(new StoreStream(store_.get(), prefix_, start));
   }
 

@@ -28,6 +28,12 @@ int64_t NowNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+// A side with nothing to list (an incremental round with nothing changed).
+class NoKeys : public KeyStream {
+ public:
+  Result<bool> Next(Entry*) override { return false; }
+};
+
 // Tracks the decisions handed out in key order and the watermark: the last key up to
 // which all are carried out, with the counts up to it (checkpoint.h).
 class Window {
@@ -117,8 +123,17 @@ class Run {
     }
     Descend src_descend = [this](const Entry& e) { return Wanted(e, false) && ScopeOpens(e.key, src_); };
     Descend dst_descend = [this](const Entry& e) { return Wanted(e, false) && ScopeOpens(e.key, dst_); };
-    ASSIGN_OR_RETURN(auto ss, src_->List(start, src_descend));
-    ASSIGN_OR_RETURN(auto ds, dst_->List(start, dst_descend));
+    std::unique_ptr<KeyStream> ss, ds;
+    if (o_.scope && !ScopeOpens("", nullptr)) {  // nothing changed on the source: nothing to list
+      RETURN_IF_ERROR(ScopeError());
+      ss = std::make_unique<NoKeys>();
+      ds = std::make_unique<NoKeys>();
+    } else {
+      Children children;
+      if (o_.scope) children = [scope = o_.scope](const std::string& dir) { return scope->Children(dir); };
+      ASSIGN_OR_RETURN(ss, src_->List(start, src_descend, children));
+      ASSIGN_OR_RETURN(ds, dst_->List(start, dst_descend, children));
+    }
     pool_ = std::make_unique<ThreadPool>("sync", o_.threads, static_cast<size_t>(o_.threads) * 4);
     Status merged = Merge(ss.get(), ds.get());
     if (!merged.ok()) aborting_ = true;

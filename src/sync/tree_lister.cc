@@ -13,10 +13,28 @@
 namespace tierfs::sync {
 namespace {
 
+// Compares a + "/" with b (b_slash: b + "/"), without building either.
+int CompareKey(const std::string& a, const std::string& b, bool b_slash) {
+  size_t n = std::min(a.size(), b.size());
+  int c = std::char_traits<char>::compare(a.data(), b.data(), n);
+  if (c != 0) return c;
+  // Equal up to n: compare what follows, '/' standing for the end of a slashed name.
+  auto at = [](const std::string& s, size_t i, bool slash) -> int {
+    if (i < s.size()) return static_cast<unsigned char>(s[i]);
+    return i == s.size() && slash ? '/' : -1;
+  };
+  for (size_t i = n; i <= std::max(a.size(), b.size()); ++i) {
+    int x = at(a, i, true), y = at(b, i, b_slash);
+    if (x != y) return x < y ? -1 : 1;
+    if (x == -1) return 0;
+  }
+  return 0;
+}
+
 // A min-heap by key: the name with its '/', so that directory "a.txt" ("a.txt/") comes
 // before directory "a" ("a/"), as it does in byte order of keys ('.' < '/').
 struct DirLater {
-  bool operator()(const Entry& a, const Entry& b) const { return a.key + "/" > b.key + "/"; }
+  bool operator()(const Entry& a, const Entry& b) const { return CompareKey(a.key, b.key, true) > 0; }
 };
 
 // A directory opened and its first page read by a listing thread, ahead of the walk.
@@ -51,14 +69,19 @@ struct Frame {
   std::deque<std::string> to_prefetch;  // subdirectories to walk, not yet handed to a thread
   std::unique_ptr<DirStream> stream;
   std::optional<Entry> next;  // the stream's next file, read ahead
+  std::string last;           // the last name read from the stream
   bool ended = false;
   std::priority_queue<Entry, std::vector<Entry>, DirLater> dirs;  // held back, names without '/'
 };
 
 class TreeStream : public KeyStream {
  public:
-  TreeStream(OpenDir open, std::string start, Descend descend, int threads)
-      : open_(std::move(open)), start_(std::move(start)), descend_(std::move(descend)), threads_(threads) {
+  TreeStream(OpenDir open, std::string start, Descend descend, int threads, Children children)
+      : open_(std::move(open)),
+        start_(std::move(start)),
+        descend_(std::move(descend)),
+        children_(std::move(children)),
+        threads_(threads) {
     if (threads_ > 1) pool_ = std::make_unique<ThreadPool>("sync-list", threads_, static_cast<size_t>(threads_) * 8);
   }
   ~TreeStream() override {
@@ -75,20 +98,24 @@ class TreeStream : public KeyStream {
     }
     while (!stack_.empty()) {
       Frame& f = stack_.back();
-      // Read ahead to the next file, holding directories back.
-      while (!f.next && !f.ended) {
+      // Read ahead to the next file, holding directories back until the names read pass
+      // their key (every name after is then greater too).
+      while (!f.next && !f.ended && (f.dirs.empty() || CompareKey(f.dirs.top().key, f.last, false) > 0)) {
         Entry c;
         ASSIGN_OR_RETURN(bool more, f.stream->Next(&c));
         if (!more) {
           f.ended = true;
-        } else if (c.is_dir()) {
+          continue;
+        }
+        f.last = c.key;
+        if (c.is_dir()) {
           if (pool_) Decide(f, c);
           f.dirs.push(std::move(c));
         } else {
           f.next = std::move(c);
         }
       }
-      bool dir_first = !f.dirs.empty() && (!f.next || f.dirs.top().key + "/" < f.next->key);
+      bool dir_first = !f.dirs.empty() && (!f.next || CompareKey(f.dirs.top().key, f.next->key, false) < 0);
       if (dir_first) {
         Entry d = f.dirs.top();
         f.dirs.pop();
@@ -135,13 +162,21 @@ class TreeStream : public KeyStream {
       if (!got.ok()) return got.status();
       f.stream = std::make_unique<HeadThenStream>(std::move(got).value());
     } else {
-      auto s = open_(dir_key);
+      auto s = Open(dir_key);
       if (!s.ok()) return s.status();
       f.stream = std::move(s).value();
     }
     stack_.push_back(std::move(f));
     TopUp();
     return Status::OK();
+  }
+
+  Result<std::unique_ptr<DirStream>> Open(const std::string& dir_key) {
+    NameList names;
+    if (children_) {
+      ASSIGN_OR_RETURN(names, children_(dir_key));
+    }
+    return open_(dir_key, names);
   }
 
   // With listing threads: whether subdirectory c of frame f is walked is decided when it is
@@ -170,7 +205,7 @@ class TreeStream : public KeyStream {
         auto done = std::make_shared<std::promise<Result<Prefetched>>>();
         prefetched_.emplace(key, done->get_future());
         pool_->Submit([this, key, done] {
-          auto s = open_(key);
+          auto s = Open(key);
           if (!s.ok()) {
             done->set_value(s.status());
             return;
@@ -199,6 +234,7 @@ class TreeStream : public KeyStream {
   OpenDir open_;
   std::string start_;
   Descend descend_;
+  Children children_;
   int threads_;
   bool started_ = false;
   std::vector<Frame> stack_;
@@ -209,8 +245,10 @@ class TreeStream : public KeyStream {
 
 }  // namespace
 
-std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend, int threads) {
-  return std::make_unique<TreeStream>(std::move(open), std::move(start), std::move(descend), threads);
+std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend, int threads,
+                                    Children children) {
+  return std::make_unique<TreeStream>(std::move(open), std::move(start), std::move(descend), threads,
+                                      std::move(children));
 }
 
 }  // namespace tierfs::sync

@@ -6,7 +6,8 @@
 // holds directories back until the names passed their key, then walks each one depth
 // first. Memory: one DirStream per level of the current path (what it buffers: a page
 // of a volume's directory, or a local directory's sorted names), plus the held-back
-// directories of each level (those whose names prefix the names that follow them).
+// directories of each level: those whose key ("a/") is not yet below the last name read
+// (a directory "a" waits while names such as "a.txt" or "a-1" follow it, never longer).
 // With listing threads, also the directories read ahead (ListTree).
 #pragma once
 
@@ -25,13 +26,16 @@ class DirStream {
   virtual Result<bool> Next(Entry* e) = 0;
 };
 
-// Opens directory dir_key ("" the root, "a/b/" below it).
-using OpenDir = std::function<Result<std::unique_ptr<DirStream>>(const std::string& dir_key)>;
+// Opens directory dir_key ("" the root, "a/b/" below it): all its entries, or only those
+// named (sorted by name) when names is set.
+using OpenDir = std::function<Result<std::unique_ptr<DirStream>>(const std::string& dir_key, const NameList& names)>;
 
 // Keys >= start; a directory for which descend says false is listed but not walked.
+// children (optional) says which entries of each directory walked to list (side.h).
 // threads > 1: that many threads open directories ahead of the walk and read their first
 // 1000 entries (at most 4 directories per thread read ahead and not yet walked, so the
 // memory stays bounded); open is then called from those threads. The stream is the same.
-std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend, int threads = 1);
+std::unique_ptr<KeyStream> ListTree(OpenDir open, std::string start, Descend descend, int threads = 1,
+                                    Children children = nullptr);
 
 }  // namespace tierfs::sync

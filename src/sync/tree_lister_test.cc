@@ -35,11 +35,22 @@ class VecStream : public DirStream {
   size_t i_ = 0;
 };
 
+// Only the children of a directory named (all when names is null).
+std::vector<std::pair<std::string, bool>> Only(const std::vector<std::pair<std::string, bool>>& all,
+                                               const NameList& names) {
+  if (!names) return all;
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& c : all) {
+    if (std::binary_search(names->begin(), names->end(), c.first)) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<std::string> All(const Tree& t, const std::string& start, Descend descend = nullptr, int threads = 1,
-                             std::atomic<int>* peak = nullptr) {
+                             std::atomic<int>* peak = nullptr, Children children = nullptr) {
   std::atomic<int> open_now{0};
   auto s = ListTree(
-      [&](const std::string& dir) -> Result<std::unique_ptr<DirStream>> {
+      [&](const std::string& dir, const NameList& names) -> Result<std::unique_ptr<DirStream>> {
         auto it = t.find(dir);
         if (it == t.end()) return Status::Err(ENOENT, "no directory " + dir);
         if (peak) {  // a slow server: opening takes a while, so parallel opens overlap
@@ -49,9 +60,9 @@ std::vector<std::string> All(const Tree& t, const std::string& start, Descend de
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
           --open_now;
         }
-        return std::unique_ptr<DirStream>(new VecStream(it->second));
+        return std::unique_ptr<DirStream>(new VecStream(Only(it->second, names)));
       },
-      start, descend, threads);
+      start, descend, threads, children);
   std::vector<std::string> out;
   Entry e;
   for (;;) {
@@ -145,13 +156,97 @@ TEST(TreeLister, ListingThreadsGiveTheSameStream) {
   EXPECT_EQ(serial.load(), 1);
 }
 
+// An incremental round lists only some children of each directory: the stream is the full
+// one with the others left out (and nothing below a directory left out).
+TEST(TreeLister, OnlyTheChildrenNamed) {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    Tree t = RandomTree(seed);
+    std::mt19937 rng(seed);
+    std::map<std::string, NameList> pick;  // directory -> names kept (null: all)
+    for (const auto& [dir, children] : t) {
+      if (rng() % 4 == 0) continue;
+      auto names = std::make_shared<std::vector<std::string>>();
+      for (const auto& c : children) {
+        if (rng() % 2) names->push_back(c.first);
+      }
+      std::sort(names->begin(), names->end());
+      pick[dir] = names;
+    }
+    Children children = [&](const std::string& dir) -> Result<NameList> {
+      auto it = pick.find(dir);
+      return it == pick.end() ? NameList() : it->second;
+    };
+    // The expected stream: the full one, without keys whose some ancestor's name was left out.
+    std::vector<std::string> want;
+    for (const std::string& key : All(t, "")) {
+      bool kept = true;
+      for (size_t i = 0; kept;) {
+        size_t slash = key.find('/', i);
+        std::string dir = key.substr(0, i), name = key.substr(i, slash == std::string::npos ? slash : slash - i);
+        auto it = pick.find(dir);
+        kept = it == pick.end() || std::binary_search(it->second->begin(), it->second->end(), name);
+        if (slash == std::string::npos || slash + 1 == key.size()) break;
+        i = slash + 1;
+      }
+      if (kept) want.push_back(key);
+    }
+    EXPECT_EQ(All(t, "", nullptr, 1, nullptr, children), want) << "seed " << seed;
+    std::atomic<int> peak{0};
+    EXPECT_EQ(All(t, "", nullptr, 8, &peak, children), want) << "seed " << seed;
+  }
+}
+
+// A directory whose entries are read one at a time, counting the reads.
+class CountingStream : public DirStream {
+ public:
+  CountingStream(int n, std::atomic<int>* read) : n_(n), read_(read) {}
+  Result<bool> Next(Entry* e) override {
+    if (i_ == n_) return false;
+    char name[16];
+    snprintf(name, sizeof(name), "d%07d", i_++);
+    e->key = name;
+    e->kind = Kind::kDir;
+    ++*read_;
+    return true;
+  }
+
+ private:
+  int n_, i_ = 0;
+  std::atomic<int>* read_;
+};
+
+// A directory of 100,000 subdirectories (and no file) is walked as it is read: a
+// subdirectory is held back only while names that sort before its key may follow, so the
+// memory does not grow with the directory (it held all of them back before the first key).
+TEST(TreeLister, ManySubdirectoriesAreNotAllHeldBack) {
+  std::atomic<int> read{0};
+  auto s = ListTree(
+      [&](const std::string& dir, const NameList&) -> Result<std::unique_ptr<DirStream>> {
+        return std::unique_ptr<DirStream>(new CountingStream(dir.empty() ? 100000 : 0, &read));
+      },
+      "", nullptr, 1);
+  Entry e;
+  auto r = s->Next(&e);
+  ASSERT_TRUE(r.ok() && *r);
+  EXPECT_EQ(e.key, "d0000000/");
+  EXPECT_LT(read.load(), 10);
+  int n = 1;
+  std::string last = e.key;
+  while (*(r = s->Next(&e))) {
+    EXPECT_LT(last, e.key);
+    last = e.key;
+    ++n;
+  }
+  EXPECT_EQ(n, 100000);
+}
+
 class TreeListerThreads : public ::testing::TestWithParam<int> {};
 
 TEST_P(TreeListerThreads, AnErrorIsAnError) {
   Tree t = Sample();
   t.erase("a/y/");
   auto s = ListTree(
-      [&](const std::string& dir) -> Result<std::unique_ptr<DirStream>> {
+      [&](const std::string& dir, const NameList&) -> Result<std::unique_ptr<DirStream>> {
         auto it = t.find(dir);
         if (it == t.end()) return Status::Err(EIO, "cannot read " + dir);
         return std::unique_ptr<DirStream>(new VecStream(it->second));

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <functional>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -23,6 +24,8 @@ namespace tierfs::sync {
 namespace {
 
 constexpr size_t kPage = 1000;
+// More changed entries than this in one round: a full round costs less than their lookups.
+constexpr size_t kMaxChanges = 2000000;
 
 Entry FromAttr(const std::string& name, const Attr& a) {
   Entry e;
@@ -40,11 +43,30 @@ Entry FromAttr(const std::string& name, const Attr& a) {
 
 class VolumeSide;
 
+// A directory's entries, a page at a time; or only those named (sorted), looked up one by one.
 class PageStream : public DirStream {
  public:
-  PageStream(Meta* meta, Ino dir, std::string shown) : meta_(meta), dir_(dir), shown_(std::move(shown)) {}
+  PageStream(Meta* meta, Ino dir, std::string shown, NameList names)
+      : meta_(meta), dir_(dir), shown_(std::move(shown)), names_(std::move(names)) {}
   Result<bool> Next(Entry* e) override {
     for (;;) {
+      if (names_ && i_ == page_.size()) {
+        page_.clear();
+        i_ = 0;
+        for (; page_.empty() && n_ < names_->size(); ++n_) {
+          const std::string& name = (*names_)[n_];
+          auto found = meta_->Lookup(Ctx::Root(), dir_, name);
+          if (!found.ok() && found.status().code() == ENOENT) continue;
+          if (!found.ok()) return found.status().With("look up " + shown_ + name);
+          DirEntry d;
+          d.name = name;
+          d.ino = found->first;
+          d.attr = found->second;
+          d.type = found->second.mode & S_IFMT;
+          page_.push_back(std::move(d));
+        }
+        if (page_.empty()) return false;
+      }
       if (i_ == page_.size()) {
         if (ended_) return false;
         bool more = false;
@@ -79,6 +101,8 @@ class PageStream : public DirStream {
   Meta* meta_;
   Ino dir_;
   std::string shown_, from_;
+  NameList names_;
+  size_t n_ = 0;  // names_ looked up
   std::vector<DirEntry> page_;
   size_t i_ = 0;
   bool ended_ = false;
@@ -115,13 +139,14 @@ class VolumeSide : public Side, public ChangeFeed {
   bool posix() const override { return true; }
   int64_t mtime_precision_ns() const override { return 1; }
 
-  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend) override {
+  Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend& descend,
+                                          const Children& children = nullptr) override {
     return ListTree(
-        [this](const std::string& dir_key) -> Result<std::unique_ptr<DirStream>> {
+        [this](const std::string& dir_key, const NameList& names) -> Result<std::unique_ptr<DirStream>> {
           ASSIGN_OR_RETURN(Ino dir, Resolve(TrimKey(dir_key), false));
-          return std::unique_ptr<DirStream>(new PageStream(v_->meta(), dir, shown_ + "/" + dir_key));
+          return std::unique_ptr<DirStream>(new PageStream(v_->meta(), dir, shown_ + "/" + dir_key, names));
         },
-        start, descend, list_threads_);
+        start, descend, list_threads_, children);
   }
 
   Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
@@ -247,17 +272,18 @@ class VolumeSide : public Side, public ChangeFeed {
     return std::make_pair(b.first, b.last);
   }
 
-  Result<std::set<std::string>> ChangedDirs(uint64_t from, uint64_t to, bool* exact) override {
+  Result<SourceChanges> Changed(uint64_t from, uint64_t to, bool* exact) override {
     *exact = true;
-    std::set<Ino> dirs, inodes;
+    std::set<Ino> inodes;
     std::unordered_map<Ino, std::pair<Ino, std::string>> named;  // child -> (parent, name) the log made
+    std::set<std::pair<Ino, std::string>> entries;                // (parent, name) written
     if (to >= from) {
       RETURN_IF_ERROR(ReadChanges(v_->meta()->engine(), from, to - from + 1, [&](const ChangeRecord& r) {
         for (const auto& [key, value] : r.writes) {
           if (key.size() < 10 || key[0] != 'A') continue;
           Ino ino = keys::DecodeU64(std::string_view(key).substr(1, 8));
           if (key[9] == 'D') {
-            dirs.insert(ino);
+            entries.emplace(ino, key.substr(10));
             if (value && value->size() >= 8) named[keys::DecodeU64(value->substr(0, 8))] = {ino, key.substr(10)};
           } else if (key[9] != 'C' && key[9] != 'T') {
             // Chunk records alone change no content: a write also puts the attributes
@@ -268,20 +294,42 @@ class VolumeSide : public Side, public ChangeFeed {
         return true;
       }));
     }
-    // A changed inode changes an entry of its directory (its first name's: Attr::parent).
+    if (inodes.size() + entries.size() > kMaxChanges) {
+      *exact = false;
+      return SourceChanges{};
+    }
+    // The keys of the changed inodes and of the directories of the entries written.
+    std::unordered_map<Ino, Attr> attrs;
+    std::set<Ino> want;
+    for (const auto& e : entries) want.insert(e.first);
     for (Ino ino : inodes) {
+      if (ino == base_) continue;  // the top's own attributes are not compared
       auto a = v_->meta()->GetAttr(ino);
       if (!a.ok()) {
         if (a.status().code() == ENOENT) continue;  // removed since; its entry's removal is logged
         return a.status().With("read inode " + std::to_string(ino) + " named by the change log");
       }
       if ((a->mode & S_IFMT) != S_IFDIR && a->nlink > 1) {
-        *exact = false;
-        return std::set<std::string>{};
+        *exact = false;  // its other names are not in the log
+        return SourceChanges{};
       }
-      if (ino != base_) dirs.insert(a->parent);
+      want.insert(ino);
+      attrs.emplace(ino, *a);
     }
-    return KeysOf(dirs, named);
+    ASSIGN_OR_RETURN(auto key_of, KeysOf(want, named, &attrs));
+    SourceChanges out;
+    for (Ino ino : inodes) {
+      auto it = key_of.find(ino);
+      if (it != key_of.end() && !it->second.empty()) out.keys.insert(it->second);
+    }
+    for (const auto& [parent, name] : entries) {
+      auto it = key_of.find(parent);
+      if (it == key_of.end()) continue;
+      std::string key = it->second.empty() ? name : it->second + "/" + name;
+      out.keys.insert(key);
+      out.entries.insert(std::move(key));
+    }
+    return out;
   }
 
   client::Volume* volume() { return v_.get(); }
@@ -332,16 +380,17 @@ class VolumeSide : public Side, public ChangeFeed {
  private:
   std::string Shown(const std::string& key) const { return shown_ + "/" + key; }
 
-  // The keys below the base of directories dirs (those not below it, or gone, are left
-  // out). Names come from the log's own entries when it made them (checked with one lookup
-  // each), else from one scan of each parent's entries for all its children wanted, level
-  // by level up to the base: a directory of a million entries is read once per round, not
-  // once per child.
-  Result<std::set<std::string>> KeysOf(const std::set<Ino>& dirs,
-                                       const std::unordered_map<Ino, std::pair<Ino, std::string>>& named) {
-    std::unordered_map<Ino, std::pair<Ino, std::string>> up;  // dir -> (parent, name), found
-    std::unordered_set<Ino> gone;                              // not a directory below the base
-    std::set<Ino> level(dirs.begin(), dirs.end());
+  // The keys below the base of inodes want (files by their first name; those not below the
+  // base, or gone, are left out), from their attributes (known: those already read). Names
+  // come from the log's own entries when it made them (checked with one lookup each), else
+  // from one scan of each parent's entries for all its children wanted, level by level up to
+  // the base: a directory of a million entries is read once per round, not once per child.
+  Result<std::map<Ino, std::string>> KeysOf(const std::set<Ino>& want,
+                                            const std::unordered_map<Ino, std::pair<Ino, std::string>>& named,
+                                            const std::unordered_map<Ino, Attr>* known) {
+    std::unordered_map<Ino, std::pair<Ino, std::string>> up;  // inode -> (parent, name), found
+    std::unordered_set<Ino> gone;                              // not below the base
+    std::set<Ino> level(want.begin(), want.end());
     for (int depth = 0; !level.empty() && depth < 1024; ++depth) {
       std::map<Ino, std::set<Ino>> by_parent;  // parent -> children whose names are unknown
       std::set<Ino> next;
@@ -351,9 +400,16 @@ class VolumeSide : public Side, public ChangeFeed {
           gone.insert(dir);
           continue;
         }
-        auto a = v_->meta()->GetAttr(dir);
-        if (!a.ok() && a.status().code() != ENOENT) return a.status();
-        if (!a.ok() || (a->mode & S_IFMT) != S_IFDIR || a->parent == dir) {
+        std::optional<Attr> a;
+        auto k = depth == 0 && known ? known->find(dir) : std::unordered_map<Ino, Attr>::const_iterator();
+        if (depth == 0 && known && k != known->end()) {
+          a = k->second;
+        } else {
+          auto got = v_->meta()->GetAttr(dir);
+          if (!got.ok() && got.status().code() != ENOENT) return got.status();
+          if (got.ok()) a = *got;
+        }
+        if (!a || (depth > 0 && (a->mode & S_IFMT) != S_IFDIR) || a->parent == dir) {
           gone.insert(dir);
           continue;
         }
@@ -387,7 +443,7 @@ class VolumeSide : public Side, public ChangeFeed {
       }
       level = std::move(next);
     }
-    std::set<std::string> out;
+    std::map<Ino, std::string> out;
     std::unordered_map<Ino, std::optional<std::string>> memo;
     std::function<std::optional<std::string>(Ino, int)> key_of = [&](Ino dir, int depth) -> std::optional<std::string> {
       if (dir == base_) return std::string();
@@ -403,9 +459,9 @@ class VolumeSide : public Side, public ChangeFeed {
       memo[dir] = key;
       return key;
     };
-    for (Ino dir : dirs) {
+    for (Ino dir : want) {
       auto key = key_of(dir, 0);
-      if (key) out.insert(*key);
+      if (key) out.emplace(dir, *key);
     }
     return out;
   }
