@@ -10,7 +10,9 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "meta/engine_for_test.h"
 #include "meta/kv_engine.h"
@@ -26,12 +28,28 @@ struct MemEngineKind {
   static std::string Url() { return "mem://meta_test_" + std::to_string(g_counter++); }
 };
 
+// The SQLite files' directories, removed when the test process exits (a test may reopen
+// its URL until then); they were left behind in the temporary directory, 70 per run.
+struct TempDirs {
+  std::mutex mu;
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+inline TempDirs g_temp_dirs;
+
 struct SqliteEngineKind {
   static std::string Url() {
     auto dir = std::filesystem::temp_directory_path() /
                ("tierfs_meta_test_" + std::to_string(getpid()) + "_" + std::to_string(g_counter++));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
+    {
+      std::lock_guard<std::mutex> l(g_temp_dirs.mu);
+      g_temp_dirs.dirs.push_back(dir);
+    }
     return "sqlite3://" + (dir / "meta.db").string();
   }
 };
