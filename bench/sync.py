@@ -29,7 +29,6 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 os.environ.setdefault("TIERFS_TEST_PORT_OFFSET", "800")
 os.environ["TIERFS_CEPH_BLUESTORE"] = "1"
-os.environ.setdefault("TIERFS_CEPH_OSD_BYTES", str(64 << 30))
 import servers  # noqa: E402
 from doc_section import write_section  # noqa: E402
 
@@ -117,14 +116,28 @@ class Bench:
     def record(self, table, tool, **vals):
         self.rows.setdefault(table, {}).setdefault(tool, []).append(vals)
 
+    def drop(self, prefix):
+        """Removes what a run wrote (not timed), so that the OSD's file holds one run at a time."""
+        subprocess.call(["rclone", "purge", "rgw:%s/%s" % (self.bucket, prefix), "--checkers", "32"], env=self.env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # radosgw frees the deleted objects' space only when its garbage collector runs
+        # (after a minute or more): without this, three copies of 20 GiB filled the disk.
+        subprocess.call(["radosgw-admin", "-c", os.path.join(self.srv_dir, "ceph", "ceph.conf"), "gc", "process",
+                         "--include-all"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def run_copy(self, name, src, r, incremental):
         tools = ["tierfs", "rclone", "aws"]
         tools = tools[r % 3:] + tools[:r % 3]
         for tool in tools:
-            prefix = "%s-%s-%d" % (name, tool, r)
+            free = shutil.disk_usage(self.root).free
+            if free < 5 << 30:  # the OSD's file grows when radosgw's garbage is not yet collected
+                raise RuntimeError("%.1f GiB left on the disk: stopping before it fills" % (free / 2**30))
+            prefix = "%s-%s-%d" % (name.replace(" ", ""), tool, r)
             wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
             log(name, tool, "first copy %.1f s, %.1f CPU s" % (wall, cpu))
             self.record(name + " first copy", tool, wall=wall, cpu=cpu, rss=rss)
+            if not incremental:
+                self.drop(prefix)
         if not incremental:
             return
         files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(src) for f in fs)
@@ -135,10 +148,12 @@ class Bench:
             t = time.time() + 5
             os.utime(p, (t, t))
         for tool in tools:
-            prefix = "%s-%s-%d" % (name, tool, r)
+            prefix = "%s-%s-%d" % (name.replace(" ", ""), tool, r)
             wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
             log(name, tool, "incremental %.1f s" % wall)
             self.record(name + " incremental (1% changed)", tool, wall=wall, cpu=cpu, rss=rss)
+        for tool in tools:
+            self.drop("%s-%s-%d" % (name.replace(" ", ""), tool, r))
 
     def listing(self, n):
         d = os.path.join(self.root, "list%d" % n)
@@ -162,45 +177,66 @@ class Bench:
         shutil.rmtree(local)
 
     def report(self, cmdline):
-        out = [BEGIN, "## sync: tierfs sync, rclone sync and aws s3 sync on one radosgw", "",
-               "Command: `%s` (%s). Each cell: median of %d interleaved runs [min-max]; CPU seconds are "
-               "the tool's own (user + system), not the server's. 16 transfers in flight for every tool "
-               "(`--threads 16`, `--transfers 16`, `max_concurrent_requests = 16`). Source: a tmpfs; "
-               "destination: radosgw over a bluestore OSD on a sparse file, on the same 2 cores." %
-               (cmdline, time.strftime("%Y-%m-%d"), self.a.repeat), ""]
+        """Each table in its own marked part of the "sync" section, so that a run of some
+        parts (--big 0, --files 0, --listing "") replaces only those."""
+        doc = os.path.join(REPO, "docs", "benchmarks.md")
+        header = [BEGIN, "## sync: tierfs sync, rclone sync and aws s3 sync on one radosgw", "",
+                  "Each table names the command that produced it. Each cell: median of the interleaved runs "
+                  "[min-max]; CPU seconds are the tool's own (user + system), not the server's. 16 transfers in "
+                  "flight for every tool (`--threads 16`, `--transfers 16`, `max_concurrent_requests = 16`). "
+                  "Source: a tmpfs (the big files: the local disk with --big-on-disk); destination: radosgw over "
+                  "a bluestore OSD on a sparse file, on the same 2 cores.", "", END]
+        text = open(doc).read()
+        if BEGIN not in text:
+            write_section(doc, BEGIN, END, "\n".join(header))
         for table, tools in self.rows.items():
-            out += ["### " + table, "", "| | seconds | CPU s | peak RSS MiB |", "|---|---|---|---|"]
+            b, e = "<!-- BEGIN sync: %s -->" % table, "<!-- END sync: %s -->" % table
+            sec = [b, "### " + table, "", "`%s` (%s), %d runs." % (cmdline, time.strftime("%Y-%m-%d"), len(
+                next(iter(tools.values())))), "", "| | seconds | CPU s | peak RSS MiB |", "|---|---|---|---|"]
             for tool, runs in tools.items():
                 def cell(k, scale=1.0, fmt="%.1f"):
                     xs = [r[k] * scale for r in runs]
                     return (fmt + " [" + fmt + "-" + fmt + "]") % (statistics.median(xs), min(xs), max(xs))
-                out.append("| %s | %s | %s | %s |" % (tool, cell("wall"), cell("cpu"), cell("rss", 1 / 1024, "%.0f")))
-            out.append("")
-        out.append(END)
-        write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, "\n".join(out))
+                sec.append("| %s | %s | %s | %s |" % (tool, cell("wall"), cell("cpu"), cell("rss", 1 / 1024, "%.0f")))
+            sec.append(e)
+            text = open(doc).read()
+            if b in text:
+                write_section(doc, b, e, "\n".join(sec))
+            else:
+                with open(doc + ".tmp", "w") as f:
+                    f.write(text.replace(END, "\n".join(sec) + "\n\n" + END, 1))
+                os.replace(doc + ".tmp", doc)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--files", type=int, default=100000)
+    ap.add_argument("--files", type=int, default=100000, help="0: skip the small files")
     ap.add_argument("--big", type=int, default=20)
     ap.add_argument("--big-mib", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--listing", default="100000,1000000")
-    ap.add_argument("--tmpfs-gib", type=int, default=22)
+    ap.add_argument("--tmpfs-gib", type=int, default=12)
+    ap.add_argument("--big-on-disk", action="store_true", help="the big files on the local disk, not the tmpfs")
     a = ap.parse_args()
     b = Bench(a)
     try:
+        # Bluestore writes fresh extents until its device is full and only then reuses what
+        # radosgw freed, so its sparse file is sized to one part's copies plus room: a 64 GiB
+        # file beside a 20 GiB source filled the disk.
+        part = max(a.files * (100 << 10), a.big * (a.big_mib << 20))
+        os.environ.setdefault("TIERFS_CEPH_OSD_BYTES", str(max(8 << 30, int(part * 1.6))))
         b.start()
-        small = os.path.join(b.src, "small")
-        b.make_files(small, a.files, 100 << 10)
-        for r in range(a.repeat):
-            b.run_copy("%d x 100 KiB" % a.files, small, r, incremental=True)
-        shutil.rmtree(small)
         cmdline = "bench/sync.py " + " ".join(sys.argv[1:])
-        b.report(cmdline)  # after each part, so that a later failure keeps what was measured
+        if a.files:
+            small = os.path.join(b.src, "small")
+            b.make_files(small, a.files, 100 << 10)
+            for r in range(a.repeat):
+                b.run_copy("%d x 100 KiB" % a.files, small, r, incremental=True)
+            shutil.rmtree(small)
+            b.report(cmdline)  # after each part, so that a later failure keeps what was measured
         if a.big:
-            big = os.path.join(b.src, "big")
+            # From the local disk: the issue's 20 GiB do not fit in memory beside the OSD.
+            big = os.path.join(b.root, "big") if a.big_on_disk else os.path.join(b.src, "big")
             b.make_files(big, a.big, a.big_mib << 20)
             for r in range(a.repeat):
                 b.run_copy("%d x %d MiB" % (a.big, a.big_mib), big, r, incremental=False)
