@@ -169,6 +169,74 @@ class SidePairsTest(harness.TierFSTestCase):
         self.assertEqual(contents(url), (want_files, want_dirs))
 
 
+def in_a_bucket_and_back(srv, src, tmp, name):
+    """src copied into a new bucket of the test S3 server and back into tmp/dst, so that a
+    round from the bucket to dst only lists: (S3 port, bucket, source credentials, dst)."""
+    bucket = harness.unique(name)
+    port = int(srv["s3_endpoint"].rsplit(":", 1)[1])
+    creds = ["--src-access-key", srv["s3_access_key"], "--src-secret-key", srv["s3_secret_key"]]
+    dcreds = ["--dst-access-key", srv["s3_access_key"], "--dst-secret-key", srv["s3_secret_key"]]
+    sync(src, "%s/%s/" % (srv["s3_endpoint"], bucket), *dcreds)
+    dst = os.path.join(tmp, "dst")
+    sync("%s/%s/" % (srv["s3_endpoint"], bucket), dst, *creds)
+    return port, bucket, creds, dst
+
+
+class ParallelListingTest(harness.TierFSTestCase):
+    """--list-threads on object stores: the first level is listed with the delimiter '/' and
+    each prefix on a listing thread; the stream must be the flat listing's (S3 on radosgw and
+    Azurite list by level; RADOS cannot and lists flat)."""
+    AUTO_MOUNT = False
+
+    def test_same_tree_as_a_flat_listing(self):
+        tmp = self.local_tmpdir()
+        sides = Sides(tmp)
+        src = os.path.join(tmp, "origin")
+        make_tree(src, seed=5, nfiles=120, symlinks=False, hardlinks=False, newline=False, modes=False)
+        for i in range(40):  # more top-level prefixes than are read ahead (8 threads x 4)
+            os.makedirs(os.path.join(src, "p%02d" % i, "q"))
+            for name in ("f", "q/g", "f.txt"):
+                with open(os.path.join(src, "p%02d" % i, name), "wb") as f:
+                    f.write(b"%d" % i)
+        kinds = [k for k in ("s3", "azure", "rados") if k in sides.kinds()]
+        if not kinds:
+            self.skipTest("needs the test servers (S3, RADOS, Azurite)")
+        for kind in kinds:
+            with self.subTest(kind=kind):
+                url, extra = sides.new(kind)
+                rc, s, err = sync(src, url, "--dirs", *side_args(extra, "dst"))
+                self.assertEqual(s["failed"], 0, err)
+                got = []
+                for threads in ("1", "8"):
+                    d = os.path.join(tmp, "%s-%s" % (kind, threads))
+                    rc, s, err = sync(url, d, "--dirs", "--list-threads", threads, *side_args(extra, "src"))
+                    self.assertEqual(s["failed"], 0, err)
+                    got.append((s["found"], contents(d)))
+                self.assertEqual(got[1], got[0])
+                self.assertEqual(got[1][1], contents(src))
+
+    def test_a_prefix_that_fails_to_list_deletes_nothing(self):
+        srv = harness.servers()
+        from s3proxy import S3Proxy
+        tmp = self.local_tmpdir()
+        src = os.path.join(tmp, "src")
+        for i in range(30):
+            os.makedirs(os.path.join(src, "d%02d" % i))
+            for j in range(20):
+                with open(os.path.join(src, "d%02d" % i, "f%02d" % j), "wb") as f:
+                    f.write(b"%d" % j)
+        port, bucket, creds, dst = in_a_bucket_and_back(srv, src, tmp, "synclvl")
+        proxy = S3Proxy(port)
+        self.addCleanup(proxy.close)
+        proxy.fail_after = {"GET": 6}  # the probe, the level and a few prefixes pass
+        rc, s, err = sync("http://127.0.0.1:%d/%s/" % (proxy.port, bucket), dst, "--delete-dst", "--list-threads",
+                          "4", *creds, "--io-timeout", "5", check=False)
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(sum(len(f) for _, _, f in os.walk(dst)), 600, "a failed listing deleted files:\n" + err)
+        self.assertIn("list", err.lower())
+        self.assertTrue(any("delimiter" in p for _, p in proxy.paths), "the listing was not by level")
+
+
 class IncrementalTest(harness.TierFSTestCase):
     AUTO_MOUNT = False
 
@@ -442,13 +510,7 @@ class BadInputTest(harness.TierFSTestCase):
         for i in range(2500):  # three pages of 1000 keys
             with open(os.path.join(src, "k%04d" % i), "wb") as f:
                 f.write(b"%d" % i)
-        bucket = harness.unique("syncfail")
-        port = int(srv["s3_endpoint"].rsplit(":", 1)[1])
-        creds = ["--src-access-key", srv["s3_access_key"], "--src-secret-key", srv["s3_secret_key"]]
-        dcreds = ["--dst-access-key", srv["s3_access_key"], "--dst-secret-key", srv["s3_secret_key"]]
-        sync(src, "%s/%s/" % (srv["s3_endpoint"], bucket), *dcreds)
-        dst = os.path.join(tmp, "dst")
-        sync("%s/%s/" % (srv["s3_endpoint"], bucket), dst, *creds)  # up to date: only listing is left
+        port, bucket, creds, dst = in_a_bucket_and_back(srv, src, tmp, "syncfail")  # only listing is left
         proxy = S3Proxy(port)
         self.addCleanup(proxy.close)
         # The S3 source fails after its first page: the sync must stop, not delete the rest.

@@ -112,6 +112,10 @@ class AzureStore : public ObjectStore {
   Status Delete(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
                                        size_t limit) override;
+  Result<LevelPage> ListLevel(const std::string& prefix, const std::string& token) override;
+  // One List Blobs request: up to max names from marker, rolled up at '/' with delimit.
+  Result<BlobListPage> ListPage(const std::string& prefix, const std::string& marker, size_t max, bool delimit,
+                                const std::string& what);
   Result<std::string> CreateMultipart(const std::string& key) override;
   Status UploadPart(const std::string& key, const std::string& upload_id, int part_num,
                     std::string_view data) override;
@@ -420,6 +424,42 @@ std::optional<AzureStore::Resume> AzureStore::Remembered(const std::string& pref
   return it->second;
 }
 
+Result<BlobListPage> AzureStore::ListPage(const std::string& prefix, const std::string& marker, size_t max,
+                                          bool delimit, const std::string& what) {
+  Call call{"GET", "", {{"restype", "container"}, {"comp", "list"}, {"maxresults", std::to_string(max)}}, {}, {}};
+  if (delimit) call.query.emplace_back("delimiter", "/");
+  if (!prefix.empty()) call.query.emplace_back("prefix", prefix);
+  if (!marker.empty()) call.query.emplace_back("marker", marker);
+  ASSIGN_OR_RETURN(RetriedResponse r, Send(call, what));
+  if (r.response.status != 200) return Failure(r.response, what, "", r.tries);
+  BlobListPage result;
+  Status st = ParseBlobList(r.response.body, &result);
+  if (!st.ok()) return Status::Err(EIO, Fail(what) + ": " + st.message());
+  return result;
+}
+
+Result<LevelPage> AzureStore::ListLevel(const std::string& prefix, const std::string& token) {
+  ASSIGN_OR_RETURN(BlobListPage result,
+                   ListPage(prefix, token, kListPage, true, "list one level of prefix '" + prefix + "'"));
+  LevelPage page;
+  for (ObjectInfo& info : result.objects) {
+    if (info.key.starts_with(prefix) && info.key.find('/', prefix.size()) == std::string::npos) {
+      page.objects.push_back(std::move(info));
+    }
+  }
+  // Azure lists blobs and prefixes of a page in one name order; callers want each in order.
+  std::sort(page.objects.begin(), page.objects.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  for (std::string& p : result.prefixes) {
+    if (p.starts_with(prefix) && p.size() > prefix.size() && p.find('/', prefix.size()) == p.size() - 1) {
+      page.prefixes.push_back(std::move(p));
+    }
+  }
+  std::sort(page.prefixes.begin(), page.prefixes.end());
+  page.next_token = result.next_marker;
+  return page;
+}
+
 Result<std::vector<ObjectInfo>> AzureStore::List(const std::string& prefix, const std::string& start_after,
                                                  size_t limit) {
   std::string what = "list objects with prefix '" + prefix + "'";
@@ -434,14 +474,7 @@ Result<std::vector<ObjectInfo>> AzureStore::List(const std::string& prefix, cons
     // Pages as long as the caller's, so that its next call starts where a page ended; full
     // ones while keys up to start_after are being skipped.
     size_t page = limit == 0 || (skipping && out.empty()) ? kListPage : std::min(kListPage, limit - out.size());
-    Call call{"GET", "", {{"restype", "container"}, {"comp", "list"}, {"maxresults", std::to_string(page)}}, {}, {}};
-    if (!prefix.empty()) call.query.emplace_back("prefix", prefix);
-    if (!marker.empty()) call.query.emplace_back("marker", marker);
-    ASSIGN_OR_RETURN(RetriedResponse r, Send(call, what));
-    if (r.response.status != 200) return Failure(r.response, what, "", r.tries);
-    BlobListPage result;
-    Status st = ParseBlobList(r.response.body, &result);
-    if (!st.ok()) return Status::Err(EIO, Fail(what) + ": " + st.message());
+    ASSIGN_OR_RETURN(BlobListPage result, ListPage(prefix, marker, page, false, what));
     for (size_t i = 0; i < result.objects.size(); ++i) {
       ObjectInfo& info = result.objects[i];
       // Servers are trusted to filter, but the contract is ours to keep.

@@ -202,6 +202,15 @@ TEST(AzureXml, BlobListsAndErrors) {
   EXPECT_EQ(page.objects[1].size, 0u);
   EXPECT_EQ(page.next_marker, "2!64!opaque");
 
+  BlobListPage level;  // with a delimiter: prefixes among the blobs
+  ASSERT_TRUE(ParseBlobList("<EnumerationResults><Blobs><BlobPrefix><Name>v/a/</Name></BlobPrefix>"
+                            "<Blob><Name>v/b</Name><Properties><Content-Length>1</Content-Length></Properties></Blob>"
+                            "<BlobPrefix><Name>v/c/</Name></BlobPrefix></Blobs><NextMarker/></EnumerationResults>",
+                            &level)
+                  .ok());
+  ASSERT_EQ(level.objects.size(), 1u);
+  EXPECT_EQ(level.prefixes, (std::vector<std::string>{"v/a/", "v/c/"}));
+
   BlobListPage empty;
   ASSERT_TRUE(ParseBlobList("<EnumerationResults><Blobs/><NextMarker/></EnumerationResults>", &empty).ok());
   EXPECT_TRUE(empty.objects.empty());

@@ -65,6 +65,16 @@ Status ParseBlobList(std::string_view body, BlobListPage* out) {
       info.mtime_ns = ParseHttpDate(ChildText(props, "Last-Modified"));
       out->objects.push_back(std::move(info));
     }
+    for (const XMLElement* b = blobs->FirstChildElement("BlobPrefix"); b != nullptr;
+         b = b->NextSiblingElement("BlobPrefix")) {
+      const XMLElement* name = b->FirstChildElement("Name");
+      if (name != nullptr && name->BoolAttribute("Encoded", false)) {
+        return Malformed("blob prefix sent encoded (it holds characters XML cannot carry)");
+      }
+      std::string p = ChildText(b, "Name");
+      if (p.empty()) return Malformed("<BlobPrefix> without <Name>");
+      out->prefixes.push_back(std::move(p));
+    }
   }
   out->next_marker = ChildText(root, "NextMarker");
   return Status::OK();

@@ -24,6 +24,7 @@ bool ParseAzureError(std::string_view body, AzureError* out);
 
 struct BlobListPage {
   std::vector<ObjectInfo> objects;  // in the order listed
+  std::vector<std::string> prefixes;  // <BlobPrefix> names (listings with a delimiter)
   std::string next_marker;          // empty when the listing is complete
 };
 // An <EnumerationResults> of List Blobs.

@@ -278,6 +278,15 @@ Result<std::vector<ObjectInfo>> ChecksumStore::List(const std::string& prefix, c
   return objects;
 }
 
+Result<LevelPage> ChecksumStore::ListLevel(const std::string& prefix, const std::string& token) {
+  ASSIGN_OR_RETURN(LevelPage page, inner_->ListLevel(prefix, token));
+  if (table_in_meta_) return page;
+  for (ObjectInfo& info : page.objects) {
+    if (std::optional<uint64_t> size = DataSizeOf(info.size)) info.size = *size;
+  }
+  return page;
+}
+
 Result<std::string> ChecksumStore::CreateMultipart(const std::string& key) {
   if (table_in_meta_) {
     // S3 takes an object's metadata when the upload starts, before any checksum is known.

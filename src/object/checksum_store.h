@@ -78,6 +78,7 @@ class ChecksumStore : public ObjectStore {
   Status Delete(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
                                        size_t limit) override;
+  Result<LevelPage> ListLevel(const std::string& prefix, const std::string& token) override;
   Result<std::string> CreateMultipart(const std::string& key) override;
   Status UploadPart(const std::string& key, const std::string& upload_id, int part_num,
                     std::string_view data) override;

@@ -147,6 +147,38 @@ Result<std::vector<ObjectInfo>> MemStore::List(const std::string& prefix, const 
   return out;
 }
 
+Result<LevelPage> MemStore::ListLevel(const std::string& prefix, const std::string& token) {
+  ++lists_;
+  LevelPage page;
+  std::lock_guard<std::mutex> lock(mu_);
+  // The token: 'o' and the last object's key, or 'p' and the last prefix.
+  auto it = objects_.lower_bound(prefix);
+  if (!token.empty() && token[0] == 'o') it = objects_.upper_bound(token.substr(1));
+  if (!token.empty() && token[0] == 'p') {  // after prefix "a/": from "a0" ('/' + 1), past its keys
+    std::string past = token.substr(1);
+    past.back() = '/' + 1;
+    it = objects_.lower_bound(past);
+  }
+  std::string last;
+  for (size_t n = 0; it != objects_.end() && it->first.starts_with(prefix) && n < 1000; ++n) {
+    size_t slash = it->first.find('/', prefix.size());
+    if (slash == std::string::npos) {
+      page.objects.push_back({it->first, it->second.data.size(), it->second.mtime_ns, ""});
+      last = "o" + it->first;
+      ++it;
+      continue;
+    }
+    std::string p = it->first.substr(0, slash + 1);
+    page.prefixes.push_back(p);
+    last = "p" + p;
+    std::string past = p;
+    past.back() = '/' + 1;
+    it = objects_.lower_bound(past);
+  }
+  if (it != objects_.end() && it->first.starts_with(prefix)) page.next_token = last;
+  return page;
+}
+
 Result<std::string> MemStore::CreateMultipart(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = std::to_string(next_upload_++);

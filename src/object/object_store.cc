@@ -31,6 +31,10 @@ Result<std::string> ObjectStore::GetWithMeta(const std::string& key, uint64_t, i
   return Status::Err(EOPNOTSUPP, "cannot read the metadata of object " + key + ": " + Describe() + " keeps none");
 }
 
+Result<LevelPage> ObjectStore::ListLevel(const std::string& prefix, const std::string&) {
+  return Status::Err(EOPNOTSUPP, "cannot list one level of " + Describe() + prefix + ": list it flat");
+}
+
 namespace {
 
 // Forwards to a store shared by several owners: "mem" buckets are shared by name within
@@ -56,6 +60,9 @@ class SharedStore : public ObjectStore {
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
                                        size_t limit) override {
     return s_->List(prefix, start_after, limit);
+  }
+  Result<LevelPage> ListLevel(const std::string& prefix, const std::string& token) override {
+    return s_->ListLevel(prefix, token);
   }
   Result<std::string> CreateMultipart(const std::string& key) override { return s_->CreateMultipart(key); }
   Status UploadPart(const std::string& key, const std::string& upload_id, int part_num,

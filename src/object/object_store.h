@@ -27,6 +27,13 @@ struct ObjectInfo {
   std::string etag;      // S3 listings: the ETag without quotes (an MD5 unless multipart); else ""
 };
 
+// A page of ListLevel.
+struct LevelPage {
+  std::vector<ObjectInfo> objects;    // in key order
+  std::vector<std::string> prefixes;  // full prefixes, ending in '/', in key order
+  std::string next_token;             // "" at the end of the level
+};
+
 struct StoreSpace {
   uint64_t total_bytes = 0;
   uint64_t free_bytes = 0;  // available to unprivileged writers
@@ -54,6 +61,14 @@ class ObjectStore {
   // limit of them. An empty result means the listing is complete.
   virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
                                                size_t limit) = 0;
+
+  // One level of the keys under prefix, as S3 lists with the delimiter '/': the objects
+  // whose key has no '/' after prefix, and, once each, the prefixes ("prefix" + "a/") of
+  // all keys that have one (a marker object "a/" included), in key order, a page at a time
+  // from token ("" the first page). Stores that cannot (RADOS, files) answer EOPNOTSUPP:
+  // the caller lists flat. sync's parallel listing (sync/store_side.cc) lists each prefix
+  // found on its own thread.
+  virtual Result<LevelPage> ListLevel(const std::string& prefix, const std::string& token);
 
   // Multipart upload, for large objects. Backends without native support emulate it.
   virtual Result<std::string> CreateMultipart(const std::string& key) = 0;

@@ -106,6 +106,17 @@ TEST(S3Xml, ListObjects) {
   EXPECT_TRUE(page.truncated);
   EXPECT_EQ(page.next_token, "tok&1");
 
+  ListObjectsPage level;  // with a delimiter
+  ASSERT_TRUE(ParseListObjects("<ListBucketResult><IsTruncated>false</IsTruncated>"
+                               "<Contents><Key>p/f</Key><Size>1</Size></Contents>"
+                               "<CommonPrefixes><Prefix>p/a/</Prefix></CommonPrefixes>"
+                               "<CommonPrefixes><Prefix>p/b &amp; c/</Prefix></CommonPrefixes></ListBucketResult>",
+                               &level)
+                  .ok());
+  ASSERT_EQ(level.objects.size(), 1u);
+  EXPECT_EQ(level.prefixes, (std::vector<std::string>{"p/a/", "p/b & c/"}));
+  EXPECT_EQ(ParseListObjects("<ListBucketResult><CommonPrefixes/></ListBucketResult>", &level).code(), EIO);
+
   ListObjectsPage bad;
   EXPECT_EQ(ParseListObjects("<Error><Code>x</Code></Error>", &bad).code(), EIO);
   EXPECT_EQ(ParseListObjects("<ListBucketResult><Contents><Key>k</Key><Size>z</Size></Contents></ListBucketResult>",

@@ -81,6 +81,11 @@ class S3Store : public ObjectStore {
   Status Delete(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
                                        size_t limit) override;
+  Result<LevelPage> ListLevel(const std::string& prefix, const std::string& token) override;
+  // One ListObjectsV2 request: up to max keys from token (else start_after), rolled up at
+  // '/' with delimit.
+  Result<ListObjectsPage> ListPage(const std::string& prefix, const std::string& token, const std::string& start_after,
+                                   size_t max, bool delimit, const std::string& what);
   Result<std::string> CreateMultipart(const std::string& key) override;
   Status UploadPart(const std::string& key, const std::string& upload_id, int part_num,
                     std::string_view data) override;
@@ -349,18 +354,7 @@ Result<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix, const s
   std::string token;
   while (limit == 0 || out.size() < limit) {
     size_t page = limit == 0 ? kListPage : std::min(kListPage, limit - out.size());
-    Call call{"GET", "", {{"list-type", "2"}, {"max-keys", std::to_string(page)}}, {}, {}, false};
-    if (!prefix.empty()) call.query.emplace_back("prefix", prefix);
-    if (!token.empty()) {
-      call.query.emplace_back("continuation-token", token);
-    } else if (!start_after.empty()) {
-      call.query.emplace_back("start-after", start_after);
-    }
-    ASSIGN_OR_RETURN(Reply r, Send(call, what));
-    if (r.response.status != 200) return Failure(r.response, what, "", r.tries);
-    ListObjectsPage result;
-    Status st = ParseListObjects(r.response.body, &result);
-    if (!st.ok()) return Status::Err(EIO, Fail(what) + ": " + st.message());
+    ASSIGN_OR_RETURN(ListObjectsPage result, ListPage(prefix, token, start_after, page, false, what));
     for (ObjectInfo& info : result.objects) {
       // Servers are trusted to filter, but the contract is ours to keep.
       if (!info.key.starts_with(prefix) || info.key <= start_after) continue;
@@ -371,6 +365,43 @@ Result<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix, const s
     token = result.next_token;
   }
   return out;
+}
+
+Result<ListObjectsPage> S3Store::ListPage(const std::string& prefix, const std::string& token,
+                                          const std::string& start_after, size_t max, bool delimit,
+                                          const std::string& what) {
+  Call call{"GET", "", {{"list-type", "2"}, {"max-keys", std::to_string(max)}}, {}, {}, false};
+  if (delimit) call.query.emplace_back("delimiter", "/");
+  if (!prefix.empty()) call.query.emplace_back("prefix", prefix);
+  if (!token.empty()) {
+    call.query.emplace_back("continuation-token", token);
+  } else if (!start_after.empty()) {
+    call.query.emplace_back("start-after", start_after);
+  }
+  ASSIGN_OR_RETURN(Reply r, Send(call, what));
+  if (r.response.status != 200) return Failure(r.response, what, "", r.tries);
+  ListObjectsPage result;
+  Status st = ParseListObjects(r.response.body, &result);
+  if (!st.ok()) return Status::Err(EIO, Fail(what) + ": " + st.message());
+  return result;
+}
+
+Result<LevelPage> S3Store::ListLevel(const std::string& prefix, const std::string& token) {
+  ASSIGN_OR_RETURN(ListObjectsPage result,
+                   ListPage(prefix, token, "", kListPage, true, "list one level of prefix '" + prefix + "'"));
+  LevelPage page;
+  for (ObjectInfo& info : result.objects) {
+    if (info.key.starts_with(prefix) && info.key.find('/', prefix.size()) == std::string::npos) {
+      page.objects.push_back(std::move(info));
+    }
+  }
+  for (std::string& p : result.prefixes) {
+    if (p.starts_with(prefix) && p.size() > prefix.size() && p.find('/', prefix.size()) == p.size() - 1) {
+      page.prefixes.push_back(std::move(p));
+    }
+  }
+  if (result.truncated) page.next_token = result.next_token;
+  return page;
 }
 
 Result<std::string> S3Store::CreateMultipart(const std::string& key) {

@@ -80,6 +80,12 @@ Status ParseListObjects(std::string_view body, ListObjectsPage* out) {
       info.etag = info.etag.substr(1, info.etag.size() - 2);
     out->objects.push_back(std::move(info));
   }
+  for (const XMLElement* c = root->FirstChildElement("CommonPrefixes"); c != nullptr;
+       c = c->NextSiblingElement("CommonPrefixes")) {
+    std::string p = ChildText(c, "Prefix");
+    if (p.empty()) return Malformed("<CommonPrefixes> without <Prefix>");
+    out->prefixes.push_back(std::move(p));
+  }
   out->truncated = ParseBool(ChildText(root, "IsTruncated"));
   out->next_token = ChildText(root, "NextContinuationToken");
   if (out->truncated && out->next_token.empty()) return Malformed("truncated listing without a continuation token");

@@ -24,6 +24,7 @@ bool ParseS3Error(std::string_view body, S3Error* out);
 
 struct ListObjectsPage {
   std::vector<ObjectInfo> objects;
+  std::vector<std::string> prefixes;  // <CommonPrefixes> (listings with a delimiter)
   bool truncated = false;
   std::string next_token;  // NextContinuationToken, set when truncated
 };

@@ -108,6 +108,12 @@ class TimedStore final : public ObjectStore {
     t.Done(r);
     return r;
   }
+  Result<LevelPage> ListLevel(const std::string& prefix, const std::string& token) override {
+    Timer t(kList);
+    auto r = in_->ListLevel(prefix, token);
+    t.Done(r);
+    return r;
+  }
   Result<std::string> CreateMultipart(const std::string& key) override {
     Timer t(kMultipart);
     auto r = in_->CreateMultipart(key);

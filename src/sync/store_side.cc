@@ -8,64 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include "sync/store_lister.h"
+
 namespace tierfs::sync {
 namespace {
-
-class StoreStream : public KeyStream {
- public:
-  StoreStream(ObjectStore* store, std::string prefix, std::string start)
-      : store_(store), prefix_(std::move(prefix)), start_(std::move(start)) {
-    // List answers keys after start_after; start is the first key wanted. A start ending
-    // in '\0' is "just after" the key before it; otherwise list from a key just below
-    // start and drop what sorts before it.
-    if (start_.empty()) {
-      after_ = prefix_;
-    } else if (start_.back() == '\0') {
-      after_ = prefix_ + start_.substr(0, start_.size() - 1);
-    } else {
-      std::string below = start_;
-      below.back() = static_cast<char>(below.back() - 1);
-      after_ = prefix_ + below;
-    }
-  }
-
-  Result<bool> Next(Entry* e) override {
-    for (;;) {
-      if (i_ == page_.size()) {
-        if (ended_) return false;
-        auto page = store_->List(prefix_, after_, 1000);
-        if (!page.ok()) return page.status().With("list " + store_->Describe() + " after " + after_);
-        page_ = std::move(page).value();
-        i_ = 0;
-        if (page_.empty()) {
-          ended_ = true;
-          return false;
-        }
-        after_ = page_.back().key;
-      }
-      ObjectInfo& o = page_[i_++];
-      if (o.key.compare(0, prefix_.size(), prefix_) != 0) continue;
-      std::string key = o.key.substr(prefix_.size());
-      if (key.empty() || key < start_) continue;
-      e->key = std::move(key);
-      e->kind = e->key.back() == '/' ? Kind::kDir : Kind::kFile;
-      e->size = o.size;
-      e->mtime_ns = o.mtime_ns;
-      e->mode = 0;
-      e->uid = e->gid = 0;
-      e->nlink = 1;
-      e->md5 = o.etag.size() == 32 ? o.etag : "";
-      return true;
-    }
-  }
-
- private:
-  ObjectStore* store_;
-  std::string prefix_, start_, after_;
-  std::vector<ObjectInfo> page_;
-  size_t i_ = 0;
-  bool ended_ = false;
-};
 
 class StoreReader : public Reader {
  public:
@@ -94,8 +40,9 @@ class StoreSide : public Side {
 
   Result<std::unique_ptr<KeyStream>> List(const std::string& start, const Descend&,
                                           const Children& = nullptr) override {
-    return std::unique_ptr<KeyStream>(new StoreStream(store_.get(), prefix_, start));
+    return ListStore(store_.get(), prefix_, start, list_threads_);
   }
+  void SetListThreads(int n) override { list_threads_ = n; }
 
   Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
     return std::unique_ptr<Reader>(new StoreReader(store_.get(), prefix_ + e.key));
@@ -172,6 +119,7 @@ class StoreSide : public Side {
   std::unique_ptr<ObjectStore> store_;
   std::string prefix_;
   StoreSideOptions o_;
+  int list_threads_ = 1;
 };
 
 }  // namespace
