@@ -17,6 +17,7 @@ Defaults are the issue's scale (100,000 files, 20 x 1 GiB, 100,000 and 1,000,000
 import argparse
 import os
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -226,7 +227,7 @@ def main():
         part = max(a.files * (100 << 10), a.big * (a.big_mib << 20))
         os.environ.setdefault("TIERFS_CEPH_OSD_BYTES", str(max(8 << 30, int(part * 1.6))))
         b.start()
-        cmdline = "bench/sync.py " + " ".join(sys.argv[1:])
+        cmdline = "bench/sync.py " + shlex.join(sys.argv[1:])
         if a.files:
             small = os.path.join(b.src, "small")
             b.make_files(small, a.files, 100 << 10)
