@@ -387,6 +387,42 @@ class ChangesTest(harness.TierFSTestCase):
         seqs = [json.loads(line)["seq"] for line in out.splitlines()]
         self.assertEqual(seqs, [1, 2, 3, 4, 5])
 
+    def test_a_redis_volume_as_the_source(self):
+        """The change log on Redis (WATCH/MULTI numbering): rounds from a Redis volume changed
+        through the client library (sync into it) are incremental and exact."""
+        tmp = self.local_tmpdir()
+        sides = Sides(tmp)
+        if "redis" not in sides.kinds():
+            self.skipTest("needs the test Redis server")
+        vol = sides.volume("redis") + ":/data"
+        src = os.path.join(tmp, "src")
+        make_tree(src, seed=17, nfiles=80, symlinks=False, hardlinks=False)
+        opts = ["--dirs", "--delete-dst"]
+        sync(src, vol, *opts)
+        back, state = os.path.join(tmp, "back"), os.path.join(tmp, "state")
+        rc, s, err = sync(vol, back, *opts, "--changes", state)
+        self.assertEqual(s["round"], "full", err)
+        total = s["found"]
+        rc, s, err = sync(vol, back, *opts, "--changes", state)
+        self.assertEqual((s["round"], s["found"], s["copied"]), ("incremental", 0, 0), err)
+        # Change the source tree and carry the changes into the volume: appends, a removal,
+        # a new directory.
+        files = sorted(os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs)
+        for p in files[:5]:
+            with open(p, "ab") as f:
+                f.write(b"more")
+        os.remove(files[7])
+        os.makedirs(os.path.join(src, "added", "deeper"))
+        with open(os.path.join(src, "added", "deeper", "n"), "wb") as f:
+            f.write(b"new")
+        sync(src, vol, *opts)
+        rc, s, err = sync(vol, back, *opts, "--changes", state)
+        self.assertEqual(s["round"], "incremental", err)
+        self.assertGreater(s["copied"], 5, s)
+        self.assertEqual(s["deleted"], 1, s)
+        self.assertLess(s["found"], total // 2, s)
+        self.assertEqual(contents(back), contents(src))
+
     def test_sources_without_a_log(self):
         tmp = self.local_tmpdir()
         vol = harness.Volume(name="nolog")
