@@ -423,6 +423,41 @@ class ChangesTest(harness.TierFSTestCase):
         self.assertLess(s["found"], total // 2, s)
         self.assertEqual(contents(back), contents(src))
 
+    def test_status_and_fsck_know_the_log(self):
+        tmp = self.local_tmpdir()
+        vol = harness.Volume(name="chgfsck")
+        self.addCleanup(vol.cleanup)
+        vol.format("--changelog-hours", "1")
+        src = os.path.join(tmp, "src")
+        make_tree(src, seed=4, nfiles=20, symlinks=False, hardlinks=False)
+        sync(src, vol.meta_url + ":/data", "--dirs")
+        rc, out, err = harness.tierfs("changelog", vol.meta_url)
+        self.assertEqual(rc, 0, err)
+        seqs = [json.loads(line)["seq"] for line in out.splitlines()]
+        self.assertGreater(len(seqs), 20)
+        rc, out, err = harness.tierfs("status", vol.meta_url, "--json")
+        log = json.loads(out)["changelog"]
+        self.assertEqual((log["hours"], log["first_seq"], log["last_seq"]), (1, seqs[0], seqs[-1]))
+
+        def problems():
+            rc, out, err = harness.tierfs("fsck", vol.meta_url, "--json", "--skip-objects")
+            return json.loads(out)["problems"]
+
+        self.assertEqual(problems(), [])
+        # A record gone from the middle of the log, and a later one damaged: fsck names both.
+        import sqlite3
+        db = sqlite3.connect(vol.meta_db)
+        key = lambda seq: b"H" + seq.to_bytes(8, "big")  # noqa: E731 (key_schema.md: H seq)
+        gone = seqs[len(seqs) // 2]
+        self.assertEqual(db.execute("DELETE FROM kv WHERE k = ?", (key(gone),)).rowcount, 1)
+        self.assertEqual(db.execute("UPDATE kv SET v = ? WHERE k = ?", (b"\x00", key(seqs[-2]))).rowcount, 1)
+        db.commit()
+        db.close()
+        found = problems()
+        self.assertEqual(sorted(p["kind"] for p in found), ["change-log-gap", "damaged-record"], found)
+        gap = [p for p in found if p["kind"] == "change-log-gap"][0]
+        self.assertIn("records %d to %d are missing" % (gone, gone), gap["detail"])
+
     def test_sources_without_a_log(self):
         tmp = self.local_tmpdir()
         vol = harness.Volume(name="nolog")

@@ -161,12 +161,13 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
   size_t seen = 0;
   for (;;) {
     std::vector<ChangeRecord> batch;
+    Status bad;  // a damaged record: the records before it are still handed to fn
     size_t want = limit ? std::min(kBatch, limit - seen) : kBatch;
     RETURN_IF_ERROR(engine->Txn(
         [&](KvTxn& t) -> Status {
           batch.clear();
-          Status bad;
-          RETURN_IF_ERROR(t.Scan(ChangeRecordKey(from), PrefixEnd(kLogPrefix), want,
+          bad = Status::OK();
+          return t.Scan(ChangeRecordKey(from), PrefixEnd(kLogPrefix), want,
                                  [&](std::string_view k, std::string_view v) {
                                    if (k.size() != 9) return true;
                                    auto r = DecodeChangeRecord(keys::DecodeU64(k.substr(1)), v);
@@ -176,13 +177,13 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
                                    }
                                    batch.push_back(std::move(*r));
                                    return true;
-                                 }));
-          return bad;
+                                 });
         },
         true));
     for (const ChangeRecord& r : batch) {
       if (!fn(r)) return Status::OK();
     }
+    if (!bad.ok()) return bad;
     seen += batch.size();
     if (batch.size() < want || (limit && seen >= limit)) return Status::OK();
     from = batch.back().seq + 1;

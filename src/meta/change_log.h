@@ -76,7 +76,9 @@ struct ChangeLogBounds {
 Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine);
 
 // Calls fn for the records with seq >= from, in order, up to limit (0: no limit) or until
-// fn returns false. Reads in transactions of at most 1000 records.
+// fn returns false. Reads in transactions of at most 1000 records. A damaged record is an
+// EIO naming its sequence, after fn has seen every record before it (fsck finds a gap
+// there even when a later record is damaged).
 Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn);
 
 // Removes the records committed before cutoff_ns (in transactions of at most 1000); the
