@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "sync/read_ahead.h"
 
 namespace tierfs::sync {
 namespace {
@@ -76,12 +77,7 @@ class FlatStream : public KeyStream {
   bool ended_ = false;
 };
 
-// A prefix's stream with its first keys read ahead by a listing thread.
-struct Ahead {
-  std::unique_ptr<KeyStream> stream;
-  std::deque<Entry> head;
-  bool ended = false;
-};
+using Ahead = ReadAhead<KeyStream>;
 
 constexpr size_t kAheadKeys = 1000;
 
@@ -193,22 +189,7 @@ class LevelStream : public KeyStream {
       auto done = std::make_shared<std::promise<Result<Ahead>>>();
       ahead_.emplace(list, done->get_future());
       pool_->Submit([this, list, done] {
-        Ahead a;
-        a.stream = std::make_unique<FlatStream>(store_, prefix_, list, start_);
-        while (a.head.size() < kAheadKeys) {
-          Entry e;
-          auto more = a.stream->Next(&e);
-          if (!more.ok()) {
-            done->set_value(more.status());
-            return;
-          }
-          if (!*more) {
-            a.ended = true;
-            break;
-          }
-          a.head.push_back(std::move(e));
-        }
-        done->set_value(std::move(a));
+        done->set_value(ReadHead<KeyStream>(std::make_unique<FlatStream>(store_, prefix_, list, start_), kAheadKeys));
       });
     }
   }

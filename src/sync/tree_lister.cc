@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "sync/read_ahead.h"
 
 namespace tierfs::sync {
 namespace {
@@ -38,11 +39,7 @@ struct DirLater {
 };
 
 // A directory opened and its first page read by a listing thread, ahead of the walk.
-struct Prefetched {
-  std::unique_ptr<DirStream> stream;
-  std::deque<Entry> head;  // its first entries, in the stream's order
-  bool ended = false;
-};
+using Prefetched = ReadAhead<DirStream>;
 
 // Gives the prefetched entries first, then the rest of the stream.
 class HeadThenStream : public DirStream {
@@ -210,22 +207,7 @@ class TreeStream : public KeyStream {
             done->set_value(s.status());
             return;
           }
-          Prefetched p;
-          p.stream = std::move(s).value();
-          while (p.head.size() < kPrefetchEntries) {
-            Entry e;
-            auto more = p.stream->Next(&e);
-            if (!more.ok()) {
-              done->set_value(more.status());
-              return;
-            }
-            if (!*more) {
-              p.ended = true;
-              break;
-            }
-            p.head.push_back(std::move(e));
-          }
-          done->set_value(std::move(p));
+          done->set_value(ReadHead<DirStream>(std::move(s).value(), kPrefetchEntries));
         });
       }
     }
