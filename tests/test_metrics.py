@@ -277,8 +277,14 @@ class MetricsTest(harness.TierFSTestCase):
         saved = os.path.join(vol.dir, "access.log")
         reader = subprocess.Popen(["sh", "-c", "exec cat %s/.accesslog > %s" % (vol.mnt, saved)])
         self.addCleanup(lambda: reader.poll() is None and reader.kill())
-        self.assertTrue(harness.wait_for(lambda: os.path.exists(saved), timeout=5))
-        time.sleep(0.5)
+        # The reader is attached once a request made after it started shows in the log.
+        marker = os.path.join(vol.mnt, "marker")
+
+        def attached():
+            with open(marker, "wb"):
+                pass
+            return os.path.exists(saved) and "/marker" in slurp(saved)
+        self.assertTrue(harness.wait_for(attached, timeout=10))
         names = sorted(os.listdir(d))
         for n in names:
             with open(os.path.join(d, n), "rb") as f:

@@ -178,6 +178,37 @@ class BasicIOTest(harness.TierFSTestCase):
             os.close(fd)
         self.assertEqual(read_file(p), b"new")
 
+    def test_reopen_of_a_removed_file_the_kernel_still_holds(self):
+        # A process resolved the name (O_PATH holds the kernel's lookup) when another one
+        # removed the file and closed its last descriptor: opening what was resolved gets
+        # the unlinked file, as on ext4 (it was deleted at that close, and the open failed
+        # with ESTALE: the race a lock file's opener and remover run, where the kernel's one
+        # retry can lose again). The file goes once the kernel lets go of it.
+        p = os.path.join(self.work, "held")
+        sv = os.statvfs(self.mnt)
+        files0 = sv.f_files - sv.f_ffree
+        payload = os.urandom(200000)
+        write_file(p, payload)
+        path_fd = os.open(p, os.O_PATH)
+        try:
+            fd = os.open(p, os.O_RDWR)
+            os.unlink(p)
+            os.close(fd)
+            again = os.open("/proc/self/fd/%d" % path_fd, os.O_RDONLY)
+            try:
+                self.assertEqual(os.fstat(again).st_nlink, 0)
+                self.assertEqual(os.pread(again, len(payload) + 1, 0), payload)
+            finally:
+                os.close(again)
+        finally:
+            os.close(path_fd)
+        self.assertFalse(os.path.exists(p))
+        if (os.environ.get("TIERFS_TEST_TRASH_DAYS") or "0") == "0":
+            def freed():
+                s = os.statvfs(self.mnt)
+                return s.f_files - s.f_ffree == files0
+            self.assertTrue(wait_for(freed, timeout=30), "the removed file was not deleted after its last lookup")
+
     def test_rename_over_an_open_file(self):
         a, b = os.path.join(self.work, "a"), os.path.join(self.work, "b")
         write_file(a, b"new")

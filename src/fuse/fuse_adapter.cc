@@ -128,7 +128,9 @@ void ReplyEntry(fuse_req_t req, const Entry& e, uint64_t kernel_ino) {
   p.attr_timeout = O(req).attr_timeout;
   p.entry_timeout = EntryTimeout(req, e.attr);
   NoteReplyName(e.ino);
-  fuse_reply_entry(req, &p);
+  if (e.attr.IsRegular()) V(req)->NoteKernelLookup(e.ino);
+  // Interrupted: the kernel did not take the lookup.
+  if (fuse_reply_entry(req, &p) == -ENOENT && e.attr.IsRegular()) V(req)->Forget(e.ino, 1);
 }
 
 void ReplyAttr(fuse_req_t req, Ino ino, const Attr& a) {
@@ -309,13 +311,12 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   OpTimer timer(kOpForget);
-  (void)nlookup;
-  V(req)->Forget(In(req, ino));
+  V(req)->Forget(In(req, ino), nlookup);
   fuse_reply_none(req);
 }
 
 void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) V(req)->Forget(In(req, forgets[i].ino));
+  for (size_t i = 0; i < count; ++i) V(req)->Forget(In(req, forgets[i].ino), forgets[i].nlookup);
   fuse_reply_none(req);
 }
 
@@ -464,7 +465,11 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   p.attr_timeout = O(req).attr_timeout;
   p.entry_timeout = O(req).entry_timeout;
   NoteReplyName(r->first.ino);
-  if (fuse_reply_create(req, &p, fi) == -ENOENT) V(req)->Release(r->second.fh).ok();
+  V(req)->NoteKernelLookup(r->first.ino);
+  if (fuse_reply_create(req, &p, fi) == -ENOENT) {
+    V(req)->Forget(r->first.ino, 1);
+    V(req)->Release(r->second.fh).ok();
+  }
 }
 
 thread_local std::vector<char> tls_read_buf;

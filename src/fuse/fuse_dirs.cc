@@ -56,6 +56,8 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
       }
       n = fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &p, static_cast<off_t>(next));
       if (n > size - used) return false;
+      // The kernel takes a lookup of every entry with an inode number.
+      if (p.ino && S_ISREG(e.attr.mode)) V(req)->NoteKernelLookup(e.ino);
       // The kernel now knows the name: no lookup follows. (An entry that did not fit was
       // not handed over.)
       if (p.ino) NoteName(e.ino, dir, e.name);

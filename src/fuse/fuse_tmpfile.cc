@@ -93,7 +93,9 @@ void Tmpfile(Ctxt* c, const RawRequest& r) {
   memset(&oo, 0, sizeof oo);
   oo.fh = opened.fh;
   if (opened.keep_cache) oo.open_flags |= FOPEN_KEEP_CACHE;
+  c->vfs->NoteKernelLookup(entry.ino);
   if (RawReply(c->se, h.unique, 0, {{&eo, sizeof eo}, {&oo, sizeof oo}}) == -ENOENT) {
+    c->vfs->Forget(entry.ino, 1);
     c->vfs->Release(opened.fh).ok();  // interrupted: the kernel will not release it
   }
 }

@@ -499,7 +499,18 @@ class Meta {
   Status OpenWithAttr(const Ctx& ctx, Ino ino, int flags, const Attr& a);
   // Counts an open of an inode this client just created (no permission check, no read).
   void OpenCreated(Ino ino);
-  Status Release(Ino ino);
+  // The last Release of an inode unlinked while open here deletes it, unless
+  // `kernel_holds`: the kernel of this mount still has a lookup of it (a process resolved
+  // the name and is about to open it). The inode then stays, as an unlinked file, until
+  // Forgotten or for kKernelHoldNs, whichever comes first: an open racing with the last
+  // close and the removal gets the unlinked file, as on a local file system, instead of
+  // ESTALE twice (the kernel retries only once). The time bound: a kernel that never
+  // learnt of the removal (`rmr`, another client) keeps the inode cached and sends no
+  // FORGET until it needs the memory; the race it covers lasts microseconds.
+  Status Release(Ino ino, bool kernel_holds = false);
+  // The kernel dropped its last lookup of `ino`: deletes it if Release kept it for that.
+  Status Forgotten(Ino ino);
+  static constexpr int64_t kKernelHoldNs = 2'000'000'000;
 
   // ---- file data layout ----
   Result<uint64_t> NewSliceId();
@@ -695,6 +706,8 @@ class Meta {
   std::mutex open_mu_;
   std::map<Ino, int> open_count_;
   std::set<Ino> sustained_;  // unlinked while open here: delete at the last Release
+  std::map<Ino, int64_t> kernel_held_;  // sustained, closed, kept (see Release): since when
+  void DropKernelHeld();  // those held kKernelHoldNs (the background loop, every second)
   std::map<Ino, int64_t> freed_;  // FreedHere: inode -> when (monotonic ns)
 
   void RememberDir(Ino ino, const Attr& a);

@@ -580,6 +580,7 @@ void Meta::BackgroundLoop() {
     bg_cv_.wait_for(l, std::chrono::seconds(1));
     if (bg_stop_) break;
     l.unlock();
+    DropKernelHeld();
     int64_t now = MonoNanos();
     Status st;
     if (now - last_cleanup >= 2'000'000'000) {
@@ -690,7 +691,7 @@ bool Meta::IsOpen(Ino ino) {
   return it != open_count_.end() && it->second > 0;
 }
 
-Status Meta::Release(Ino ino) {
+Status Meta::Release(Ino ino, bool kernel_holds) {
   {
     std::lock_guard<std::mutex> l(open_mu_);
     auto it = open_count_.find(ino);
@@ -698,11 +699,53 @@ Status Meta::Release(Ino ino) {
     if (--it->second > 0) return Status::OK();
     open_count_.erase(it);
     // Only inodes unlinked while open here need a transaction at the last close.
+    if (sustained_.count(ino) == 0) return Status::OK();
+    if (kernel_holds) {
+      kernel_held_[ino] = MonoNanos();
+      return Status::OK();
+    }
+    sustained_.erase(ino);
+    kernel_held_.erase(ino);
+  }
+  int64_t usage = 0, inodes = 0;
+  RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); }));
+  return Status::OK();
+}
+
+Status Meta::Forgotten(Ino ino) {
+  {
+    std::lock_guard<std::mutex> l(open_mu_);
+    if (kernel_held_.erase(ino) == 0) return Status::OK();
+    // Opened again meanwhile: its last Release decides.
+    if (open_count_.count(ino)) return Status::OK();
     if (sustained_.erase(ino) == 0) return Status::OK();
   }
   int64_t usage = 0, inodes = 0;
   RETURN_IF_ERROR(ChargedTxn(&usage, &inodes, [&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); }));
   return Status::OK();
+}
+
+void Meta::DropKernelHeld() {
+  std::vector<Ino> drop;
+  {
+    std::lock_guard<std::mutex> l(open_mu_);
+    const int64_t now = MonoNanos();
+    for (auto it = kernel_held_.begin(); it != kernel_held_.end();) {
+      if (now - it->second < kKernelHoldNs) {
+        ++it;
+        continue;
+      }
+      Ino ino = it->first;
+      it = kernel_held_.erase(it);
+      // Opened again meanwhile: its last Release decides.
+      if (!open_count_.count(ino) && sustained_.erase(ino)) drop.push_back(ino);
+    }
+  }
+  for (Ino ino : drop) {
+    int64_t usage = 0, inodes = 0;
+    Status st = ChargedTxn(&usage, &inodes, [&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); });
+    if (!st.ok()) spdlog::warn("deleting removed inode {} failed (the session's end will): {}", ino, st.ToString());
+  }
 }
 
 }  // namespace tierfs

@@ -250,7 +250,27 @@ Result<Entry> Vfs::Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::stri
 
 Status Vfs::Access(const Ctx& ctx, Ino ino, int mask) { return meta_->Access(ctx, ino, mask); }
 
-void Vfs::Forget(Ino ino) {
+void Vfs::NoteKernelLookup(Ino ino) {
+  std::lock_guard<std::mutex> l(kernel_mu_);
+  kernel_lookups_[ino]++;
+}
+
+void Vfs::Forget(Ino ino, uint64_t nlookup) {
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> l(kernel_mu_);
+    auto it = kernel_lookups_.find(ino);
+    if (it != kernel_lookups_.end() && (it->second <= nlookup || nlookup == 0)) {
+      kernel_lookups_.erase(it);
+      last = true;
+    } else if (it != kernel_lookups_.end()) {
+      it->second -= nlookup;
+    }
+  }
+  if (last) {
+    Status s = meta_->Forgotten(ino);
+    if (!s.ok()) spdlog::warn("deleting removed inode {} after its last lookup failed: {}", ino, s.ToString());
+  }
   std::lock_guard<std::mutex> l(mu_);
   auto it = inodes_.find(ino);
   if (it == inodes_.end()) return;
@@ -385,9 +405,12 @@ Result<std::pair<Entry, OpenResult>> Vfs::Create(const Ctx& ctx, Ino parent, con
     if (e.attr.IsDir()) return Status::Err(EISDIR, name + " is a directory");
     if (!e.attr.IsRegular()) return Status::Err(EEXIST, name + " exists and is not a regular file");
     // Permission checks and O_TRUNC as for a plain open: the kernel takes the file as new
-    // and will not truncate it itself.
-    ASSIGN_OR_RETURN(OpenResult r, OpenInode(ctx, e.ino, flags, &e.attr));
-    return std::make_pair(e, r);
+    // and will not truncate it itself. ESTALE: the file found was removed (and freed)
+    // before it could be opened; the name may be free again, so create anew.
+    auto r = OpenInode(ctx, e.ino, flags, &e.attr);
+    if (!r.ok() && r.status().code() == ESTALE && attempt < 8) continue;
+    RETURN_IF_ERROR(r.status());
+    return std::make_pair(e, *r);
   }
 }
 
@@ -559,7 +582,16 @@ Status Vfs::Release(uint64_t fh) {
       h->state->writer.reset();
     }
   }
-  Status r = meta_->Release(h->ino);
+  Status r;
+  bool held;
+  {
+    // Under kernel_mu_ (Meta keeps a held inode without a transaction): a FORGET that
+    // drops the last lookup comes after Meta noted the inode as held, and deletes it.
+    std::lock_guard<std::mutex> l(kernel_mu_);
+    held = kernel_lookups_.count(h->ino) > 0;
+    if (held) r = meta_->Release(h->ino, /*kernel_holds=*/true);
+  }
+  if (!held) r = meta_->Release(h->ino);
   return s.ok() ? r : s;
 }
 

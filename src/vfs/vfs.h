@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -89,8 +90,14 @@ class Vfs {
                 uint32_t flags);
   Result<Entry> Link(const Ctx& ctx, Ino ino, Ino new_parent, const std::string& new_name);
   Status Access(const Ctx& ctx, Ino ino, int mask);
-  // The kernel dropped the inode: forget its client state unless it is open or dirty.
-  void Forget(Ino ino);
+  // The kernel holds a lookup of regular file `ino` (an entry reply it accepted). The
+  // count it keeps is the one FORGET hands back: while it is above zero, the last close
+  // of the file after its removal keeps it (Meta::Release) for an open the kernel is
+  // about to send.
+  void NoteKernelLookup(Ino ino);
+  // The kernel dropped `nlookup` lookups of the inode (all of them: FORGET comes at its
+  // eviction): forget its client state unless it is open or dirty.
+  void Forget(Ino ino, uint64_t nlookup = 0);
 
   Result<std::pair<Entry, OpenResult>> Create(const Ctx& ctx, Ino parent, const std::string& name, uint32_t mode,
                                               int flags);
@@ -239,6 +246,8 @@ class Vfs {
   VfsOptions opts_;
 
   std::mutex mu_;  // guards inodes_ and handles_
+  std::mutex kernel_mu_;  // guards kernel_lookups_; taken before Meta's locks
+  std::unordered_map<Ino, uint64_t> kernel_lookups_;  // NoteKernelLookup, regular files only
   std::map<Ino, std::shared_ptr<InodeState>> inodes_;
   std::map<uint64_t, std::shared_ptr<Handle>> handles_;
   std::map<Ino, std::weak_ptr<InodeState>> dirty_;  // inodes written since their last commit
