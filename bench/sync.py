@@ -126,35 +126,36 @@ class Bench:
         subprocess.call(["radosgw-admin", "-c", os.path.join(self.srv_dir, "ceph", "ceph.conf"), "gc", "process",
                          "--include-all"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def change_some(self, src, seed):
+        """Rewrites 64 bytes of 1% of the files under src (seeded) and moves their mtimes."""
+        files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(src) for f in fs)
+        for p in random.Random(seed).sample(files, max(1, len(files) // 100)):
+            with open(p, "r+b") as f:
+                f.write(os.urandom(64))
+            t = time.time() + 5
+            os.utime(p, (t, t))
+
     def run_copy(self, name, src, r, incremental):
+        """Each tool in turn (order rotated by r): its first copy, then, with `incremental`,
+        a round after 1% of the files changed (a different 1% for each, the same amount),
+        then its copy is dropped: the OSD holds one tool's copy at a time (three copies of
+        the 10 GiB small-file tree filled a file sized for one, and radosgw stalled)."""
         tools = ["tierfs", "rclone", "aws"]
         tools = tools[r % 3:] + tools[:r % 3]
-        for tool in tools:
+        for k, tool in enumerate(tools):
             free = shutil.disk_usage(self.root).free
             if free < 5 << 30:  # the OSD's file grows when radosgw's garbage is not yet collected
                 raise RuntimeError("%.1f GiB left on the disk: stopping before it fills" % (free / 2**30))
             prefix = "%s-%s-%d" % (name.replace(" ", ""), tool, r)
             wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
-            log(name, tool, "first copy %.1f s, %.1f CPU s" % (wall, cpu))
+            log(name, tool, "first copy %.1f s, %.1f CPU s, peak RSS %.0f MiB" % (wall, cpu, rss / 1024))
             self.record(name + " first copy", tool, wall=wall, cpu=cpu, rss=rss)
-            if not incremental:
-                self.drop(prefix)
-        if not incremental:
-            return
-        files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(src) for f in fs)
-        changed = random.Random(r).sample(files, max(1, len(files) // 100))
-        for p in changed:
-            with open(p, "r+b") as f:
-                f.write(os.urandom(64))
-            t = time.time() + 5
-            os.utime(p, (t, t))
-        for tool in tools:
-            prefix = "%s-%s-%d" % (name.replace(" ", ""), tool, r)
-            wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
-            log(name, tool, "incremental %.1f s" % wall)
-            self.record(name + " incremental (1% changed)", tool, wall=wall, cpu=cpu, rss=rss)
-        for tool in tools:
-            self.drop("%s-%s-%d" % (name.replace(" ", ""), tool, r))
+            if incremental:
+                self.change_some(src, r * 3 + k)
+                wall, cpu, rss = timed(self.tool_cmd(tool, src, prefix), env=self.env)
+                log(name, tool, "incremental %.1f s, %.1f CPU s, peak RSS %.0f MiB" % (wall, cpu, rss / 1024))
+                self.record(name + " incremental (1% changed)", tool, wall=wall, cpu=cpu, rss=rss)
+            self.drop(prefix)
 
     def listing(self, n):
         d = os.path.join(self.root, "list%d" % n)
@@ -233,16 +234,16 @@ def main():
             b.make_files(small, a.files, 100 << 10)
             for r in range(a.repeat):
                 b.run_copy("%d x 100 KiB" % a.files, small, r, incremental=True)
+                b.report(cmdline)  # after each repetition, so that a later failure keeps what was measured
             shutil.rmtree(small)
-            b.report(cmdline)  # after each part, so that a later failure keeps what was measured
         if a.big:
             # From the local disk: the issue's 20 GiB do not fit in memory beside the OSD.
             big = os.path.join(b.root, "big") if a.big_on_disk else os.path.join(b.src, "big")
             b.make_files(big, a.big, a.big_mib << 20)
             for r in range(a.repeat):
                 b.run_copy("%d x %d MiB" % (a.big, a.big_mib), big, r, incremental=False)
+                b.report(cmdline)
             shutil.rmtree(big)
-            b.report(cmdline)
         for n in [int(x) for x in a.listing.split(",") if x]:
             b.listing(n)
             b.report(cmdline)
