@@ -726,24 +726,16 @@ Status Meta::Forgotten(Ino ino) {
 }
 
 void Meta::DropKernelHeld() {
-  std::vector<Ino> drop;
+  std::vector<Ino> due;
   {
     std::lock_guard<std::mutex> l(open_mu_);
     const int64_t now = MonoNanos();
-    for (auto it = kernel_held_.begin(); it != kernel_held_.end();) {
-      if (now - it->second < kKernelHoldNs) {
-        ++it;
-        continue;
-      }
-      Ino ino = it->first;
-      it = kernel_held_.erase(it);
-      // Opened again meanwhile: its last Release decides.
-      if (!open_count_.count(ino) && sustained_.erase(ino)) drop.push_back(ino);
+    for (const auto& [ino, since] : kernel_held_) {
+      if (now - since >= kKernelHoldNs) due.push_back(ino);
     }
   }
-  for (Ino ino : drop) {
-    int64_t usage = 0, inodes = 0;
-    Status st = ChargedTxn(&usage, &inodes, [&](KvTxn& t) { return DropSustainedTx(t, sid_, ino, &usage, &inodes); });
+  for (Ino ino : due) {
+    Status st = Forgotten(ino);
     if (!st.ok()) spdlog::warn("deleting removed inode {} failed (the session's end will): {}", ino, st.ToString());
   }
 }

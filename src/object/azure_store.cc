@@ -19,6 +19,7 @@
 #include "object/azure_xml.h"
 #include "object/http_client.h"
 #include "object/http_retry.h"
+#include "object/list_level.h"
 
 namespace tierfs {
 namespace {
@@ -442,19 +443,10 @@ Result<LevelPage> AzureStore::ListLevel(const std::string& prefix, const std::st
   ASSIGN_OR_RETURN(BlobListPage result,
                    ListPage(prefix, token, kListPage, true, "list one level of prefix '" + prefix + "'"));
   LevelPage page;
-  for (ObjectInfo& info : result.objects) {
-    if (info.key.starts_with(prefix) && info.key.find('/', prefix.size()) == std::string::npos) {
-      page.objects.push_back(std::move(info));
-    }
-  }
+  KeepLevel(prefix, result.objects, result.prefixes, &page);
   // Azure lists blobs and prefixes of a page in one name order; callers want each in order.
   std::sort(page.objects.begin(), page.objects.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-  for (std::string& p : result.prefixes) {
-    if (p.starts_with(prefix) && p.size() > prefix.size() && p.find('/', prefix.size()) == p.size() - 1) {
-      page.prefixes.push_back(std::move(p));
-    }
-  }
   std::sort(page.prefixes.begin(), page.prefixes.end());
   page.next_token = result.next_marker;
   return page;

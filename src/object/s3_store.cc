@@ -12,6 +12,7 @@
 #include "common/url.h"
 #include "object/http_client.h"
 #include "object/http_retry.h"
+#include "object/list_level.h"
 #include "object/s3_sign.h"
 #include "object/s3_xml.h"
 
@@ -390,16 +391,7 @@ Result<LevelPage> S3Store::ListLevel(const std::string& prefix, const std::strin
   ASSIGN_OR_RETURN(ListObjectsPage result,
                    ListPage(prefix, token, "", kListPage, true, "list one level of prefix '" + prefix + "'"));
   LevelPage page;
-  for (ObjectInfo& info : result.objects) {
-    if (info.key.starts_with(prefix) && info.key.find('/', prefix.size()) == std::string::npos) {
-      page.objects.push_back(std::move(info));
-    }
-  }
-  for (std::string& p : result.prefixes) {
-    if (p.starts_with(prefix) && p.size() > prefix.size() && p.find('/', prefix.size()) == p.size() - 1) {
-      page.prefixes.push_back(std::move(p));
-    }
-  }
+  KeepLevel(prefix, result.objects, result.prefixes, &page);
   if (result.truncated) page.next_token = result.next_token;
   return page;
 }
