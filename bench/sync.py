@@ -10,7 +10,9 @@ Measures, interleaving the tools within each repetition (order rotated):
     round after 1% of the files changed (wall seconds, CPU seconds of the tool);
   - big: N files of M MiB, the first copy;
   - listing: a TierFS volume directory of N1, then N2 entries, synced to an up-to-date local
-    copy (nothing to copy: listing and comparing only): seconds and peak RSS of tierfs sync.
+    copy (nothing to copy: listing and comparing only): seconds and peak RSS of tierfs sync;
+    and the two copies that made them (a local directory into the volume, the volume out
+    to a local directory), once each: whether copying N files holds memory per file.
 Writes the tables to docs/benchmarks.md ("sync" section) with the command line.
 Defaults are the issue's scale (100,000 files, 20 x 1 GiB, 100,000 and 1,000,000 entries).
 """
@@ -42,16 +44,22 @@ def log(*a):
 
 
 def timed(cmd, env=None):
-    """Runs cmd; returns (wall s, CPU s of the process and its children, peak RSS KiB)."""
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.monotonic() - t0
-    err = p.stderr.read().decode(errors="replace")
-    p.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError("%s failed:\n%s" % (" ".join(cmd), err[-2000:]))
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+    """Runs cmd; returns (wall s, CPU s of the process and its children, peak RSS KiB).
+    The peak RSS comes from /usr/bin/time, not from wait4: Linux starts a forked child's
+    high-water mark at its parent's RSS, so wait4 would report this Python process's
+    memory for any tool smaller than it (an earlier version of this table did)."""
+    with tempfile.NamedTemporaryFile(prefix="tierfs-bench-rss-") as rss_file:
+        t0 = time.monotonic()
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_file.name] + cmd, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        err = p.stderr.read().decode(errors="replace")
+        p.stderr.close()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError("%s failed:\n%s" % (" ".join(cmd), err[-2000:]))
+        rss = int(open(rss_file.name).read().split()[-1])
+    return wall, ru.ru_utime + ru.ru_stime, rss
 
 
 class Bench:
@@ -63,6 +71,7 @@ class Bench:
         os.makedirs(self.src)
         subprocess.check_call(["mount", "-t", "tmpfs", "-o", "size=%dg" % a.tmpfs_gib, "tmpfs", self.src])
         self.rows = {}
+        self.raw = {}  # table name -> [(store PUT MiB/s, bytes copied)] (raw_put)
 
     def start(self):
         subprocess.check_call([sys.executable, os.path.join(REPO, "tests", "servers.py"), "up", "ceph", "--dir",
@@ -114,6 +123,23 @@ class Bench:
                     f.write(piece)
                     left -= len(piece)
 
+    def raw_put(self, name, nbytes):
+        """The store's own PUT rate in the same repetition: `tierfs objbench` putting 16 MiB
+        objects, 16 in flight (the parts tierfs sync sends), 4 GiB; noted under the table
+        with the seconds the table's bytes would take at that rate."""
+        cmd = [TIERFS, "objbench", "%s/%s" % (self.ep, self.bucket), "--skip-functional", "--big-size", "16M",
+               "--big-count", "256", "--small-count", "16", "--threads", "16"]
+        out = subprocess.run(cmd, env=dict(self.env, TIERFS_ACCESS_KEY=self.ak, TIERFS_SECRET_KEY=self.sk),
+                             capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cells and cells[0] == "put 16M":
+                rate = float(cells[2])
+                log(name, "store raw PUT %.1f MiB/s" % rate)
+                self.raw.setdefault(name, []).append((rate, nbytes))
+                return
+        raise RuntimeError("no 'put 16M' row in objbench's output:\n" + out)
+
     def record(self, table, tool, **vals):
         self.rows.setdefault(table, {}).setdefault(tool, []).append(vals)
 
@@ -156,6 +182,8 @@ class Bench:
                 log(name, tool, "incremental %.1f s, %.1f CPU s, peak RSS %.0f MiB" % (wall, cpu, rss / 1024))
                 self.record(name + " incremental (1% changed)", tool, wall=wall, cpu=cpu, rss=rss)
             self.drop(prefix)
+        if not incremental:
+            self.raw_put(name, sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(src) for f in fs))
 
     def listing(self, n):
         d = os.path.join(self.root, "list%d" % n)
@@ -168,9 +196,15 @@ class Bench:
         os.makedirs(flat)
         for i in range(n):
             open(os.path.join(flat, "e%08d" % i), "wb").close()
-        timed([TIERFS, "sync", flat, url + ":/big", "--quiet", "--threads", "16"])
+        wall, cpu, rss = timed([TIERFS, "sync", flat, url + ":/big", "--quiet", "--threads", "16"])
+        log("copy in", n, "%.1f s, peak RSS %d MiB" % (wall, rss // 1024))
+        self.record("one directory copied (empty files, once)", "%d entries, directory to volume" % n, wall=wall,
+                    cpu=cpu, rss=rss)
         local = os.path.join(self.src, "copy%d" % n)
-        timed([TIERFS, "sync", url + ":/big", local, "--quiet", "--threads", "16"])
+        wall, cpu, rss = timed([TIERFS, "sync", url + ":/big", local, "--quiet", "--threads", "16"])
+        log("copy out", n, "%.1f s, peak RSS %d MiB" % (wall, rss // 1024))
+        self.record("one directory copied (empty files, once)", "%d entries, volume to directory" % n, wall=wall,
+                    cpu=cpu, rss=rss)
         shutil.rmtree(flat)
         for r in range(self.a.repeat):
             wall, cpu, rss = timed([TIERFS, "sync", url + ":/big", local, "--quiet"])
@@ -200,6 +234,15 @@ class Bench:
                     xs = [r[k] * scale for r in runs]
                     return (fmt + " [" + fmt + "-" + fmt + "]") % (statistics.median(xs), min(xs), max(xs))
                 sec.append("| %s | %s | %s | %s |" % (tool, cell("wall"), cell("cpu"), cell("rss", 1 / 1024, "%.0f")))
+            sec += table_notes(tools)
+            raw = self.raw.get(table.replace(" first copy", ""), [])
+            if raw:
+                rates = [x for x, _ in raw]
+                secs = [n / (x * 2**20) for x, n in raw]
+                sec += ["", "Store raw rate in the same repetitions: `tierfs objbench` PUTs of 16 MiB objects, 16 in "
+                        "flight, %.0f MiB/s [%.0f-%.0f]: %.1f s for this table's bytes [%.1f-%.1f]." % (
+                            statistics.median(rates), min(rates), max(rates), statistics.median(secs), min(secs),
+                            max(secs))]
             sec.append(e)
             text = open(doc).read()
             if b in text:
@@ -208,6 +251,28 @@ class Bench:
                 with open(doc + ".tmp", "w") as f:
                     f.write(text.replace(END, "\n".join(sec) + "\n\n" + END, 1))
                 os.replace(doc + ".tmp", doc)
+
+
+def table_notes(tools):
+    """Lines under a table, computed from its runs: tierfs against the faster peer, or how
+    the peak RSS moved from the fewest entries to the most (the issue's "flat" goal)."""
+    med = {t: {k: statistics.median(r[k] for r in runs) for k in ("wall", "rss")} for t, runs in tools.items()}
+    peers = [t for t in ("rclone", "aws") if t in med]
+    if "tierfs" in med and peers:
+        best = min(peers, key=lambda t: med[t]["wall"])
+        return ["", "tierfs: %.2fx as fast as the faster peer (%s), median against median." % (
+            med[best]["wall"] / med["tierfs"]["wall"], best)]
+    by_kind = {}
+    for t in med:  # "100000 entries[, what]": compare the same kind across sizes
+        n, _, kind = t.partition(" entries")
+        by_kind.setdefault(kind, []).append((int(n), med[t]["rss"]))
+    out = []
+    for kind, xs in by_kind.items():
+        if len(xs) > 1:
+            (n0, r0), (n1, r1) = min(xs), max(xs)
+            out.append("- peak RSS%s: %d entries %.0f MiB, %d entries %.0f MiB (%+.1f%%)." % (
+                kind.replace(",", ""), n0, r0 / 1024, n1, r1 / 1024, (r1 / r0 - 1) * 100))
+    return [""] + out if out else []
 
 
 def main():

@@ -9,7 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libtinyxml2-dev libcpp-httplib-dev librados-dev libradospp-dev
   redis-server postgresql ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl iproute2
-  python3 python3-prometheus-client attr acl fio tar diffutils procps psmisc bc strace e2fsprogs util-linux
+  python3 python3-prometheus-client attr acl fio tar diffutils procps psmisc bc strace e2fsprogs util-linux time
   awscli python3-boto3 rclone s3cmd s3fs openssl rsync python3-hypothesis
 )
 # Azurite, the Azure Blob Storage emulator the tests run (tests/servers.py), comes from npm:

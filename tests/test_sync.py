@@ -263,6 +263,31 @@ class IncrementalTest(harness.TierFSTestCase):
         self.assertEqual(harness.compare_trees(src, back), [])
 
 
+    def test_a_directory_larger_than_one_sorted_run(self):
+        """A local directory past 65,536 names is sorted in runs spilled to $TMPDIR and
+        merged (sorted_names.h): both sides of this round are such directories, and the
+        merge must be exact (nothing copied twice, nothing deleted that should stay), and
+        the spill must leave nothing behind."""
+        tmp = self.local_tmpdir()
+        src, dst, spill = (os.path.join(tmp, d) for d in ("src", "dst", "spill"))
+        os.makedirs(src)
+        os.makedirs(spill)
+        names = ["n%06d %s" % (i, "\u00e9" if i % 7 else "%") for i in range(70000)]
+        random.Random(3).shuffle(names)  # created in no order, so readdir's order is no help
+        for n in names:
+            open(os.path.join(src, n), "wb").close()
+        subprocess.check_call(["cp", "-a", src, dst])
+        for n in names[:100]:
+            os.remove(os.path.join(dst, n))
+        for i in range(50):
+            open(os.path.join(dst, "n%06d extra" % (i * 1000)), "wb").close()
+        env = dict(os.environ, TMPDIR=spill)
+        rc, s, err = sync(src, dst, "--delete-dst", env=env)
+        self.assertEqual((s["found"], s["copied"], s["skipped"], s["deleted"], s["failed"]),
+                         (70000, 100, 69900, 50, 0), err)
+        self.assertEqual(sorted(os.listdir(dst)), sorted(names))
+        self.assertEqual(os.listdir(spill), [])
+
     def test_removing_a_directory_keeps_its_parents_time(self):
         """A directory --delete-dst removes is gone before its parent's time is set
         (removing it changes the parent's time; found by the stateful rounds)."""

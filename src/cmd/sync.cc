@@ -3,6 +3,7 @@
 // DST). Exit codes: 0 everything copied or already there; 1 some keys failed (counted,
 // named on stderr); 2 the run could not be carried out (bad arguments, a side unreachable
 // or failing while listed, a checkpoint that cannot be written).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -139,6 +140,14 @@ int Run(Args& a) {
     Fail("sync", st);
     return 2;
   };
+  // Descriptors: each directory being walked (and each read ahead) stays open while it is
+  // listed, besides the files in flight; lift the soft limit to the hard one, as rsync's
+  // and rclone's users would expect a large tree not to fail on EMFILE.
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   for (const std::string& rule : a.include_exclude) a.o.filter.Add(rule[0] == '+', rule.substr(1));
   if (!a.files_from.empty()) {
     std::ifstream in(a.files_from);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sync/posix_write.h"
+#include "sync/sorted_names.h"
 #include "sync/temp_name.h"
 #include "sync/tree_lister.h"
 
@@ -32,6 +33,11 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;
@@ -92,6 +98,49 @@ bool FillEntry(const struct stat& st, Entry* e) {
   e->nlink = S_ISDIR(st.st_mode) ? 1 : static_cast<uint32_t>(st.st_nlink);
   return true;
 }
+
+// Entry name of directory dfd (path p), false when it is gone or not a file, directory or
+// symlink.
+Result<bool> StatEntry(int dfd, const std::string& p, const char* name, Entry* e) {
+  struct stat st;
+  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return false;  // removed while listed
+    return Errno("stat " + p + "/" + name);
+  }
+  e->key = name;
+  if (!FillEntry(st, e)) return false;
+  if (e->kind == Kind::kSymlink) {
+    std::string t(static_cast<size_t>(st.st_size) + 1, '\0');
+    ssize_t n = readlinkat(dfd, name, t.data(), t.size());
+    if (n < 0) return false;
+    t.resize(static_cast<size_t>(n));
+    e->target = t;
+  }
+  return true;
+}
+
+// A directory's entries in name order: its names sorted (sorted_names.h), each stat'ed when
+// it is reached; a name removed meanwhile is left out.
+class SortedDirStream : public DirStream {
+ public:
+  SortedDirStream(int dfd, std::string path, std::unique_ptr<SortedNames> names)
+      : dfd_(dfd), path_(std::move(path)), names_(std::move(names)) {}
+  Result<bool> Next(Entry* e) override {
+    std::string name;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool more, names_->Next(&name));
+      if (!more) return false;
+      *e = Entry{};
+      ASSIGN_OR_RETURN(bool found, StatEntry(dfd_.get(), path_, name.c_str(), e));
+      if (found) return true;
+    }
+  }
+
+ private:
+  Fd dfd_;
+  std::string path_;
+  std::unique_ptr<SortedNames> names_;
+};
 
 class DirSide : public Side {
  public:
@@ -260,26 +309,6 @@ class DirSide : public Side {
     return Status::OK();
   }
 
-  // Entry name of directory dfd (path p), false when it is gone or not a file, directory or
-  // symlink.
-  static Result<bool> StatEntry(int dfd, const std::string& p, const char* name, Entry* e) {
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) return false;  // removed while listed
-      return Errno("stat " + p + "/" + name);
-    }
-    e->key = name;
-    if (!FillEntry(st, e)) return false;
-    if (e->kind == Kind::kSymlink) {
-      std::string t(static_cast<size_t>(st.st_size) + 1, '\0');
-      ssize_t n = readlinkat(dfd, name, t.data(), t.size());
-      if (n < 0) return false;
-      t.resize(static_cast<size_t>(n));
-      e->target = t;
-    }
-    return true;
-  }
-
   // All entries of directory dir_key, or only those named (sorted) when names is set.
   Result<std::unique_ptr<DirStream>> OpenDir(const std::string& dir_key, const NameList& names) {
     std::string p = Path(dir_key);
@@ -299,23 +328,21 @@ class DirSide : public Side {
     }
     DIR* d = fdopendir(dup(dfd.get()));
     if (!d) return Errno("read directory " + p);
+    auto sorted = std::make_unique<SortedNames>();
     errno = 0;
     while (struct dirent* de = readdir(d)) {
       if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-      Entry e;
-      auto found = StatEntry(dfd.get(), p, de->d_name, &e);
-      if (!found.ok()) {
+      if (Status st = sorted->Add(de->d_name); !st.ok()) {
         closedir(d);
-        return found.status();
+        return st;
       }
-      if (*found) v.push_back(std::move(e));
       errno = 0;
     }
     int err = errno;
     closedir(d);
     if (err != 0) return Status::Err(err, "read directory " + p + ": " + std::strerror(err));
-    std::sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
-    return std::unique_ptr<DirStream>(new VecDirStream(std::move(v)));
+    RETURN_IF_ERROR(sorted->Finish());
+    return std::unique_ptr<DirStream>(new SortedDirStream(dfd.release(), p, std::move(sorted)));
   }
 
   static Status WriteAll(int fd, const std::string& path, Source& src) {

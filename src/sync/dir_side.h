@@ -2,8 +2,10 @@
 // are never followed (listed as links; copied as links with --links, else skipped by the
 // syncer); special files (devices, sockets, FIFOs) are left out of listings.
 //
-// Listing reads each directory whole and sorts its names (readdir has no order), so a
-// directory of N entries costs about 100 bytes x N while it is walked.
+// Listing reads each directory's names and sorts them (readdir has no order) with bounded
+// memory (sorted_names.h: sorted runs spilled to a temporary file past 65,536 names), then
+// stats each entry as the walk reaches it, through the directory's descriptor, which the
+// listing holds open while it walks that directory.
 #pragma once
 
 #include <memory>

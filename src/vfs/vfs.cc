@@ -92,6 +92,10 @@ void Vfs::FlusherLoop() {
   }
 }
 
+// Open, or holding writes not yet committed: its state must stay (the dirty list holds
+// only a weak reference). The caller holds st.mu.
+static bool InUse(const InodeState& st) { return st.opens > 0 || (st.writer && st.writer->Dirty()); }
+
 std::shared_ptr<InodeState> Vfs::State(Ino ino) {
   std::lock_guard<std::mutex> l(mu_);
   auto& st = inodes_[ino];
@@ -277,7 +281,7 @@ void Vfs::Forget(Ino ino, uint64_t nlookup) {
   bool busy;
   {
     std::lock_guard<std::mutex> g(it->second->mu);
-    busy = it->second->opens > 0 || (it->second->writer && it->second->writer->Dirty());
+    busy = InUse(*it->second);
   }
   // Handles hold their own reference, so erasing here is safe even if one is closing.
   if (!busy) inodes_.erase(it);
@@ -591,8 +595,43 @@ Status Vfs::Release(uint64_t fh) {
     held = kernel_lookups_.count(h->ino) > 0;
     if (held) r = meta_->Release(h->ino, /*kernel_holds=*/true);
   }
-  if (!held) r = meta_->Release(h->ino);
+  if (!held) {
+    r = meta_->Release(h->ino);
+    ParkIdle(h->ino);
+  }
   return s.ok() ? r : s;
+}
+
+size_t Vfs::inode_states() {
+  std::lock_guard<std::mutex> l(mu_);
+  return inodes_.size();
+}
+
+void Vfs::ParkIdle(Ino ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto pos = idle_pos_.find(ino);
+  if (pos != idle_pos_.end()) idle_.erase(pos->second);
+  idle_.push_front(ino);
+  idle_pos_[ino] = idle_.begin();
+  // Busy states go back to the front; each is looked at once at most.
+  for (size_t looked = 0; idle_.size() > kIdleStates && looked < idle_.size(); ++looked) {
+    Ino old = idle_.back();
+    auto it = inodes_.find(old);
+    bool busy = false;
+    if (it != inodes_.end()) {
+      std::lock_guard<std::mutex> g(it->second->mu);
+      busy = InUse(*it->second);
+    }
+    idle_.pop_back();
+    if (busy) {
+      idle_.push_front(old);
+      idle_pos_[old] = idle_.begin();
+      continue;
+    }
+    idle_pos_.erase(old);
+    // Handles hold their own reference, so erasing here is safe even if one is closing.
+    if (it != inodes_.end()) inodes_.erase(it);
+  }
 }
 
 Status Vfs::Fallocate(const Ctx& ctx, uint64_t fh, int mode, uint64_t off, uint64_t len) {

@@ -291,6 +291,33 @@ TEST_F(VfsTest, CreateOfANameMadeMeanwhileOpensIt) {
   EXPECT_EQ(dir.status().code(), EISDIR);
 }
 
+// Without a mount (sync, the gateway) no FORGET ever drops a file's state: closed files
+// keep at most kIdleStates states, and a file whose state went is read right again; an
+// open file with writes not yet committed keeps its state through the churn.
+TEST_F(VfsTest, StatesOfClosedFilesStayBoundedWithoutAMount) {
+  uint64_t keep = Create("keep");
+  ASSERT_TRUE(vfs_->Write(keep, 0, "kept", 4).ok());
+  const int n = static_cast<int>(Vfs::kIdleStates) + 2000;
+  for (int i = 0; i < n; ++i) {
+    uint64_t fh = Create("f" + std::to_string(i));
+    std::string data = std::to_string(i);
+    ASSERT_TRUE(vfs_->Write(fh, 0, data.data(), data.size()).ok());
+    ASSERT_TRUE(vfs_->Release(fh).ok());
+  }
+  EXPECT_LE(vfs_->inode_states(), Vfs::kIdleStates + 1);
+  EXPECT_GE(vfs_->inode_states(), Vfs::kIdleStates);
+  EXPECT_EQ(ReadAll(keep, 0, 10), "kept");
+  for (int i : {0, n / 2, n - 1}) {
+    auto e = vfs_->Lookup(ctx_, kRootIno, "f" + std::to_string(i));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto o = vfs_->Open(ctx_, e->ino, O_RDONLY);
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(ReadAll(o->fh, 0, 20), std::to_string(i));
+    ASSERT_TRUE(vfs_->Release(o->fh).ok());
+  }
+  ASSERT_TRUE(vfs_->Release(keep).ok());
+}
+
 // The kernel closes a file and sends RELEASE later, on another thread; by then the next
 // open may already hold the flock. Releasing the old handle must drop only its own lock.
 TEST_F(VfsTest, LateReleaseOfAClosedFileKeepsTheNextHoldersFlock) {
