@@ -133,7 +133,7 @@ class Bench:
                              capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if cells and cells[0] == "put 16M":
+            if cells and cells[0] in ("put 16M", "put 16.0 MiB"):
                 rate = float(cells[2])
                 log(name, "store raw PUT %.1f MiB/s" % rate)
                 self.raw.setdefault(name, []).append((rate, nbytes))

@@ -329,6 +329,10 @@ void RegisterSync(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--part-size", a->dst.store.part_size, "Objects larger than this go up in parts of this size")
       ->capture_default_str();
+  sub->add_option("--parts-in-flight", a->dst.store.parts_in_flight,
+                  "Parts of large objects being read and sent at once, over all objects; each holds --part-size "
+                  "bytes of memory (default: no limit but 4 per object, so --threads x 4 at most)")
+      ->check(CLI::Range(1, 4096));
   sub->add_option("--bwlimit", a->bwlimit, "Bytes per second over all copies (e.g. 50M)");
   sub->add_option("--metrics", a->metrics, "Serve Prometheus metrics at http://ADDR:PORT/metrics while it runs");
   sub->add_flag("--json", a->json, "Print the summary as one JSON object on stdout");

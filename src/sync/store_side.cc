@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -82,6 +83,7 @@ class StoreSide : public Side {
     auto work = [&] {
       std::string buf;
       for (;;) {
+        PartSlot slot(this);
         int n = next.fetch_add(1);
         if (n >= parts) return;
         uint64_t off = static_cast<uint64_t>(n) * o_.part_size;
@@ -116,9 +118,36 @@ class StoreSide : public Side {
     return Status::OK();
   }
 
+  // One of o_.parts_in_flight, held from reading a part until it is sent.
+  class PartSlot {
+   public:
+    explicit PartSlot(StoreSide* s) : s_(s) {
+      if (s_->o_.parts_in_flight <= 0) return;
+      std::unique_lock<std::mutex> l(s_->slots_mu_);
+      s_->slots_cv_.wait(l, [&] { return s_->slots_used_ < s_->o_.parts_in_flight; });
+      s_->slots_used_++;
+    }
+    ~PartSlot() {
+      if (s_->o_.parts_in_flight <= 0) return;
+      {
+        std::lock_guard<std::mutex> l(s_->slots_mu_);
+        s_->slots_used_--;
+      }
+      s_->slots_cv_.notify_one();
+    }
+    PartSlot(const PartSlot&) = delete;
+    PartSlot& operator=(const PartSlot&) = delete;
+
+   private:
+    StoreSide* s_;
+  };
+
   std::unique_ptr<ObjectStore> store_;
   std::string prefix_;
   StoreSideOptions o_;
+  std::mutex slots_mu_;
+  std::condition_variable slots_cv_;
+  int slots_used_ = 0;
   int list_threads_ = 1;
 };
 

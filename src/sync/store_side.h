@@ -19,6 +19,9 @@ namespace tierfs::sync {
 struct StoreSideOptions {
   uint64_t part_size = 16ull << 20;  // objects larger than this go up in parts of this size
   int part_threads = 4;              // parts of one object in flight at once
+  // Parts of all objects in flight at once (0: no limit but part_threads per object). Each
+  // holds a part's bytes, so this also bounds the memory of large copies.
+  int parts_in_flight = 0;
 };
 
 // prefix is "" or ends in '/'.
