@@ -48,13 +48,24 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--volume-tmpfs-gib", type=int, default=0,
                     help="keep the volume (SQLite file and bucket) on a tmpfs of this size (0: with the trees)")
+    ap.add_argument("--trees-tmpfs-gib", type=int, default=0,
+                    help="keep the source tree and the two copies on a tmpfs of this size (0: the local disk); "
+                    "the table then has a section of its own")
     a = ap.parse_args()
+    global BEGIN, END
+    if a.trees_tmpfs_gib:  # a table of its own beside the one on the disk
+        BEGIN, END = (m.replace("sync_changes.py)", "sync_changes.py, trees on tmpfs)") for m in (BEGIN, END))
     tmp = tempfile.mkdtemp(prefix="tierfs-bench-changes-")
+    mounts = []
+    if a.trees_tmpfs_gib:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dg" % a.trees_tmpfs_gib, "tmpfs", tmp], check=True)
+        mounts.append(tmp)
     voldir = tmp
     if a.volume_tmpfs_gib:
         voldir = os.path.join(tmp, "vol")
         os.makedirs(voldir)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dg" % a.volume_tmpfs_gib, "tmpfs", voldir], check=True)
+        mounts.insert(0, voldir)
     try:
         src = os.path.join(tmp, "src")
         names = []
@@ -107,10 +118,12 @@ def main():
         for r in range(a.repeat):  # nothing changed: the cost of finding out, without copies
             interleaved(r, ", nothing changed", 0)
         med = {k: statistics.median(v) for k, v in res.items()}
-        cmd = "bench/sync_changes.py --files %d --dirs %d --changed %s --repeat %d%s" % (
+        cmd = "bench/sync_changes.py --files %d --dirs %d --changed %s --repeat %d%s%s" % (
             a.files, a.dirs, a.changed, a.repeat,
-            " --volume-tmpfs-gib %d" % a.volume_tmpfs_gib if a.volume_tmpfs_gib else "")
-        out = [BEGIN, "## sync --changes: incremental rounds from a volume's change log", "",
+            " --volume-tmpfs-gib %d" % a.volume_tmpfs_gib if a.volume_tmpfs_gib else "",
+            " --trees-tmpfs-gib %d" % a.trees_tmpfs_gib if a.trees_tmpfs_gib else "")
+        title = "## sync --changes: incremental rounds from a volume's change log"
+        out = [BEGIN, title + (" (trees on tmpfs)" if a.trees_tmpfs_gib else ""), "",
                "`%s` (%s). A SQLite volume with a change log holding %d files of 1 KiB in %d directories, synced "
                "to two local directories; before each round some of the files change (rewritten through the "
                "client library), then an incremental round (`--changes`) and a full round run, order rotated; "
@@ -130,8 +143,8 @@ def main():
         write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, "\n".join(out))
         print("\n".join(out))
     finally:
-        if voldir != tmp:
-            subprocess.run(["umount", voldir])
+        for m in mounts:  # the volume's tmpfs first: it is inside the trees' one
+            subprocess.run(["umount", m])
         shutil.rmtree(tmp, ignore_errors=True)
 
 
