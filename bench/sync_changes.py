@@ -28,7 +28,12 @@ sys.path.insert(0, HERE)
 from doc_section import write_section  # noqa: E402
 
 TIERFS = os.environ.get("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", "tierfs"))
-BEGIN, END = "<!-- BEGIN sync-changes (bench/sync_changes.py) -->", "<!-- END sync-changes (bench/sync_changes.py) -->"
+
+
+def markers(trees_on_tmpfs):
+    """The section's markers: a run with the trees on tmpfs has a section of its own."""
+    where = "bench/sync_changes.py, trees on tmpfs" if trees_on_tmpfs else "bench/sync_changes.py"
+    return "<!-- BEGIN sync-changes (%s) -->" % where, "<!-- END sync-changes (%s) -->" % where
 
 
 def sync(*args):
@@ -52,9 +57,7 @@ def main():
                     help="keep the source tree and the two copies on a tmpfs of this size (0: the local disk); "
                     "the table then has a section of its own")
     a = ap.parse_args()
-    global BEGIN, END
-    if a.trees_tmpfs_gib:  # a table of its own beside the one on the disk
-        BEGIN, END = (m.replace("sync_changes.py)", "sync_changes.py, trees on tmpfs)") for m in (BEGIN, END))
+    begin, end = markers(a.trees_tmpfs_gib > 0)
     tmp = tempfile.mkdtemp(prefix="tierfs-bench-changes-")
     mounts = []
     if a.trees_tmpfs_gib:
@@ -123,7 +126,7 @@ def main():
             " --volume-tmpfs-gib %d" % a.volume_tmpfs_gib if a.volume_tmpfs_gib else "",
             " --trees-tmpfs-gib %d" % a.trees_tmpfs_gib if a.trees_tmpfs_gib else "")
         title = "## sync --changes: incremental rounds from a volume's change log"
-        out = [BEGIN, title + (" (trees on tmpfs)" if a.trees_tmpfs_gib else ""), "",
+        out = [begin, title + (" (trees on tmpfs)" if a.trees_tmpfs_gib else ""), "",
                "`%s` (%s). A SQLite volume with a change log holding %d files of 1 KiB in %d directories, synced "
                "to two local directories; before each round some of the files change (rewritten through the "
                "client library), then an incremental round (`--changes`) and a full round run, order rotated; "
@@ -139,8 +142,8 @@ def main():
             out.append("- %s: the incremental round %.1fx faster than the full round." % (
                 label.strip(" ,()"), med["full" + label] / med["incremental" + label]))
         out += ["", "Both rounds of a pair copy the same files; each run also starts the client and opens the "
-                "volume.", END]
-        write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, "\n".join(out))
+                "volume.", end]
+        write_section(os.path.join(REPO, "docs", "benchmarks.md"), begin, end, "\n".join(out))
         print("\n".join(out))
     finally:
         for m in mounts:  # the volume's tmpfs first: it is inside the trees' one

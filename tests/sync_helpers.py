@@ -199,7 +199,10 @@ class Sides:
                 "%s-ceph-conf", srv["ceph_conf"]]
         if kind == "azure":
             ep = srv["azure_endpoint"]
-            return "azure+%s/%s/%s/%s/" % (ep, srv["azure_account"], "sync" + str(os.getpid()), name), [
+            if not hasattr(self, "azure_dir"):  # one container per process, a folder per Sides
+                self.azure_dir = harness.unique("s")
+            return "azure+%s/%s/%s/%s/%s/" % (ep, srv["azure_account"], "sync" + str(os.getpid()), self.azure_dir,
+                                              name), [
                 "%s-access-key", srv["azure_account"], "%s-secret-key", srv["azure_key"]]
         raise ValueError(kind)
 

@@ -1,8 +1,8 @@
 // The names of one directory in byte order, with memory bounded however large it is.
 //
 // readdir returns a directory's names in no order, and a sync side must list them sorted
-// (side.h). Holding a directory of 10 million names to sort it is what made a local
-// directory side grow by ~150 bytes per entry (docs/benchmarks.md). SortedNames keeps at
+// (side.h). The local directory side used to hold every entry of a directory (name and
+// stat, about 150 bytes each) to sort them: 1.5 GB for 10 million. SortedNames keeps at
 // most kRunNames names in memory: past that, each full batch is sorted and appended to one
 // unnamed temporary file ($TMPDIR, else /tmp; gone when closed, even after SIGKILL) as a
 // sorted run of NUL-terminated names (a name never holds NUL), and Next merges the runs.

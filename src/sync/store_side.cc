@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <vector>
 
@@ -33,7 +33,9 @@ class StoreReader : public Reader {
 class StoreSide : public Side {
  public:
   StoreSide(std::unique_ptr<ObjectStore> store, std::string prefix, StoreSideOptions o)
-      : store_(std::move(store)), prefix_(std::move(prefix)), o_(o) {}
+      : store_(std::move(store)), prefix_(std::move(prefix)), o_(o) {
+    if (o_.parts_in_flight > 0) slots_ = std::make_unique<std::counting_semaphore<>>(o_.parts_in_flight);
+  }
 
   std::string Describe() const override { return store_->Describe() + prefix_; }
   bool posix() const override { return false; }
@@ -83,9 +85,9 @@ class StoreSide : public Side {
     auto work = [&] {
       std::string buf;
       for (;;) {
-        PartSlot slot(this);
         int n = next.fetch_add(1);
         if (n >= parts) return;
+        PartSlot slot(slots_.get());
         uint64_t off = static_cast<uint64_t>(n) * o_.part_size;
         size_t len = static_cast<size_t>(std::min<uint64_t>(o_.part_size, src.size - off));
         buf.resize(len);
@@ -118,36 +120,27 @@ class StoreSide : public Side {
     return Status::OK();
   }
 
-  // One of o_.parts_in_flight, held from reading a part until it is sent.
+  // One of o_.parts_in_flight (slots_; none to take without a limit), held from reading a
+  // part until it is sent.
   class PartSlot {
    public:
-    explicit PartSlot(StoreSide* s) : s_(s) {
-      if (s_->o_.parts_in_flight <= 0) return;
-      std::unique_lock<std::mutex> l(s_->slots_mu_);
-      s_->slots_cv_.wait(l, [&] { return s_->slots_used_ < s_->o_.parts_in_flight; });
-      s_->slots_used_++;
+    explicit PartSlot(std::counting_semaphore<>* slots) : slots_(slots) {
+      if (slots_) slots_->acquire();
     }
     ~PartSlot() {
-      if (s_->o_.parts_in_flight <= 0) return;
-      {
-        std::lock_guard<std::mutex> l(s_->slots_mu_);
-        s_->slots_used_--;
-      }
-      s_->slots_cv_.notify_one();
+      if (slots_) slots_->release();
     }
     PartSlot(const PartSlot&) = delete;
     PartSlot& operator=(const PartSlot&) = delete;
 
    private:
-    StoreSide* s_;
+    std::counting_semaphore<>* slots_;
   };
 
   std::unique_ptr<ObjectStore> store_;
   std::string prefix_;
   StoreSideOptions o_;
-  std::mutex slots_mu_;
-  std::condition_variable slots_cv_;
-  int slots_used_ = 0;
+  std::unique_ptr<std::counting_semaphore<>> slots_;
   int list_threads_ = 1;
 };
 
