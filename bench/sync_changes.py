@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Incremental `tierfs sync` rounds from a TierFS volume: read from its change log
-(--changes) against a full round (listing both sides), after the same changes, in one run.
+(--changes) against a full round (listing both sides), after the same changes, in one run;
+each also as a --dry-run (finding the changes only, no copy).
 
     bench/sync_changes.py [--files N] [--dirs D] [--changed PCT,PCT...] [--repeat R] [--volume-tmpfs-gib G]
 
@@ -34,6 +35,9 @@ def markers(trees_on_tmpfs):
     """The section's markers: a run with the trees on tmpfs has a section of its own."""
     where = "bench/sync_changes.py, trees on tmpfs" if trees_on_tmpfs else "bench/sync_changes.py"
     return "<!-- BEGIN sync-changes (%s) -->" % where, "<!-- END sync-changes (%s) -->" % where
+
+
+DRY = ", finding only"  # the label of --dry-run rounds
 
 
 def sync(*args):
@@ -93,18 +97,24 @@ def main():
         res, listed = {}, {}
 
         def interleaved(r, label, copied):
-            """An incremental and a full round (order rotated by r), each copying `copied`."""
-            order = [("incremental" + label, inc, ["--changes", state, "--list-threads", "4"]),
-                     ("full" + label, full, ["--list-threads", "4"])]
-            for kind, dst, extra in (order[::-1] if r % 2 else order):
-                wall, s = sync(vol, dst, "--threads", "16", *extra)
-                if s["copied"] != copied or s["failed"]:
-                    sys.exit("%s round copied %d of %d changed files" % (kind, s["copied"], copied))
-                if kind.startswith("incremental") and s.get("round") != "incremental":
-                    sys.exit("the round with --changes was not incremental: %r" % s)
-                res.setdefault(kind, []).append(wall)
-                listed[kind] = s["found"]
-                print("round %d %s: %.2f s, %d keys listed" % (r, kind, wall, s["found"]), flush=True)
+            """Finding the changes only (--dry-run: nothing saved, nothing copied), an
+            incremental and a full round each, order rotated by r; then the two rounds that
+            copy, each copying `copied`."""
+            for dry in (True, False):
+                order = [("incremental" + label, inc, ["--changes", state, "--list-threads", "4"]),
+                         ("full" + label, full, ["--list-threads", "4"])]
+                for kind, dst, extra in (order[::-1] if r % 2 else order):
+                    kind = kind.replace(label, DRY + label) if dry else kind
+                    wall, s = sync(vol, dst, "--threads", "16", *extra, *(["--dry-run"] if dry else []))
+                    if s["copied"] != copied or s["failed"]:
+                        differ = subprocess.run(["diff", "-rq", inc, full], capture_output=True, text=True).stdout
+                        sys.exit("%s round copied %d of %d changed files: %r\n%s" % (kind, s["copied"], copied, s,
+                                                                                   differ[:2000]))
+                    if kind.startswith("incremental") and s.get("round") != "incremental":
+                        sys.exit("the round with --changes was not incremental: %r" % s)
+                    res.setdefault(kind, []).append(wall)
+                    listed[kind] = s["found"]
+                    print("round %d %s: %.2f s, %d keys listed" % (r, kind, wall, s["found"]), flush=True)
 
         pcts = [float(p) for p in a.changed.split(",")]
         for r in range(a.repeat):
@@ -135,14 +145,20 @@ def main():
         labels = [" (%g%%: %d files changed)" % (p, max(1, int(a.files * p / 100))) for p in pcts]
         labels.append(", nothing changed")
         for label in labels:
-            for k in ("incremental" + label, "full" + label):
+            for k in ("incremental" + label, "full" + label, "incremental" + DRY + label, "full" + DRY + label):
                 out.append("| %s | %.2f (%.2f-%.2f) | %d |" % (k, med[k], min(res[k]), max(res[k]), listed[k]))
         out.append("")
         for label in labels:
-            out.append("- %s: the incremental round %.1fx faster than the full round." % (
-                label.strip(" ,()"), med["full" + label] / med["incremental" + label]))
+            out.append("- %s: the incremental round %.1fx faster than the full round; finding the changes "
+                       "(--dry-run) %.1fx faster." % (
+                           label.strip(" ,()"), med["full" + label] / med["incremental" + label],
+                           med["full" + DRY + label] / med["incremental" + DRY + label]))
+        floor = med["incremental" + DRY + ", nothing changed"]
         out += ["", "Both rounds of a pair copy the same files; each run also starts the client and opens the "
-                "volume.", end]
+                "volume (an incremental round that finds nothing takes %.2f s: the floor of every round here). "
+                "The rounds marked %s run with --dry-run: they find what changed and copy nothing, so they "
+                "compare the cost of finding the changes (the change log against listing both sides)."
+                % (floor, DRY.strip(" ,")), end]
         write_section(os.path.join(REPO, "docs", "benchmarks.md"), begin, end, "\n".join(out))
         print("\n".join(out))
     finally:

@@ -273,6 +273,7 @@ class Volume:
         self._pids = set()          # every mount daemon this object started
         self._mountpoints = {self.mnt}
         self._logs = {}  # mount point -> its client log
+        self.uuid = None  # from format's output
         os.mkdir(self.mnt)
         _live_volumes.add(self)
 
@@ -293,6 +294,9 @@ class Volume:
         res = tierfs(*(args + list(extra)))
         if check and res[0] != 0:
             raise AssertionError("tierfs format failed\n" + msg(*res))
+        m = re.search(r"\(uuid ([0-9a-f-]{36})\)", res[1])
+        if m:
+            self.uuid = m.group(1)
         return res
 
     def mount(self, *extra, check=True):
@@ -356,6 +360,9 @@ class Volume:
                     if m.startswith(self.dir + os.sep):
                         run("umount", "-l", m, timeout=30)
                 shutil.rmtree(self.dir, ignore_errors=True)
+                # What a mount without --cache-dir left in the default cache directory.
+                if self.uuid and os.geteuid() == 0:
+                    shutil.rmtree(os.path.join("/var/cache/tierfs", self.uuid), ignore_errors=True)
 
     def _report_dead_mounts(self):
         """A mount whose daemon died is still mounted but answers ENOTCONN: show the end of

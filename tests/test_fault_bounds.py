@@ -34,13 +34,22 @@ def read_all(path):
 
 
 def timed_read(path):
-    """(errno or 0, seconds) of reading the whole file."""
+    """(errno or 0, seconds, bytes read) of reading the whole file."""
     t0 = time.monotonic()
     try:
-        read_all(path)
-        return 0, time.monotonic() - t0
+        n = len(read_all(path))
+        return 0, time.monotonic() - t0, n
     except OSError as e:
-        return e.errno, time.monotonic() - t0
+        return e.errno, time.monotonic() - t0, None
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat (T: stopped), or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
 
 
 class HungStoreTest(harness.TierFSTestCase):
@@ -81,8 +90,11 @@ class HungStoreTest(harness.TierFSTestCase):
 
     def stopped(self, name):
         """Stops the Ceph daemon `name` until the test ends."""
-        os.kill(self.pid_of(name), signal.SIGSTOP)
+        pid = self.pid_of(name)
+        os.kill(pid, signal.SIGSTOP)
         self.addCleanup(self.cont, name)
+        self.assertTrue(harness.wait_for(lambda: process_state(pid) == "T", timeout=10),
+                        "%s (pid %d) did not stop: state %s" % (name, pid, process_state(pid)))
 
     def volume_with_file(self, storage, size=3 << 20):
         vol = self.new_volume(storage=storage)
@@ -98,12 +110,17 @@ class HungStoreTest(harness.TierFSTestCase):
     def check_bounded_eio(self, vol, daemon, io_timeout, slack=8.0):
         # No disk cache: the read must go to the store.
         vol.mount("--cache-dir", "memory", *(["--io-timeout", str(io_timeout)] if io_timeout else []))
+        # What the read must fetch: 3 MiB in the store's objects (metadata only, no data read).
+        self.assertEqual(os.stat(vol.path("f")).st_size, 3 << 20)
+        keys = vol.object_keys(vol.path("f"))
+        self.assertTrue(keys, "the file has no objects: %s" % vol.info_json(vol.path("f")))
         self.stopped(daemon)
-        err, secs = timed_read(vol.path("f"))
+        err, secs, got = timed_read(vol.path("f"))
         limit = io_timeout or 60
         sys.stderr.write("%s stopped, --io-timeout %s: read failed with %s after %.1f s\n"
                          % (daemon, io_timeout or "default (60)", errno.errorcode.get(err, err), secs))
-        self.assertEqual(err, errno.EIO, "the read should fail with EIO (got %s after %.1f s)" % (err, secs))
+        self.assertEqual(err, errno.EIO, "the read should fail with EIO (got %s after %.1f s, %s bytes read; "
+                                         "objects %s)\nlog:\n%s" % (err, secs, got, keys, vol.log_tail()))
         self.assertLess(secs, limit + slack, "the read waited %.1f s for a hung store, more than the "
                                              "--io-timeout of %d s" % (secs, limit))
         # The log says why.
@@ -163,7 +180,7 @@ class FailingStoreTest(harness.TierFSTestCase):
         self.proxy.fail = True
         self.proxy.reset()
 
-        err, secs = timed_read(vol.path("r"))
+        err, secs, _ = timed_read(vol.path("r"))
         gets = self.proxy.count("GET", key)
         sys.stderr.write("read against 503s: %s after %.1f s, %d GETs\n" % (errno.errorcode.get(err, err), secs, gets))
         self.assertEqual(err, errno.EIO)

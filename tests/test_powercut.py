@@ -90,7 +90,9 @@ class PowerCutTest(harness.TierFSTestCase):
                 self.assertOk(tierfs("format", meta, "pcvol", "--storage", "file", "--bucket",
                                      os.path.join(fs, "vol", "bucket"), "--block-size", "1M",
                                      "--trash-days", "0"))
-            self.assertOk(tierfs("mount", meta, mnt, "-d", "--log", os.path.join(work, "client-%d.log" % r)))
+            # The disk cache on the host's disk (as the default is), gone with the test.
+            self.assertOk(tierfs("mount", meta, mnt, "-d", "--log", os.path.join(work, "client-%d.log" % r),
+                                 "--cache-dir", os.path.join(work, "cache")))
             pid = int(self.sh("pgrep", "-n", "-f", "tierfs mount .*" + mnt))
             writers = [subprocess.Popen([sys.executable, "-c", WRITER, mnt, str(seed * 10 + r * 2 + k)],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -121,7 +123,8 @@ class PowerCutTest(harness.TierFSTestCase):
             rc, out, err = tierfs("fsck", meta, "--json")
             self.assertEqual(rc, 0, "round %d (seed %d): fsck after the power cut\n%s" % (r, seed, msg(rc, out, err)))
             self.assertEqual(json.loads(out)["problems"], [])
-            self.assertOk(tierfs("mount", meta, mnt, "-d", "--log", os.path.join(work, "check-%d.log" % r)))
+            self.assertOk(tierfs("mount", meta, mnt, "-d", "--log", os.path.join(work, "check-%d.log" % r),
+                                 "--cache-dir", os.path.join(work, "cache")))
             for name, digest in synced.items():
                 with open(os.path.join(mnt, name), "rb") as f:
                     self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest,

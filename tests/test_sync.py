@@ -153,7 +153,10 @@ class SidePairsTest(harness.TierFSTestCase):
         hops = 0
         for a, b in zip(circuit, circuit[1:]):
             nurl, nextra = sides.new(b)
-            rc, s, err = sync(url, nurl, "--dirs", *side_args(extra, "src"), *side_args(nextra, "dst"))
+            # --check-new reads each copy back through the destination side (from one volume
+            # into another, by its own name there, not by the source's inode number).
+            rc, s, err = sync(url, nurl, "--dirs", "--check-new", *side_args(extra, "src"), *side_args(nextra, "dst"))
+            self.assertEqual(s["checked"], len(want_files), "%s -> %s: %r" % (a, b, s))
             self.assertEqual((s["failed"], s["copied"], s["skipped"]), (0, s["found"], 0),
                              "%s -> %s: %r\n%s" % (a, b, s, err))
             self.assertEqual(s["found"], len(want_files) + len(want_dirs), "%s -> %s" % (a, b))

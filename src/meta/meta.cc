@@ -773,7 +773,7 @@ Result<std::vector<DirEntry>> Meta::Readdir(const Ctx& ctx, Ino ino, bool plus, 
   return out;
 }
 
-Status Meta::FillAttrs(DirEntry* entries, size_t n) {
+Status Meta::FillAttrs(DirEntry* entries, size_t n, std::vector<DamagedRecord>* damaged) {
   std::vector<DamagedRecord> bad;
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
@@ -790,7 +790,7 @@ Status Meta::FillAttrs(DirEntry* entries, size_t n) {
         return Status::OK();
       },
       true));
-  for (const auto& d : bad) record_check::LogDamaged(d);
+  for (const auto& d : bad) damaged ? damaged->push_back(d) : record_check::LogDamaged(d);
   NoteAclFlags(entries, n);  // the kernel uses these attributes
   return Status::OK();
 }

@@ -429,8 +429,9 @@ class Meta {
   Result<std::vector<DirEntry>> Readdir(const Ctx& ctx, Ino ino, bool plus,
                                         std::vector<DamagedRecord>* damaged = nullptr);
   // Fills the attributes of n entries listed by Readdir, in one read transaction (an entry
-  // removed meanwhile, or whose attributes are damaged (logged), keeps mode 0).
-  Status FillAttrs(DirEntry* entries, size_t n);
+  // removed meanwhile, or whose attributes are damaged, keeps mode 0; the damaged go to
+  // *damaged when given, else to the log).
+  Status FillAttrs(DirEntry* entries, size_t n, std::vector<DamagedRecord>* damaged = nullptr);
   // Up to `limit` entries whose names are at least `from` ("": from the first; after + '\0'
   // for the names after `after`), in name (byte) order, with attributes when plus and the
   // value of xattr `xattr` (when not empty) in DirEntry::xattr; *more (when given) says
@@ -438,6 +439,20 @@ class Meta {
   // (meta_listing.cc).
   Result<std::vector<DirEntry>> ReaddirPage(const Ctx& ctx, Ino ino, const std::string& from, size_t limit,
                                             bool plus, bool* more = nullptr, const std::string& xattr = "");
+  // Lookup of many names at once (sync's incremental rounds): kLookupBatch items per read
+  // transaction, items of one directory next to each other. An item gets ino 0 when its name,
+  // or its directory, does not exist (or is no directory); a damaged entry, a name that is
+  // not plain ("", ".", "..", the trash's) is an error.
+  struct NameLookup {
+    NameLookup() = default;
+    NameLookup(Ino p, std::string n, Ino i = 0, const Attr& a = Attr()) : parent(p), name(std::move(n)), ino(i), attr(a) {}
+    Ino parent = 0;
+    std::string name;
+    Ino ino = 0;  // out
+    Attr attr;    // out
+  };
+  static constexpr size_t kLookupBatch = 512;
+  Status LookupMany(const Ctx& ctx, NameLookup* items, size_t n);
 
   // `tierfs rmr`: removes what directory `dir` holds, depth first, many files per
   // transaction, until about `budget` entries are gone; dir itself stays (the caller

@@ -1,5 +1,8 @@
 // Directory listing in pages (the S3 gateway's ListObjects): a page of entries after a name,
-// read in one transaction that costs the page, not the directory.
+// read in one transaction that costs the page, not the directory; and many names looked up
+// in one transaction (sync's incremental rounds).
+#include <algorithm>
+
 #include "common/encoding.h"
 #include "meta/meta.h"
 #include "meta/meta_acl.h"
@@ -65,6 +68,62 @@ Result<std::vector<DirEntry>> Meta::ReaddirPage(const Ctx& ctx, Ino ino, const s
   for (const auto& d : bad) record_check::LogDamaged(d);
   if (more) *more = has_more;
   return out;
+}
+
+Status Meta::LookupMany(const Ctx& ctx, NameLookup* items, size_t n) {
+  std::vector<Attr> parents;
+  for (size_t done = 0; done < n;) {
+    size_t end = std::min(n, done + kLookupBatch);
+    std::vector<DirEntry> seen;  // for NoteAclFlags
+    RETURN_IF_ERROR(engine_->Txn(
+        [&](KvTxn& t) {
+          seen.clear();
+          Ino parent = 0;
+          Attr pa;
+          Status parent_ok = Status::OK();
+          for (size_t i = done; i < end; ++i) {
+            NameLookup& it = items[i];
+            it.ino = 0;
+            it.attr = Attr();
+            if (it.parent != parent || i == done) {  // items of one directory come together
+              parent = it.parent;
+              parent_ok = GetAttrTx(t, parent, &pa);
+              if (parent_ok.ok() && !pa.IsDir()) parent_ok = NotDir(parent);
+              if (parent_ok.ok()) parent_ok = CheckAccessTx(t, ctx, parent, pa, X_OK);
+              if (!parent_ok.ok() && parent_ok.code() != ENOENT && parent_ok.code() != ENOTDIR) return parent_ok;
+            }
+            if (!parent_ok.ok()) continue;  // the directory is gone: so are its names
+            if (it.name.empty() || it.name.size() > kMaxName || it.name == "." || it.name == ".." ||
+                (parent == kRootIno && it.name == kTrashName)) {
+              return Status::Err(EINVAL, "LookupMany: '" + it.name + "' is not a plain name");
+            }
+            ASSIGN_OR_RETURN(auto v, t.GetIndirect({keys::Dentry(parent, it.name)}, keys::kInodeKeyHead, 8,
+                                                   keys::kInodeKeyTail));
+            if (!v[0]) continue;
+            if (v[0]->size() < 8) return Status::Err(EIO, "corrupt directory entry '" + it.name + "'");
+            Ino ino = keys::DecodeU64(std::string_view(*v[0]).substr(0, 8));
+            if (!v[1]) continue;  // removed between the two reads of another engine's txn
+            if (!DecodeAttr(*v[1], &it.attr)) {
+              return Status::Err(EIO, "inode " + std::to_string(ino) + " has corrupt attributes");
+            }
+            // Other users' entries of a trash hour are not there for this user (see Lookup).
+            if (pa.parent == kTrashIno && ctx.uid != 0 && it.attr.uid != ctx.uid) {
+              it.attr = Attr();
+              continue;
+            }
+            it.ino = ino;
+            DirEntry d;
+            d.ino = ino;
+            d.attr = it.attr;
+            seen.push_back(std::move(d));
+          }
+          return Status::OK();
+        },
+        true));
+    NoteAclFlags(seen.data(), seen.size());
+    done = end;
+  }
+  return Status::OK();
 }
 
 }  // namespace tierfs

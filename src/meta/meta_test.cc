@@ -172,6 +172,44 @@ TYPED_TEST(MetaTest, ReaddirListsEveryEntryOnce) {
   EXPECT_EQ(names.size(), 300u);
 }
 
+TYPED_TEST(MetaTest, LookupManyFindsWhatLookupFinds) {
+  Ino d = this->Dir("d");
+  Ino e = this->Dir("e");
+  Ino f = this->File("f", d);
+  // More items than one transaction takes, over three directories (one of them a file).
+  std::vector<Meta::NameLookup> items;
+  for (size_t i = 0; i < Meta::kLookupBatch + 10; ++i) {
+    if (i % 3 == 0) this->File("g" + std::to_string(i), e);
+    items.push_back({e, "g" + std::to_string(i)});
+  }
+  items.push_back({d, "f"});
+  items.push_back({d, "missing"});
+  items.push_back({f, "under-a-file"});
+  items.push_back({999999, "in-no-directory"});
+  ASSERT_TRUE(this->m_->LookupMany(this->root_, items.data(), items.size()).ok());
+  for (const auto& it : items) {
+    auto one = this->m_->Lookup(this->root_, it.parent, it.name);
+    if (one.ok()) {
+      EXPECT_EQ(it.ino, one->first) << it.name;
+      EXPECT_EQ(it.attr.mode, one->second.mode) << it.name;
+      EXPECT_EQ(it.attr.mtime_ns, one->second.mtime_ns) << it.name;
+    } else {
+      EXPECT_EQ(it.ino, 0u) << it.name << ": " << one.status().message();
+    }
+  }
+  EXPECT_EQ(items[Meta::kLookupBatch + 10].ino, f);
+  // Not plain names are refused, not looked up.
+  std::vector<Meta::NameLookup> bad = {{d, ".."}};
+  EXPECT_EQ(this->m_->LookupMany(this->root_, bad.data(), bad.size()).code(), EINVAL);
+  // A user without search permission on the directory gets the error, as Lookup gives it.
+  ASSERT_TRUE(this->m_->SetAttr(this->root_, d, kSetMode, [] { Attr a; a.mode = 0700; return a; }()).ok());
+  Ctx user;
+  user.uid = 1000;
+  user.gid = 1000;
+  std::vector<Meta::NameLookup> theirs = {{d, "f"}};
+  EXPECT_EQ(this->m_->LookupMany(user, theirs.data(), theirs.size()).code(), EACCES);
+}
+
 TYPED_TEST(MetaTest, RenameRules) {
   Ino a = this->Dir("a");
   Ino b = this->Dir("b", a);

@@ -165,10 +165,15 @@ class DirSide : public Side {
 
   Status Put(const Entry& e, Source& src, bool perms) override {
     std::string dir = Path(ParentKey(e.key));
-    RETURN_IF_ERROR(MakeDirs(ParentKey(e.key)));
     std::string tmp = dir + "/" + TempNameFor(BaseName(e.key));
-    Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (fd.get() < 0) return Errno("create " + tmp);
+    // The directory is made only when missing (most files land in one that exists).
+    int raw = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (raw < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+      RETURN_IF_ERROR(MakeDirs(ParentKey(e.key)));
+      raw = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (raw < 0) return Errno("create " + tmp);
+    Fd fd(raw);
     Status st = WriteAll(fd.get(), tmp, src);
     if (st.ok()) st = FileAttrs(fd.get(), tmp, e, perms);
     if (st.ok() && close(dup(fd.get())) != 0) st = Errno("close " + tmp);  // NFS-style errors at close

@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -43,28 +45,34 @@ Entry FromAttr(const std::string& name, const Attr& a) {
 
 class VolumeSide;
 
-// A directory's entries, a page at a time; or only those named (sorted), looked up one by one.
+// Entries the change log named, looked up before the listing (VolumeSide::Changed): key ->
+// the entry (ino 0: absent). Read-only once made; a write to the side drops it.
+using Primed = std::unordered_map<std::string, Meta::NameLookup>;
+constexpr size_t kMaxPrimed = 65536;  // about 13 MiB
+using Entries = std::map<std::pair<Ino, std::string>, Ino>;  // (parent, name) -> inode named (0: none)
+
+// Entries listed by a VolumeSide carry its tag as their dev (hard links are matched by dev
+// and inode within one side): Open then reads the inode it listed, with no lookup, and an
+// entry from another side (Verify's copy of the source's) is looked up by name.
+uint64_t NewDevTag() {
+  static std::atomic<uint64_t> n{0};
+  return (uint64_t{0x7ffe} << 48) | ++n;
+}
+
+// A directory's entries, a page at a time; or only those named (sorted), from `primed` when
+// it holds them, else looked up kPage names per transaction.
 class PageStream : public DirStream {
  public:
-  PageStream(Meta* meta, Ino dir, std::string shown, NameList names)
-      : meta_(meta), dir_(dir), shown_(std::move(shown)), names_(std::move(names)) {}
+  PageStream(Meta* meta, Ino dir, std::string dir_key, std::string shown, NameList names, uint64_t dev,
+             std::shared_ptr<const Primed> primed)
+      : meta_(meta), dir_(dir), dir_key_(TrimKey(dir_key)), shown_(std::move(shown)), names_(std::move(names)),
+        dev_(dev), primed_(std::move(primed)) {}
   Result<bool> Next(Entry* e) override {
     for (;;) {
       if (names_ && i_ == page_.size()) {
         page_.clear();
         i_ = 0;
-        for (; page_.empty() && n_ < names_->size(); ++n_) {
-          const std::string& name = (*names_)[n_];
-          auto found = meta_->Lookup(Ctx::Root(), dir_, name);
-          if (!found.ok() && found.status().code() == ENOENT) continue;
-          if (!found.ok()) return found.status().With("look up " + shown_ + name);
-          DirEntry d;
-          d.name = name;
-          d.ino = found->first;
-          d.attr = found->second;
-          d.type = found->second.mode & S_IFMT;
-          page_.push_back(std::move(d));
-        }
+        while (page_.empty() && n_ < names_->size()) RETURN_IF_ERROR(LookUpNames());
         if (page_.empty()) return false;
       }
       if (i_ == page_.size()) {
@@ -84,7 +92,7 @@ class PageStream : public DirStream {
       DirEntry& d = page_[i_++];
       if (d.attr.mode == 0) continue;  // damaged or removed meanwhile (logged by Meta)
       *e = FromAttr(d.name, d.attr);
-      e->dev = 1;
+      e->dev = dev_;
       e->ino = d.ino;
       if (e->kind == Kind::kSymlink) {
         auto t = meta_->Readlink(d.ino);
@@ -98,10 +106,51 @@ class PageStream : public DirStream {
   }
 
  private:
+  // The next kPage names into page_ (those that exist, in name order).
+  Status LookUpNames() {
+    size_t end = std::min(names_->size(), n_ + kPage);
+    std::vector<Meta::NameLookup> got(end - n_);
+    std::vector<Meta::NameLookup*> ask;
+    for (size_t k = n_; k < end; ++k) {
+      Meta::NameLookup& item = got[k - n_];
+      const std::string& name = (*names_)[k];
+      auto it = primed_ ? primed_->find(dir_key_.empty() ? name : dir_key_ + "/" + name) : Primed::const_iterator();
+      if (primed_ && it != primed_->end() && it->second.parent == dir_) {
+        item = it->second;
+        continue;
+      }
+      item.parent = dir_;
+      item.name = name;
+      ask.push_back(&item);
+    }
+    if (!ask.empty()) {
+      std::vector<Meta::NameLookup> batch;
+      batch.reserve(ask.size());
+      for (auto* a : ask) batch.push_back(*a);
+      Status st = meta_->LookupMany(Ctx::Root(), batch.data(), batch.size());
+      if (!st.ok()) return st.With("look up names in " + shown_);
+      for (size_t k = 0; k < ask.size(); ++k) *ask[k] = std::move(batch[k]);
+    }
+    for (size_t k = n_; k < end; ++k) {
+      Meta::NameLookup& item = got[k - n_];
+      if (item.ino == 0) continue;
+      DirEntry d;
+      d.name = (*names_)[k];
+      d.ino = item.ino;
+      d.attr = item.attr;
+      d.type = item.attr.mode & S_IFMT;
+      page_.push_back(std::move(d));
+    }
+    n_ = end;
+    return Status::OK();
+  }
+
   Meta* meta_;
   Ino dir_;
-  std::string shown_, from_;
+  std::string dir_key_, shown_, from_;
   NameList names_;
+  uint64_t dev_;
+  std::shared_ptr<const Primed> primed_;
   size_t n_ = 0;  // names_ looked up
   std::vector<DirEntry> page_;
   size_t i_ = 0;
@@ -144,19 +193,24 @@ class VolumeSide : public Side, public ChangeFeed {
     return ListTree(
         [this](const std::string& dir_key, const NameList& names) -> Result<std::unique_ptr<DirStream>> {
           ASSIGN_OR_RETURN(Ino dir, Resolve(TrimKey(dir_key), false));
-          return std::unique_ptr<DirStream>(new PageStream(v_->meta(), dir, shown_ + "/" + dir_key, names));
+          return std::unique_ptr<DirStream>(
+              new PageStream(v_->meta(), dir, dir_key, shown_ + "/" + dir_key, names, dev_, GetPrimed()));
         },
         start, descend, list_threads_, children);
   }
 
   Result<std::unique_ptr<Reader>> Open(const Entry& e) override {
-    ASSIGN_OR_RETURN(Ino ino, Resolve(e.key, false));
+    Ino ino = e.dev == dev_ ? e.ino : 0;  // listed here: the inode listed
+    if (ino == 0) {
+      ASSIGN_OR_RETURN(ino, Resolve(e.key, false));
+    }
     auto fh = v_->vfs()->Open(Ctx::Root(), ino, O_RDONLY);
     if (!fh.ok()) return fh.status().With("open " + Shown(e.key));
     return std::unique_ptr<Reader>(new VfsReader(v_->vfs(), fh->fh, Shown(e.key)));
   }
 
   Status Put(const Entry& e, Source& src, bool perms) override {
+    DropPrimed();
     ASSIGN_OR_RETURN(Ino dir, Resolve(ParentKey(e.key), true));
     Vfs* vfs = v_->vfs();
     std::string tmp = TempNameFor(BaseName(e.key));
@@ -177,9 +231,13 @@ class VolumeSide : public Side, public ChangeFeed {
     return Status::OK();
   }
 
-  Status Mkdir(const Entry& e) override { return Resolve(e.key, true).status(); }
+  Status Mkdir(const Entry& e) override {
+    DropPrimed();
+    return Resolve(e.key, true).status();
+  }
 
   Status Symlink(const Entry& e, bool perms) override {
+    DropPrimed();
     ASSIGN_OR_RETURN(Ino dir, Resolve(ParentKey(e.key), true));
     std::string tmp = TempNameFor(BaseName(e.key));
     auto made = v_->vfs()->Symlink(Ctx::Root(), dir, tmp, e.target);
@@ -191,6 +249,7 @@ class VolumeSide : public Side, public ChangeFeed {
   }
 
   Status Link(const std::string& existing_key, const std::string& new_key) override {
+    DropPrimed();
     ASSIGN_OR_RETURN(Ino ino, Resolve(existing_key, false));
     ASSIGN_OR_RETURN(Ino dir, Resolve(ParentKey(new_key), true));
     std::string tmp = TempNameFor(BaseName(new_key));
@@ -202,11 +261,13 @@ class VolumeSide : public Side, public ChangeFeed {
   }
 
   Status SetAttrs(const Entry& e, bool perms) override {
+    DropPrimed();
     ASSIGN_OR_RETURN(Ino ino, Resolve(e.key, false));
     return SetInode(ino, e, perms ? e.mode : DefaultMode(e), perms, 0);
   }
 
   Status Remove(const Entry& e) override {
+    DropPrimed();
     auto dir = Resolve(ParentKey(e.key), false);
     if (!dir.ok()) return dir.status().code() == ENOENT ? Status::OK() : dir.status();
     Status st = e.is_dir() ? v_->vfs()->Rmdir(Ctx::Root(), *dir, BaseName(e.key))
@@ -217,6 +278,7 @@ class VolumeSide : public Side, public ChangeFeed {
   }
 
   Status RemoveAll(const std::string& key) override {
+    DropPrimed();
     ASSIGN_OR_RETURN(Ino parent, Resolve(ParentKey(key), false));
     ASSIGN_OR_RETURN(Ino dir, Resolve(key, false));
     for (;;) {
@@ -275,20 +337,23 @@ class VolumeSide : public Side, public ChangeFeed {
   Result<SourceChanges> Changed(uint64_t from, uint64_t to, bool* exact) override {
     *exact = true;
     std::set<Ino> inodes;
+    std::unordered_set<Ino> freed;                                // attributes removed: gone
     std::unordered_map<Ino, std::pair<Ino, std::string>> named;  // child -> (parent, name) the log made
-    std::set<std::pair<Ino, std::string>> entries;                // (parent, name) written
+    Entries entries;  // (parent, name) written -> the inode it names at `to` (0: removed)
     if (to >= from) {
       RETURN_IF_ERROR(ReadChanges(v_->meta()->engine(), from, to - from + 1, [&](const ChangeRecord& r) {
         for (const auto& [key, value] : r.writes) {
           if (key.size() < 10 || key[0] != 'A') continue;
           Ino ino = keys::DecodeU64(std::string_view(key).substr(1, 8));
           if (key[9] == 'D') {
-            entries.emplace(ino, key.substr(10));
-            if (value && value->size() >= 8) named[keys::DecodeU64(value->substr(0, 8))] = {ino, key.substr(10)};
+            Ino child = value && value->size() >= 8 ? keys::DecodeU64(value->substr(0, 8)) : 0;
+            entries[{ino, key.substr(10)}] = child;
+            if (child) named[child] = {ino, key.substr(10)};
           } else if (key[9] != 'C' && key[9] != 'T') {
             // Chunk records alone change no content: a write also puts the attributes
             // (length, mtime); records only rewritten are compaction and cleanup.
             inodes.insert(ino);
+            if (key.size() == 10 && key[9] == 'I' && !value) freed.insert(ino);  // numbers are never reused
           }
         }
         return true;
@@ -299,36 +364,60 @@ class VolumeSide : public Side, public ChangeFeed {
       return SourceChanges{};
     }
     // The keys of the changed inodes and of the directories of the entries written.
-    std::unordered_map<Ino, Attr> attrs;
-    std::set<Ino> want;
-    for (const auto& e : entries) want.insert(e.first);
+    std::vector<Ino> changed;
     for (Ino ino : inodes) {
-      if (ino == base_) continue;  // the top's own attributes are not compared
-      auto a = v_->meta()->GetAttr(ino);
-      if (!a.ok()) {
-        if (a.status().code() == ENOENT) continue;  // removed since; its entry's removal is logged
-        return a.status().With("read inode " + std::to_string(ino) + " named by the change log");
-      }
-      if ((a->mode & S_IFMT) != S_IFDIR && a->nlink > 1) {
+      if (ino != base_ && !freed.count(ino)) changed.push_back(ino);  // the top's own attributes are not compared
+    }
+    ASSIGN_OR_RETURN(auto attrs, AttrsOf(changed));  // those removed since are left out: their entries' removal is logged
+    std::set<Ino> want;
+    for (const auto& e : entries) want.insert(e.first.first);
+    for (const auto& [ino, a] : attrs) {
+      if ((a.mode & S_IFMT) != S_IFDIR && a.nlink > 1) {
         *exact = false;  // its other names are not in the log
         return SourceChanges{};
       }
       want.insert(ino);
-      attrs.emplace(ino, *a);
     }
-    ASSIGN_OR_RETURN(auto key_of, KeysOf(want, named, &attrs));
+    ASSIGN_OR_RETURN(auto key_of, KeysOf(want, named, entries, &attrs));
+    // What the listing will look up, known here: an entry as the log left it at `to` (removed,
+    // or naming an inode whose attributes were just read), else looked up in batches. Later
+    // changes are the next round's.
     SourceChanges out;
-    for (Ino ino : inodes) {
-      auto it = key_of.find(ino);
-      if (it != key_of.end() && !it->second.empty()) out.keys.insert(it->second);
-    }
-    for (const auto& [parent, name] : entries) {
+    auto primed = std::make_shared<Primed>();
+    std::vector<Meta::NameLookup> look;
+    std::vector<std::string> look_keys;
+    for (const auto& [entry, child] : entries) {  // sorted: the names of one directory together
+      const auto& [parent, name] = entry;
       auto it = key_of.find(parent);
       if (it == key_of.end()) continue;
       std::string key = it->second.empty() ? name : it->second + "/" + name;
+      if (primed->size() + look.size() < kMaxPrimed) {
+        auto a = attrs.find(child);
+        if (child == 0 || freed.count(child)) {
+          primed->emplace(key, Meta::NameLookup{parent, name});
+        } else if (a != attrs.end() && a->second.parent == parent &&
+                   ((a->second.mode & S_IFMT) == S_IFDIR || a->second.nlink == 1)) {
+          primed->emplace(key, Meta::NameLookup{parent, name, child, a->second});
+        } else {
+          look.push_back(Meta::NameLookup{parent, name});
+          look_keys.push_back(key);
+        }
+      }
       out.keys.insert(key);
       out.entries.insert(std::move(key));
     }
+    if (v_->meta()->LookupMany(Ctx::Root(), look.data(), look.size()).ok()) {  // else the listing says why
+      for (size_t i = 0; i < look.size(); ++i) primed->emplace(std::move(look_keys[i]), std::move(look[i]));
+    }
+    for (Ino ino : changed) {
+      auto it = key_of.find(ino);
+      if (it == key_of.end() || it->second.empty()) continue;
+      out.keys.insert(it->second);
+      const Attr& a = attrs.at(ino);
+      if (primed->size() < kMaxPrimed) primed->emplace(it->second, Meta::NameLookup{a.parent, BaseName(it->second), ino, a});
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    primed_ = std::move(primed);
     return out;
   }
 
@@ -380,43 +469,71 @@ class VolumeSide : public Side, public ChangeFeed {
  private:
   std::string Shown(const std::string& key) const { return shown_ + "/" + key; }
 
+  // The attributes of inodes, kPage per transaction; those that do not exist are left out,
+  // and one whose attributes are damaged is an error that names its record.
+  Result<std::unordered_map<Ino, Attr>> AttrsOf(const std::vector<Ino>& inos) {
+    std::unordered_map<Ino, Attr> out;
+    std::vector<DirEntry> batch;
+    for (size_t i = 0; i < inos.size(); i += kPage) {
+      batch.assign(std::min(kPage, inos.size() - i), DirEntry());
+      for (size_t k = 0; k < batch.size(); ++k) batch[k].ino = inos[i + k];
+      std::vector<DamagedRecord> damaged;
+      RETURN_IF_ERROR(v_->meta()->FillAttrs(batch.data(), batch.size(), &damaged));
+      if (!damaged.empty()) {
+        return Status::Err(EIO, "damaged metadata " + keys::Describe(damaged[0].key) + " (" + damaged[0].what +
+                                    ") named by the change log: see `tierfs fsck`");
+      }
+      for (const DirEntry& d : batch) {
+        if (d.attr.mode != 0) out.emplace(d.ino, d.attr);
+      }
+    }
+    return out;
+  }
+
   // The keys below the base of inodes want (files by their first name; those not below the
   // base, or gone, are left out), from their attributes (known: those already read). Names
-  // come from the log's own entries when it made them (checked with one lookup each), else
+  // come from the log's own entries when it left them naming the inode, else
   // from one scan of each parent's entries for all its children wanted, level by level up to
   // the base: a directory of a million entries is read once per round, not once per child.
+  // The directories named on the way are remembered for Resolve.
   Result<std::map<Ino, std::string>> KeysOf(const std::set<Ino>& want,
                                             const std::unordered_map<Ino, std::pair<Ino, std::string>>& named,
-                                            const std::unordered_map<Ino, Attr>* known) {
+                                            const Entries& entries, const std::unordered_map<Ino, Attr>* known) {
     std::unordered_map<Ino, std::pair<Ino, std::string>> up;  // inode -> (parent, name), found
     std::unordered_set<Ino> gone;                              // not below the base
+    std::unordered_set<Ino> dirs;                              // known to be directories
     std::set<Ino> level(want.begin(), want.end());
     for (int depth = 0; !level.empty() && depth < 1024; ++depth) {
-      std::map<Ino, std::set<Ino>> by_parent;  // parent -> children whose names are unknown
-      std::set<Ino> next;
+      std::vector<Ino> todo, unknown;
       for (Ino dir : level) {
         if (dir == base_ || up.count(dir) || gone.count(dir)) continue;
         if (dir == kRootIno) {
           gone.insert(dir);
           continue;
         }
-        std::optional<Attr> a;
-        auto k = depth == 0 && known ? known->find(dir) : std::unordered_map<Ino, Attr>::const_iterator();
-        if (depth == 0 && known && k != known->end()) {
-          a = k->second;
-        } else {
-          auto got = v_->meta()->GetAttr(dir);
-          if (!got.ok() && got.status().code() != ENOENT) return got.status();
-          if (got.ok()) a = *got;
+        todo.push_back(dir);
+        if (!(depth == 0 && known && known->count(dir))) unknown.push_back(dir);
+      }
+      ASSIGN_OR_RETURN(auto read, AttrsOf(unknown));
+      std::map<Ino, std::set<Ino>> by_parent;  // parent -> children whose names are unknown
+      std::set<Ino> next;
+      for (Ino dir : todo) {
+        const Attr* a = nullptr;
+        if (auto r = read.find(dir); r != read.end()) {
+          a = &r->second;
+        } else if (depth == 0 && known) {
+          if (auto k = known->find(dir); k != known->end()) a = &k->second;
         }
         if (!a || (depth > 0 && (a->mode & S_IFMT) != S_IFDIR) || a->parent == dir) {
           gone.insert(dir);
           continue;
         }
+        if ((a->mode & S_IFMT) == S_IFDIR) dirs.insert(dir);
+        // The name the log gave it, if the log left that name naming it.
         auto hint = named.find(dir);
         if (hint != named.end() && hint->second.first == a->parent) {
-          auto found = v_->meta()->Lookup(Ctx::Root(), a->parent, hint->second.second);
-          if (found.ok() && found->first == dir) {
+          auto e = entries.find(hint->second);
+          if (e != entries.end() && e->second == dir) {
             up[dir] = hint->second;
             next.insert(a->parent);
             continue;
@@ -441,6 +558,7 @@ class VolumeSide : public Side, public ChangeFeed {
         for (Ino lost : children) gone.insert(lost);  // removed or moved meanwhile
         next.insert(parent);
       }
+      for (Ino parent : next) dirs.insert(parent);
       level = std::move(next);
     }
     std::map<Ino, std::string> out;
@@ -463,7 +581,22 @@ class VolumeSide : public Side, public ChangeFeed {
       auto key = key_of(dir, 0);
       if (key) out.emplace(dir, *key);
     }
+    std::lock_guard<std::mutex> l(mu_);
+    for (Ino dir : dirs) {
+      auto key = key_of(dir, 0);
+      if (key && !key->empty() && dirs_.size() < 100000) dirs_[*key] = dir;
+    }
     return out;
+  }
+
+  // A write makes the entries looked up ahead stale.
+  void DropPrimed() {
+    std::lock_guard<std::mutex> l(mu_);
+    primed_.reset();
+  }
+  std::shared_ptr<const Primed> GetPrimed() {
+    std::lock_guard<std::mutex> l(mu_);
+    return primed_;
   }
 
   void Forget(const std::string& key) {
@@ -500,6 +633,8 @@ class VolumeSide : public Side, public ChangeFeed {
   std::string shown_;
   std::mutex mu_;
   std::unordered_map<std::string, Ino> dirs_;  // directory key -> inode, guarded by mu_
+  std::shared_ptr<const Primed> primed_;       // guarded by mu_
+  const uint64_t dev_ = NewDevTag();
   int list_threads_ = 1;
 };
 
