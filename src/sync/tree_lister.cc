@@ -40,6 +40,8 @@ struct DirLater {
 
 // A directory opened and its first page read by a listing thread, ahead of the walk.
 using Prefetched = ReadAhead<DirStream>;
+// Directories listed by name (side.h's Children) with at most this many names are not read ahead.
+constexpr size_t kInlineNames = 64;
 
 // Gives the prefetched entries first, then the rest of the stream.
 class HeadThenStream : public DirStream {
@@ -185,10 +187,16 @@ class TreeStream : public KeyStream {
     bool wanted = d.key >= start_;
     bool walk = (wanted || start_.compare(0, d.key.size(), d.key) == 0) && (!descend_ || descend_(d));
     decided_[d.key] = walk;
-    if (walk) {
-      f.to_prefetch.push_back(d.key);
-      TopUp();
+    if (!walk) return;
+    if (children_) {
+      // A directory of which only a few names are wanted (an incremental round's) is read
+      // by the walk itself: handing it to a thread and back costs more than the lookups
+      // (1,000 such directories: 40 ms through the threads, 22 ms without).
+      auto names = children_(d.key);
+      if (names.ok() && *names && (*names)->size() <= kInlineNames) return;
     }
+    f.to_prefetch.push_back(d.key);
+    TopUp();
   }
 
   // Hands queued directories to the listing threads, deepest frame first (the walk needs
