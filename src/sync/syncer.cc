@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <ctime>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "sync/posix_write.h"
 #include "sync/rate_limit.h"
 #include "sync/temp_name.h"
+#include "sync/window.h"
 
 namespace tierfs::sync {
 namespace {
@@ -32,62 +34,6 @@ int64_t NowNs() {
 class NoKeys : public KeyStream {
  public:
   Result<bool> Next(Entry*) override { return false; }
-};
-
-// Tracks the decisions handed out in key order and the watermark: the last key up to
-// which all are carried out, with the counts up to it (checkpoint.h).
-class Window {
- public:
-  uint64_t Open(const std::string& key) {
-    std::unique_lock<std::mutex> l(mu_);
-    room_.wait(l, [&] { return items_.size() < kMaxWindow; });
-    uint64_t seq = next_++;
-    items_[seq] = Item{key, Counts{}, false};
-    return seq;
-  }
-  // Settles seq with its counts; returns true and the new watermark when it moved.
-  bool Close(uint64_t seq, const Counts& c, std::string* key, Counts* total) {
-    std::lock_guard<std::mutex> l(mu_);
-    Item& it = items_[seq];
-    it.delta = c;
-    it.done = true;
-    bool moved = false;
-    while (!items_.empty() && items_.begin()->second.done) {
-      Add(&total_, items_.begin()->second.delta);
-      watermark_ = items_.begin()->second.key;
-      items_.erase(items_.begin());
-      moved = true;
-    }
-    if (moved) {
-      room_.notify_all();
-      *key = watermark_;
-      *total = total_;
-    }
-    return moved;
-  }
-  void SetBase(const Counts& c) { total_ = c; }
-  static void Add(Counts* a, const Counts& b) {
-    a->found += b.found;
-    a->copied += b.copied;
-    a->skipped += b.skipped;
-    a->deleted += b.deleted;
-    a->failed += b.failed;
-    a->bytes += b.bytes;
-    a->checked += b.checked;
-  }
-
- private:
-  struct Item {
-    std::string key;
-    Counts delta;
-    bool done;
-  };
-  std::mutex mu_;
-  std::condition_variable room_;
-  std::map<uint64_t, Item> items_;
-  uint64_t next_ = 0;
-  std::string watermark_;
-  Counts total_;
 };
 
 class Run {
@@ -108,7 +54,6 @@ class Run {
         Window::Add(&base, c);
       }
       window_.SetBase(base);
-      watermark_counts_ = base;
       AddProgress(base);
       if (!st.watermark.empty() && st.watermark + std::string(1, '\0') > start) start = st.watermark + '\0';
       pending_copy_ = st.pending_copy;
@@ -141,7 +86,7 @@ class Run {
     pool_.reset();
     if (!merged.ok()) return merged;
     if (cp_) RETURN_IF_ERROR(cp_->status());
-    Counts total = watermark_counts_;
+    Counts total = window_.Total();
     for (const std::string& key : pending_delete_) {  // deleted by the killed run, gone since
       (void)key;
       total.deleted++;
@@ -645,16 +590,12 @@ class Run {
 
   void Done(uint64_t seq, const Counts& c) {
     AddProgress(c);
-    std::string key;
-    Counts total;
-    if (window_.Close(seq, c, &key, &total)) {
-      std::lock_guard<std::mutex> l(wm_mu_);
-      watermark_counts_ = total;
-      if (cp_ && ++since_advance_ >= 1000) {
+    window_.Close(seq, c, [&](const std::string& key, const Counts& total) {
+      if (cp_ && ++since_advance_ >= 1000) {  // under the window's lock
         since_advance_ = 0;
         cp_->Advance(key, total);
       }
-    }
+    });
   }
 
   void AddProgress(const Counts& c) {
@@ -728,9 +669,7 @@ class Run {
   int64_t now_ns_;
   std::unique_ptr<Checkpoint> cp_;
   std::unique_ptr<ThreadPool> pool_;
-  Window window_;
-  std::mutex wm_mu_;
-  Counts watermark_counts_;
+  Window window_{kMaxWindow};
   uint64_t since_advance_ = 0;
   std::set<std::string> pending_copy_, pending_delete_;
   std::vector<DirAttr> dirs_;
