@@ -267,18 +267,7 @@ Result<std::pair<Ino, Attr>> Meta::Lookup(const Ctx& ctx, Ino parent, const std:
           if (!DecodeAttr(*v[0], &pa)) return Status::Err(EIO, "inode " + std::to_string(parent) + " has corrupt attributes");
           if (!pa.IsDir()) return NotDir(parent);
           RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, pa, X_OK));
-          if (!v[1]) return Status::Err(ENOENT, "no entry '" + name + "'");
-          if (v[1]->size() < 8) return Status::Err(EIO, "corrupt directory entry '" + name + "'");
-          out.first = keys::DecodeU64(std::string_view(*v[1]).substr(0, 8));
-          if (!v[2]) return Status::Err(ENOENT, "inode " + std::to_string(out.first) + " does not exist");
-          if (!DecodeAttr(*v[2], &out.second)) {
-            return Status::Err(EIO, "inode " + std::to_string(out.first) + " has corrupt attributes");
-          }
-          // Other users' entries of a trash hour are not there for this user (see Readdir).
-          if (pa.parent == kTrashIno && ctx.uid != 0 && out.second.uid != ctx.uid) {
-            return Status::Err(ENOENT, "no entry '" + name + "'");
-          }
-          return Status::OK();
+          return EntryFromValues(ctx, pa, name, v[1], v[2], &out.first, &out.second);
         }
         // "." and ".." come only from the kernel's export operations (open_by_handle_at,
         // NFS): a file handle names an inode the kernel no longer caches. "." is that

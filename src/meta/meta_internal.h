@@ -72,6 +72,14 @@ inline Status CheckName(const std::string& name) {
   return Status::OK();
 }
 
+// What a lookup of `name` read (the directory entry's value, then the attributes of the
+// inode it names) as (inode, attributes), for Lookup and LookupMany: ENOENT when either is
+// absent, EIO when either is corrupt. parent: the directory's attributes, for the trash rule
+// (other users' entries of a trash hour are not there for this user, see Readdir).
+Status EntryFromValues(const Ctx& ctx, const Attr& parent, const std::string& name,
+                       const std::optional<std::string>& entry, const std::optional<std::string>& child, Ino* ino,
+                       Attr* attr);
+
 inline Status NotDir(Ino ino) { return Status::Err(ENOTDIR, "inode " + std::to_string(ino) + " is not a directory"); }
 
 // Sticky directories: only the owner of the entry, the owner of the directory, or root may

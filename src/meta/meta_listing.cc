@@ -70,8 +70,21 @@ Result<std::vector<DirEntry>> Meta::ReaddirPage(const Ctx& ctx, Ino ino, const s
   return out;
 }
 
+Status internal::EntryFromValues(const Ctx& ctx, const Attr& parent, const std::string& name,
+                                 const std::optional<std::string>& entry, const std::optional<std::string>& child,
+                                 Ino* ino, Attr* attr) {
+  if (!entry) return Status::Err(ENOENT, "no entry '" + name + "'");
+  if (entry->size() < 8) return Status::Err(EIO, "corrupt directory entry '" + name + "'");
+  *ino = keys::DecodeU64(std::string_view(*entry).substr(0, 8));
+  if (!child) return Status::Err(ENOENT, "inode " + std::to_string(*ino) + " does not exist");
+  if (!DecodeAttr(*child, attr)) return Status::Err(EIO, "inode " + std::to_string(*ino) + " has corrupt attributes");
+  if (parent.parent == kTrashIno && ctx.uid != 0 && attr->uid != ctx.uid) {
+    return Status::Err(ENOENT, "no entry '" + name + "'");
+  }
+  return Status::OK();
+}
+
 Status Meta::LookupMany(const Ctx& ctx, NameLookup* items, size_t n) {
-  std::vector<Attr> parents;
   for (size_t done = 0; done < n;) {
     size_t end = std::min(n, done + kLookupBatch);
     std::vector<DirEntry> seen;  // for NoteAclFlags
@@ -99,18 +112,13 @@ Status Meta::LookupMany(const Ctx& ctx, NameLookup* items, size_t n) {
             }
             ASSIGN_OR_RETURN(auto v, t.GetIndirect({keys::Dentry(parent, it.name)}, keys::kInodeKeyHead, 8,
                                                    keys::kInodeKeyTail));
-            if (!v[0]) continue;
-            if (v[0]->size() < 8) return Status::Err(EIO, "corrupt directory entry '" + it.name + "'");
-            Ino ino = keys::DecodeU64(std::string_view(*v[0]).substr(0, 8));
-            if (!v[1]) continue;  // removed between the two reads of another engine's txn
-            if (!DecodeAttr(*v[1], &it.attr)) {
-              return Status::Err(EIO, "inode " + std::to_string(ino) + " has corrupt attributes");
-            }
-            // Other users' entries of a trash hour are not there for this user (see Lookup).
-            if (pa.parent == kTrashIno && ctx.uid != 0 && it.attr.uid != ctx.uid) {
+            Ino ino = 0;
+            Status found = EntryFromValues(ctx, pa, it.name, v[0], v[1], &ino, &it.attr);
+            if (found.code() == ENOENT) {
               it.attr = Attr();
               continue;
             }
+            RETURN_IF_ERROR(found);
             it.ino = ino;
             DirEntry d;
             d.ino = ino;

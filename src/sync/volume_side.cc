@@ -109,30 +109,23 @@ class PageStream : public DirStream {
   // The next kPage names into page_ (those that exist, in name order).
   Status LookUpNames() {
     size_t end = std::min(names_->size(), n_ + kPage);
-    std::vector<Meta::NameLookup> got(end - n_);
-    std::vector<Meta::NameLookup*> ask;
+    std::vector<const Meta::NameLookup*> got(end - n_);  // each name's entry: primed, or in ask
+    std::vector<Meta::NameLookup> ask;
+    ask.reserve(end - n_);  // got points into it
     for (size_t k = n_; k < end; ++k) {
-      Meta::NameLookup& item = got[k - n_];
       const std::string& name = (*names_)[k];
       auto it = primed_ ? primed_->find(dir_key_.empty() ? name : dir_key_ + "/" + name) : Primed::const_iterator();
       if (primed_ && it != primed_->end() && it->second.parent == dir_) {
-        item = it->second;
-        continue;
+        got[k - n_] = &it->second;
+      } else {
+        ask.emplace_back(dir_, name);
+        got[k - n_] = &ask.back();
       }
-      item.parent = dir_;
-      item.name = name;
-      ask.push_back(&item);
     }
-    if (!ask.empty()) {
-      std::vector<Meta::NameLookup> batch;
-      batch.reserve(ask.size());
-      for (auto* a : ask) batch.push_back(*a);
-      Status st = meta_->LookupMany(Ctx::Root(), batch.data(), batch.size());
-      if (!st.ok()) return st.With("look up names in " + shown_);
-      for (size_t k = 0; k < ask.size(); ++k) *ask[k] = std::move(batch[k]);
-    }
+    Status st = meta_->LookupMany(Ctx::Root(), ask.data(), ask.size());
+    if (!st.ok()) return st.With("look up names in " + shown_);
     for (size_t k = n_; k < end; ++k) {
-      Meta::NameLookup& item = got[k - n_];
+      const Meta::NameLookup& item = *got[k - n_];
       if (item.ino == 0) continue;
       DirEntry d;
       d.name = (*names_)[k];
