@@ -15,7 +15,7 @@ bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 
 ObjectMeta MetaOf(const DirEntry& e) {
   if (e.xattr) {
-    if (auto m = ObjectMeta::FromJson(*e.xattr)) return *m;
+    if (auto m = ObjectMeta::FromJson(*e.xattr, true)) return std::move(*m);
   }
   return ObjectMeta{};
 }
@@ -56,7 +56,7 @@ class Walk {
         cur.more = more;
         if (!cur.page.empty()) cur.from = cur.page.back().name + std::string(1, '\0');
       }
-      const DirEntry* e = cur.pos < cur.page.size() ? &cur.page[cur.pos] : nullptr;
+      DirEntry* e = cur.pos < cur.page.size() ? &cur.page[cur.pos] : nullptr;
       if (e && !cur.name_prefix.empty() && !StartsWith(e->name, cur.name_prefix)) {
         if (e->name > cur.name_prefix) {  // past every name with the prefix
           cur.page.clear();
@@ -76,12 +76,14 @@ class Walk {
       if (!e) return Item{};
       cur.pos++;
       if (o_->IsGatewayDir(cur.ino, e->name)) continue;
+      // The page's entries are not read again once passed: moved, not copied.
       if (e->attr.IsDir()) {
-        cur.pending.emplace(e->name + "/", *e);
+        std::string key = e->name + "/";
+        cur.pending.emplace(std::move(key), std::move(*e));
         continue;
       }
       if (!e->attr.IsRegular()) continue;
-      return Item{Item::kFile, *e};
+      return Item{Item::kFile, std::move(*e)};
     }
   }
 

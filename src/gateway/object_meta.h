@@ -33,7 +33,12 @@ struct ObjectMeta {
   std::string dir;
 
   std::string ToJson() const;
-  static std::optional<ObjectMeta> FromJson(const std::string& json);
+  // nullopt when `json` is not such an object. What ToJson writes is read by a small reader
+  // of its own; anything else by FromJsonDom (nlohmann), with the same result. `listed`:
+  // only what a listing prints is sure to be kept (etag, seq, parts, dir); the rest may be
+  // left empty.
+  static std::optional<ObjectMeta> FromJson(const std::string& json, bool listed = false);
+  static std::optional<ObjectMeta> FromJsonDom(const std::string& json);
 };
 
 }  // namespace tierfs::gateway

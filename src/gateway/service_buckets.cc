@@ -3,6 +3,8 @@
 // ask for (answered as S3 answers a bucket without them, or NotImplemented).
 #include <pwd.h>
 
+#include <map>
+
 #include "gateway/checksums.h"
 #include "gateway/listing.h"
 #include "gateway/s3_service.h"
@@ -196,6 +198,12 @@ std::optional<S3Error> S3Service::ListObjects(S3Req& r, Ino bucket, bool v2) {
   auto res = lister.List(r.caller, bucket, q);
   if (!res.ok()) return res.error();
   const bool owner = !v2 || r.Param("fetch-owner") == "true";
+  std::map<uint32_t, std::string> names;  // uid -> user name: one passwd lookup per owner, not per key
+  auto name_of = [&](uint32_t uid) -> const std::string& {
+    auto it = names.find(uid);
+    if (it == names.end()) it = names.emplace(uid, UserName(uid)).first;
+    return it->second;
+  };
   Xml x;
   x.Open("ListBucketResult", kNs);
   x.Leaf("Name", r.bucket).Leaf("Prefix", enc(q.prefix));
@@ -222,7 +230,7 @@ std::optional<S3Error> S3Service::ListObjects(S3Req& r, Ino bucket, bool v2) {
     x.Leaf("ETag", "\"" + o.info.meta.etag + "\"");
     x.Leaf("Size", std::to_string(o.info.dir ? 0 : o.info.attr.length));
     if (owner) {
-      x.Open("Owner").Leaf("ID", std::to_string(o.info.attr.uid)).Leaf("DisplayName", UserName(o.info.attr.uid)).Close("Owner");
+      x.Open("Owner").Leaf("ID", std::to_string(o.info.attr.uid)).Leaf("DisplayName", name_of(o.info.attr.uid)).Close("Owner");
     }
     x.Leaf("StorageClass", "STANDARD").Close("Contents");
   }

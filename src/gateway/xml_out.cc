@@ -7,39 +7,63 @@
 
 namespace tierfs::gateway {
 
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
+void AppendXmlEscaped(std::string* out, std::string_view s) {
+  size_t plain = 0;  // s[plain, i) is appended as it is, in one go
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const char* esc = nullptr;
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&': esc = "&amp;"; break;
+      case '<': esc = "&lt;"; break;
+      case '>': esc = "&gt;"; break;
+      case '"': esc = "&quot;"; break;
+      case '\'': esc = "&apos;"; break;
       default:
         // Control characters cannot appear in XML 1.0 text, even escaped: S3 itself asks
         // clients to use encoding-type=url for such keys.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-          char buf[8];
-          snprintf(buf, sizeof buf, "&#x%X;", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r') continue;
+    }
+    out->append(s.data() + plain, i - plain);
+    plain = i + 1;
+    if (esc) {
+      *out += esc;
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof buf, "&#x%X;", static_cast<unsigned char>(c));
+      *out += buf;
     }
   }
+  out->append(s.data() + plain, s.size() - plain);
+}
+
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  AppendXmlEscaped(&out, s);
   return out;
 }
 
 std::string Iso8601(int64_t ns) {
-  time_t t = static_cast<time_t>(ns / 1000000000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[40];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>((ns / 1000000) % 1000));
+  // Listings format a time per key, mostly of the same few seconds: the date and time of
+  // the last second formatted on this thread are kept.
+  thread_local time_t last_t = -1;
+  thread_local char last[40];
+  int64_t secs = ns / 1000000000, ms = (ns / 1000000) % 1000;
+  if (ms < 0) {  // before 1970: the second below, and what is left of it
+    secs -= 1;
+    ms += 1000;
+  }
+  const time_t t = static_cast<time_t>(secs);
+  if (t != last_t) {
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(last, sizeof last, "%Y-%m-%dT%H:%M:%S", &tm);
+    last_t = t;
+  }
+  std::string out(last);
+  const char frac[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
+                       static_cast<char>('0' + ms % 10), 'Z'};
+  out.append(frac, sizeof frac);
   return out;
 }
 
@@ -84,7 +108,7 @@ Xml& Xml::Close(std::string_view tag) {
 }
 Xml& Xml::Leaf(std::string_view tag, std::string_view text) {
   Open(tag);
-  s_ += XmlEscape(text);
+  AppendXmlEscaped(&s_, text);
   return Close(tag);
 }
 

@@ -12,6 +12,7 @@
 namespace tierfs::gateway {
 
 std::string XmlEscape(std::string_view s);
+void AppendXmlEscaped(std::string* out, std::string_view s);
 // "2009-10-12T17:50:30.000Z"
 std::string Iso8601(int64_t ns);
 // "Wed, 12 Oct 2009 17:50:00 GMT" (Last-Modified, Date)

@@ -35,6 +35,9 @@ class LoggingTxn final : public KvTxn {
                                                               std::string_view indirect_suffix) override {
     return in_.GetIndirect(direct, indirect_prefix, n, indirect_suffix);
   }
+  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
+    return in_.GetMany(keys);
+  }
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     return in_.Scan(begin, end, limit, fn);
   }

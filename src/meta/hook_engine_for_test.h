@@ -27,6 +27,9 @@ class ScanSpy : public KvTxn {
                                                               std::string_view suffix) override {
     return t_.GetIndirect(direct, prefix, n, suffix);
   }
+  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
+    return t_.GetMany(keys);
+  }
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     *scanned_ = true;
     return t_.Scan(begin, end, limit, fn);

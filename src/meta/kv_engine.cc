@@ -63,6 +63,16 @@ Result<std::vector<std::optional<std::string>>> KvTxn::GetIndirect(const std::ve
   return out;
 }
 
+Result<std::vector<std::optional<std::string>>> KvTxn::GetMany(const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  for (const auto& k : keys) {
+    ASSIGN_OR_RETURN(auto v, Get(k));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   // Trailing 0xff bytes cannot be incremented; dropping them and incrementing the byte

@@ -34,6 +34,11 @@ class KvTxn {
   virtual Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
                                                                       std::string_view indirect_prefix, size_t n,
                                                                       std::string_view indirect_suffix);
+  // The values of many keys (in the order asked; a key may repeat), as Get would return
+  // them one by one. The default does one Get after another; engines whose Get is a round
+  // trip, or a statement with its own set-up, read them in one go (a listing page reads the
+  // attributes and an xattr of a thousand entries).
+  virtual Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys);
   using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
   virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
 };

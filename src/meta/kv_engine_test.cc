@@ -277,6 +277,65 @@ TYPED_TEST(KvEngineTest, ReadsSeeOwnWrites) {
   EXPECT_EQ(ScanCommitted(e, "", ""), (KvList{{"y", "fresh"}}));
 }
 
+TYPED_TEST(KvEngineTest, GetManyReadsWhatGetReads) {
+  KvEngine& e = *this->engine_;
+  // 1,100 keys cross every engine's batch; some are missing, some repeat, some are binary
+  // or empty, and the transaction's own writes are seen.
+  ASSERT_TRUE(e.Txn([](KvTxn& t) -> Status {
+                 for (int i = 0; i < 1000; i += 2) RETURN_IF_ERROR(t.Put("m" + std::to_string(i), "v" + std::to_string(i)));
+                 RETURN_IF_ERROR(t.Put(std::string("b\0\xff", 3), std::string("\0\x01", 2)));
+                 RETURN_IF_ERROR(t.Put("empty", ""));
+                 return t.Put("gone", "soon");
+               }).ok());
+  std::vector<std::string> ks = {"m0", "m0", "m2", "m1", "m2"};  // repeats within one batch
+  for (int i = 0; i < 1100; ++i) ks.push_back("m" + std::to_string((i * 7919) % 1000));
+  for (int i = 0; i < 50; ++i) ks.push_back("m" + std::to_string(i));  // repeats
+  ks.push_back(std::string("b\0\xff", 3));
+  ks.push_back("empty");
+  ks.push_back("");
+  ks.push_back("gone");
+  ks.push_back("new");
+  for (bool read_only : {true, false}) {
+    Status st = e.Txn(
+        [&](KvTxn& t) -> Status {
+          if (!read_only) {
+            RETURN_IF_ERROR(t.Delete("gone"));
+            RETURN_IF_ERROR(t.Put("new", "n"));
+            RETURN_IF_ERROR(t.Put("m1", "odd"));
+          }
+          ASSIGN_OR_RETURN(auto many, t.GetMany(ks));
+          EXPECT_EQ(many.size(), ks.size());
+          for (size_t i = 0; i < ks.size() && i < many.size(); ++i) {
+            ASSIGN_OR_RETURN(auto one, t.Get(ks[i]));
+            EXPECT_EQ(many[i], one) << "key " << i << " '" << ks[i] << "' read_only " << read_only;
+          }
+          ASSIGN_OR_RETURN(auto few, t.GetMany({"m2", "m3"}));
+          EXPECT_EQ(few, (std::vector<std::optional<std::string>>{"v2", std::nullopt}));
+          ASSIGN_OR_RETURN(auto none, t.GetMany({}));
+          EXPECT_TRUE(none.empty());
+          if (!read_only) {
+            ASSIGN_OR_RETURN(auto w, t.GetMany({"gone", "new", "m1", "m0", "x", "y", "gone"}));
+            EXPECT_EQ(w, (std::vector<std::optional<std::string>>{std::nullopt, "n", "odd", "v0", std::nullopt,
+                                                                  std::nullopt, std::nullopt}));
+          }
+          return Status::OK();
+        },
+        read_only);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  // The reads were checked against Get of the same transaction; check a few against what
+  // was written, so that both cannot be wrong alike.
+  EXPECT_EQ(GetCommitted(e, "m998"), "v998");
+  ASSERT_TRUE(e.Txn([](KvTxn& t) -> Status {
+                 ASSIGN_OR_RETURN(auto v, t.GetMany({"m998", "m997", "m0", "m2", "m4", "m5"}));
+                 EXPECT_EQ(v, (std::vector<std::optional<std::string>>{"v998", std::nullopt, "v0", "v2", "v4",
+                                                                       std::nullopt}));
+                 return Status::OK();
+               },
+               true)
+                  .ok());
+}
+
 TYPED_TEST(KvEngineTest, FailedCallbackRollsBackEverything) {
   KvEngine& e = *this->engine_;
   ASSERT_TRUE(PutCommitted(e, "keep", "v1").ok());

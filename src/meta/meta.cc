@@ -767,9 +767,12 @@ Status Meta::FillAttrs(DirEntry* entries, size_t n, std::vector<DamagedRecord>* 
   RETURN_IF_ERROR(engine_->Txn(
       [&](KvTxn& t) {
         bad.clear();
+        std::vector<std::string> ks(n);
+        for (size_t i = 0; i < n; ++i) ks[i] = keys::Inode(entries[i].ino);
+        ASSIGN_OR_RETURN(auto vs, t.GetMany(ks));
         for (size_t i = 0; i < n; ++i) {
           entries[i].attr = Attr();
-          ASSIGN_OR_RETURN(auto v, t.Get(keys::Inode(entries[i].ino)));
+          const auto& v = vs[i];
           if (!v) continue;  // removed meanwhile
           if (!DecodeAttr(*v, &entries[i].attr)) {
             entries[i].attr = Attr();  // listed without attributes (stat then fails), as Readdir does

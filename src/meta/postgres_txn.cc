@@ -69,6 +69,24 @@ Result<std::optional<std::string>> Txn::Get(std::string_view key) {
   return std::optional<std::string>(std::string(Cell(r, 0, 0)));
 }
 
+Result<std::vector<std::optional<std::string>>> Txn::GetMany(const std::vector<std::string>& keys) {
+  if (!error_.ok()) return error_;
+  std::vector<std::optional<std::string>> out(keys.size());
+  // kMaxQueued reads a round trip: the replies of one round trip are held at once.
+  for (size_t at = 0; at < keys.size(); at += kMaxQueued) {
+    const size_t n = std::min(kMaxQueued, keys.size() - at);
+    Begin();
+    std::vector<size_t> at_result(n);
+    for (size_t j = 0; j < n; ++j) at_result[j] = c_.Queue(Stmt::kGet, {keys[at + j]});
+    RETURN_IF_ERROR(RoundTrip());
+    for (size_t j = 0; j < n; ++j) {
+      const PGresult* r = results_[at_result[j]].get();
+      if (PQntuples(r) > 0) out[at + j] = std::string(Cell(r, 0, 0));
+    }
+  }
+  return out;
+}
+
 Status Txn::Put(std::string_view key, std::string_view value) {
   RETURN_IF_ERROR(CheckWritable());
   if (value.size() >= kMaxField || key.size() >= kMaxField) {

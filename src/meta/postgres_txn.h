@@ -23,6 +23,7 @@ class Txn final : public KvTxn {
   Txn(Conn& conn, bool read_only) : c_(conn), read_only_(read_only) {}
 
   Result<std::optional<std::string>> Get(std::string_view key) override;
+  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override;
   Status Put(std::string_view key, std::string_view value) override;
   Status Delete(std::string_view key) override;
   Status Scan(std::string_view begin, std::string_view end, size_t limit,

@@ -243,6 +243,57 @@ Result<std::optional<std::string>> RedisTxn::Get(std::string_view key) {
   return value;
 }
 
+Result<std::vector<std::optional<std::string>>> RedisTxn::GetMany(const std::vector<std::string>& keys) {
+  if (!unavailable_.ok()) return unavailable_;
+  std::vector<std::optional<std::string>> out(keys.size());
+  // Keys neither written nor read before are asked in one pipeline (WATCH, as Get does, then
+  // GET), kGetManyBatch keys a round trip so that one exchange's replies stay small.
+  constexpr size_t kGetManyBatch = 512;
+  std::vector<size_t> asked;
+  std::vector<Cmd> cmds;
+  std::vector<size_t> get_reply;  // index of each asked key's GET in the replies
+  auto flush = [&]() -> Status {
+    if (asked.empty()) return Status::OK();
+    std::vector<Reply> replies;
+    RETURN_IF_ERROR(Exchange(cmds, &replies));
+    ++reads_;
+    for (const Reply& r : replies) RETURN_IF_ERROR(Expect(r.get(), "reading keys"));
+    for (size_t j = 0; j < asked.size(); ++j) {
+      const redisReply* r = replies[get_reply[j]].get();
+      std::optional<std::string> value;
+      if (r->type == REDIS_REPLY_STRING) {
+        value.emplace(r->str, r->len);
+      } else if (r->type != REDIS_REPLY_NIL) {
+        return Expect(nullptr, "reading keys");
+      }
+      read_cache_.emplace(keys[asked[j]], value);
+      out[asked[j]] = std::move(value);
+    }
+    asked.clear();
+    cmds.clear();
+    get_reply.clear();
+    return Status::OK();
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    if (auto w = writes_.find(key); w != writes_.end()) {
+      out[i] = w->second;
+      continue;
+    }
+    if (auto c = read_cache_.find(key); c != read_cache_.end()) {
+      out[i] = c->second;
+      continue;
+    }
+    AddWatch(&cmds, "k", key);
+    get_reply.push_back(cmds.size());
+    cmds.push_back(std::move(Cmd("GET").Arg("k", key)));
+    asked.push_back(i);
+    if (asked.size() == kGetManyBatch) RETURN_IF_ERROR(flush());
+  }
+  RETURN_IF_ERROR(flush());
+  return out;
+}
+
 Result<std::vector<std::optional<std::string>>> RedisTxn::GetIndirect(const std::vector<std::string>& direct,
                                                                       std::string_view indirect_prefix, size_t n,
                                                                       std::string_view indirect_suffix) {

@@ -34,6 +34,7 @@ class RedisTxn final : public KvTxn {
       : conn_(conn), where_(where), read_only_(read_only) {}
 
   Result<std::optional<std::string>> Get(std::string_view key) override;
+  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override;
   Status Put(std::string_view key, std::string_view value) override;
   Status Delete(std::string_view key) override;
   Status Scan(std::string_view begin, std::string_view end, size_t limit,

@@ -35,6 +35,14 @@ constexpr std::chrono::microseconds kBackoffCap(50'000);
 constexpr std::chrono::seconds kBusyWarnAfter(1);
 // Connections kept open while idle; beyond this, released connections are closed.
 constexpr size_t kMaxIdleConnections = 16;
+// GetMany merges the keys with one range scan over them when they lie close together,
+// reading at most this many rows a key before it falls back to one Get a key: a statement
+// per key costs its own reset, bind, seek and step, a scanned row only a step (a gateway
+// listing's page reads the attributes and an xattr of 1,000 neighbouring inodes).
+constexpr size_t kGetManyScanRows = 4;
+// Fewer keys than this are read one Get at a time.
+constexpr size_t kGetManyMin = 4;
+
 // Scan reads rows in batches so the callback can use the transaction (Get, Put, ...)
 // while no statement of the scan is being stepped.
 constexpr size_t kScanBatch = 256;
@@ -248,6 +256,35 @@ class SqliteTxn final : public KvTxn {
     if (rc == SQLITE_ROW) return std::optional<std::string>(ColumnBlob(s, 0));
     if (rc == SQLITE_DONE) return std::optional<std::string>();
     return Fail(rc, "reading a key");
+  }
+
+  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
+    if (keys.size() < kGetManyMin) return KvTxn::GetMany(keys);
+    if (!error_.ok()) return error_;
+    std::vector<std::optional<std::string>> out(keys.size());
+    // The keys in order, with their positions; a range scan from the first to the last is
+    // merged with them, for at most kGetManyScanRows rows a key (keys written together,
+    // like an inode's attributes and xattrs and those of its neighbours, sit close; keys far
+    // apart stop the scan early). Those the scan did not reach are read one by one.
+    std::vector<std::pair<std::string_view, size_t>> order;
+    order.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) order.emplace_back(keys[i], i);
+    if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
+    std::string end(order.back().first);
+    end.push_back('\0');
+    const size_t budget = kGetManyScanRows * keys.size();
+    size_t next = 0, rows = 0;
+    RETURN_IF_ERROR(Scan(order.front().first, end, budget, [&](std::string_view k, std::string_view v) {
+      ++rows;
+      while (next < order.size() && order[next].first < k) ++next;  // absent
+      for (; next < order.size() && order[next].first == k; ++next) out[order[next].second] = std::string(v);
+      return next < order.size();
+    }));
+    if (rows < budget) return out;  // the scan reached every key (or the range ended)
+    for (; next < order.size(); ++next) {
+      ASSIGN_OR_RETURN(out[order[next].second], Get(order[next].first));
+    }
+    return out;
   }
 
   Status Put(std::string_view key, std::string_view value) override {
