@@ -55,9 +55,11 @@ after; its peak RSS as VmHWM after `echo 5 > /proc/PID/clear_refs`):
     every key; the gateway takes different paths for them): total seconds, pages/s, keys/s,
     first-page latency, server CPU. Raw HTTP requests signed by botocore (a page's XML is
     counted, not parsed, so the client costs little). The TierFS keys are made as empty files
-    through the mount by 4 processes; the first listing through the gateway then computes and
-    stores every key's ETag (a metadata write per key): it is timed and reported on its own,
-    the rounds list afterwards. radosgw gets RGW_LIST_KEYS (100000) zero-byte PUTs (botocore,
+    through the mount by 4 processes; the first listing through the gateway (which gives
+    them identity ETags and reads no data) is timed and reported on its own; then one HEAD of
+    every key (PUT_PROCS x PUT_THREADS botocore threads) computes and stores its MD5 in the
+    object xattr, which every object PUT through the gateway carries; the rounds list
+    afterwards. radosgw gets RGW_LIST_KEYS (100000) zero-byte PUTs (botocore,
     as in 3): a million would take most of an hour; the table gives each listing's key count.
     The mount lists the same directory with `ls -f` and `ls -l`.
  5. The gateway's peak RSS (VmHWM) during (a) `aws s3 cp s3://BUCKET/big/src
@@ -75,7 +77,7 @@ after; its peak RSS as VmHWM after `echo 5 > /proc/PID/clear_refs`):
     threads), for the gateway and for radosgw.
 
 PARTS (default "bulk objbench small list copy par64") picks the measurements: bulk = 1,
-objbench = 2, small = 3, list = 4 (with making the keys, about 13 minutes of setup at full
+objbench = 2, small = 3, list = 4 (with making the keys, about 20 minutes of setup at full
 size), copy = 5 (a), par64 = 5 (b); the document gets only their sections.
 
 SMALL=1: ROUNDS=1 ONE_MIB=64 PAR_MIB=16 OBJBENCH_BIG_SIZE=8M OBJBENCH_BIG_COUNT=8
@@ -92,7 +94,7 @@ data only after its 60 s garbage-collection delay; the 1M-key database is under 
 a tmpfs of ONE_MIB + PAR_MIB + PAR64_MIB + 64 MiB (1.4 GiB) for the sources, Ceph about 2 GiB,
 the gateway and the mount up to about 0.5 GiB each, 16 awscli processes about 1.5 GiB: about
 6 GiB at the peak. Time on this 2-core machine, an estimate (not yet timed with the copy that
-reads no data): about 13 minutes of setup (1M creates through the mount, the first listing,
+reads no data): about 20 minutes of setup (1M creates through the mount, the first listing, 1M HEADs,
 100k PUTs to radosgw) and about 11 minutes a round, the 100 GiB copy a small part of it;
 about 50 minutes for 3 rounds.
 
@@ -359,6 +361,14 @@ class Bench(Servers):
             raise RuntimeError("the first listing of lst/ gave %d keys, not %d" % (m["keys"], LIST_KEYS))
         self.record(kind="first_list", target="gateway", **m)
         log("first listing through the gateway: %.1f s, %d pages" % (m["secs"], m["pages"]))
+        # A HEAD of each key computes its MD5 and stores it with the file (the object xattr
+        # that every object PUT through the gateway has): the rounds list keys that carry it.
+        secs, errors = self.workers("head", dict(self.s3args("gateway"), count=LIST_KEYS, size=0,
+                                                 key="lst/k%07d"), PUT_PROCS, PUT_THREADS)
+        if errors:
+            raise RuntimeError("%d of the %d HEADs through the gateway failed" % (errors, LIST_KEYS))
+        self.record(kind="head_keys", target="gateway", keys=LIST_KEYS, secs=secs)
+        log("%d HEADs through the gateway: %.1f s (%.0f/s)" % (LIST_KEYS, secs, LIST_KEYS / secs))
         if self.ceph is not None:
             t0 = time.monotonic()
             secs, errors = self.workers("put", dict(self.s3args("radosgw"), count=RGW_LIST_KEYS, size=0,
@@ -612,6 +622,12 @@ def report(b, started):
                  "which the gateway has seen: %.1f s (%.0f keys/s, first page %.0f ms), %.1f gateway CPU s. "
                  "The rounds below list afterwards." % (f["secs"], f["keys"] / f["secs"], f["first"] * 1000,
                                                         f["server_cpu"]))
+    heads = pick(kind="head_keys")
+    if heads:
+        s.append("- Then one HEAD of every key through the gateway (botocore, %d x %d threads): %.1f s (%.0f/s). "
+                 "Each computed the file's MD5 and stored it in the file's object xattr, as every object PUT through "
+                 "the gateway has one, so the rounds below read and decode an xattr per key." % (
+                     PUT_PROCS, PUT_THREADS, heads[0]["secs"], LIST_KEYS / heads[0]["secs"]))
     if "radosgw" in mk:
         s.append("- radosgw keys: %d zero-byte PUTs (botocore, %d x %d threads) in %.1f s (%.0f/s)." % (
             RGW_LIST_KEYS, PUT_PROCS, PUT_THREADS, mk["radosgw"]["secs"], RGW_LIST_KEYS / mk["radosgw"]["secs"]))

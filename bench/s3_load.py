@@ -6,6 +6,8 @@ The workers are a script (WORKER) run by Debian's /usr/bin/python3 with its pyth
   put       PUTs of `count` objects (a random body of `size` bytes, or the file `src`), keys
             `key` % i, in `threads` threads, no retries
   files     the same writes as files under `dir` (open, write, close), for the FUSE mount
+  head      HEADs of the same keys (the gateway computes and stores the ETag of a file made
+            through a mount on its first HEAD)
   list      ListObjectsV2 of `prefix` (with `delimiter` or without) page by page, 1000 keys a
             page, as raw HTTP requests signed by botocore; a page's XML is counted, not parsed
   delete    DeleteObjects of every key under `prefix`
@@ -41,7 +43,7 @@ def s3client(threads):
         config=Config(max_pool_connections=threads, retries={"total_max_attempts": 1}, connect_timeout=60,
                       read_timeout=900, s3={"addressing_style": "path"}))
 
-if mode in ("put", "files"):
+if mode in ("put", "files", "head"):
     idx = list(range(a["first"], a["count"], a["step"]))
     threads = a["threads"]
     if a.get("src"):
@@ -49,13 +51,15 @@ if mode in ("put", "files"):
             data = f.read()
     else:
         data = os.urandom(a["size"]) if a["size"] else b""
-    c = s3client(threads) if mode == "put" else None
+    c = s3client(threads) if mode in ("put", "head") else None
     errors, lock = [], threading.Lock()
     def work(k):
         for j in range(k, len(idx), threads):
             key = a["key"] % idx[j]
             try:
-                if c:
+                if mode == "head":
+                    c.head_object(Bucket=a["bucket"], Key=key)
+                elif c:
                     c.put_object(Bucket=a["bucket"], Key=key, Body=data)
                 else:
                     with open(os.path.join(a["dir"], key), "wb") as f:
@@ -138,7 +142,7 @@ def worker(python, mode, args, timeout):
 
 
 def workers(python, mode, args, procs, threads, timeout):
-    """put/files in `procs` processes of `threads` threads; returns (seconds, errors) from
+    """put/files/head in `procs` processes of `threads` threads; returns (seconds, errors) from
     the barrier to the last one done."""
     ps = [popen([python, "-c", WORKER, mode, json.dumps(dict(args, first=i, step=procs, threads=threads))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -336,6 +336,39 @@ TYPED_TEST(KvEngineTest, GetManyReadsWhatGetReads) {
                   .ok());
 }
 
+TYPED_TEST(KvEngineTest, GetManyOfKeysFarApart) {
+  KvEngine& e = *this->engine_;
+  // Dense runs and sparse stretches in one call: engines that scan between the keys must
+  // stop and fall back where the keys lie far apart, and find every value still.
+  ASSERT_TRUE(e.Txn([](KvTxn& t) -> Status {
+                 for (int i = 0; i < 6000; ++i) {
+                   char k[16];
+                   snprintf(k, sizeof k, "s%06d", i);
+                   RETURN_IF_ERROR(t.Put(k, std::to_string(i)));
+                 }
+                 return Status::OK();
+               }).ok());
+  std::vector<std::string> ks;
+  std::vector<std::optional<std::string>> want;
+  auto ask = [&](int i) {
+    char k[16];
+    snprintf(k, sizeof k, "s%06d", i);
+    ks.push_back(k);
+    want.push_back(i < 6000 ? std::optional<std::string>(std::to_string(i)) : std::nullopt);
+  };
+  for (int i = 0; i < 40; ++i) ask(i);                 // dense
+  for (int i = 40; i < 6000; i += 97) ask(i);          // sparse
+  for (int i = 5000; i < 5030; ++i) ask(i);            // dense again, out of order with the rest
+  for (int i = 6000; i < 6010; ++i) ask(i);            // missing, past the end
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 ASSIGN_OR_RETURN(auto got, t.GetMany(ks));
+                 EXPECT_EQ(got, want);
+                 return Status::OK();
+               },
+               true)
+                  .ok());
+}
+
 TYPED_TEST(KvEngineTest, FailedCallbackRollsBackEverything) {
   KvEngine& e = *this->engine_;
   ASSERT_TRUE(PutCommitted(e, "keep", "v1").ok());

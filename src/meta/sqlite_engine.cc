@@ -40,8 +40,10 @@ constexpr size_t kMaxIdleConnections = 16;
 // per key costs its own reset, bind, seek and step, a scanned row only a step (a gateway
 // listing's page reads the attributes and an xattr of 1,000 neighbouring inodes).
 constexpr size_t kGetManyScanRows = 4;
+constexpr size_t kGetManyScanStart = 32;
+constexpr size_t kGetManyScanStep = 64;
 // Fewer keys than this are read one Get at a time.
-constexpr size_t kGetManyMin = 4;
+constexpr size_t kGetManyMin = 16;
 
 // Scan reads rows in batches so the callback can use the transaction (Get, Put, ...)
 // while no statement of the scan is being stepped.
@@ -263,24 +265,39 @@ class SqliteTxn final : public KvTxn {
     if (!error_.ok()) return error_;
     std::vector<std::optional<std::string>> out(keys.size());
     // The keys in order, with their positions; a range scan from the first to the last is
-    // merged with them, for at most kGetManyScanRows rows a key (keys written together,
-    // like an inode's attributes and xattrs and those of its neighbours, sit close; keys far
-    // apart stop the scan early). Those the scan did not reach are read one by one.
+    // merged with them while it reads at most kGetManyScanRows rows (plus a start-up
+    // allowance) for each key it passed (keys written together, like an inode's attributes
+    // and xattrs and those of its neighbours, sit close; keys far apart stop the scan
+    // early, having cost a few steps). Those the scan did not reach are read one by one.
     std::vector<std::pair<std::string_view, size_t>> order;
     order.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) order.emplace_back(keys[i], i);
     if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
     std::string end(order.back().first);
     end.push_back('\0');
-    const size_t budget = kGetManyScanRows * keys.size();
     size_t next = 0, rows = 0;
-    RETURN_IF_ERROR(Scan(order.front().first, end, budget, [&](std::string_view k, std::string_view v) {
-      ++rows;
-      while (next < order.size() && order[next].first < k) ++next;  // absent
-      for (; next < order.size() && order[next].first == k; ++next) out[order[next].second] = std::string(v);
-      return next < order.size();
-    }));
-    if (rows < budget) return out;  // the scan reached every key (or the range ended)
+    bool cut = false;
+    // In steps of kGetManyScanStep rows (one statement each), so that a sparse set stops
+    // having read few rows.
+    std::string from(order.front().first);
+    for (;;) {
+      size_t got = 0;
+      RETURN_IF_ERROR(Scan(from, end, kGetManyScanStep, [&](std::string_view k, std::string_view v) {
+        ++got;
+        if (++rows > kGetManyScanRows * next + kGetManyScanStart) {
+          cut = true;  // sparse: the rest one by one
+          return false;
+        }
+        while (next < order.size() && order[next].first < k) ++next;  // absent
+        for (; next < order.size() && order[next].first == k; ++next) out[order[next].second] = std::string(v);
+        from.assign(k);
+        from.push_back('\0');
+        return next < order.size();
+      }));
+      if (cut) break;
+      // Every key reached, or the range ended (the rest are absent).
+      if (next == order.size() || got < kGetManyScanStep) return out;
+    }
     for (; next < order.size(); ++next) {
       ASSIGN_OR_RETURN(out[order[next].second], Get(order[next].first));
     }
