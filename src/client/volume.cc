@@ -12,6 +12,7 @@
 #include "client/open.h"
 #include "client/staged_recovery.h"
 #include "common/size.h"
+#include "meta/mirror_state.h"
 #include "metrics/metrics.h"
 #include "object/checksum_store.h"
 #include "object/object_store.h"
@@ -66,12 +67,27 @@ Volume::~Volume() { Close(); }
 
 Status Volume::Start() {
   const VolumeOptions& o = options_;
-  const bool ro = o.read_only;
   auto buffer = ParseSize(o.buffer_size);
   if (!buffer.ok()) return buffer.status().With("--buffer-size");
   if (*buffer < (16u << 20)) return Status::Err(EINVAL, "--buffer-size must be at least 16M");
 
-  ASSIGN_OR_RETURN(meta_, OpenVolume(o.meta_url, ro, static_cast<int64_t>(o.attr_cache * 1e9)));
+  ASSIGN_OR_RETURN(meta_, OpenVolume(o.meta_url, o.read_only, static_cast<int64_t>(o.attr_cache * 1e9)));
+  if (!meta_->format().mirror_of.empty()) {
+    // A mirror (meta/mirror_state.h): readable once seeded, written only by its replicator.
+    ASSIGN_OR_RETURN(auto ms, ReadMirrorState(meta_->engine()));
+    if (!ms || ms->seeding) {
+      return Status::Err(EAGAIN, "volume " + meta_->format().name + " is a mirror of " + meta_->format().mirror_of +
+                                     " still being seeded: it opens once `tierfs status` no longer says \"seeding\" "
+                                     "(the replicator, `tierfs mirror`, must be running)");
+    }
+    if (!o.read_only) {
+      spdlog::info("volume {} is a mirror of {}: opened read-only", meta_->format().name, meta_->format().mirror_of);
+      options_.read_only = true;
+      meta_.reset();
+      ASSIGN_OR_RETURN(meta_, OpenVolume(o.meta_url, true, static_cast<int64_t>(o.attr_cache * 1e9)));
+    }
+  }
+  const bool ro = o.read_only;
   const FormatRecord& fmt = meta_->format();
   ASSIGN_OR_RETURN(auto store, OpenStore(fmt, o.sync_blocks, o.cache.io_timeout, o.bucket_free_space));
   if (!ro) {

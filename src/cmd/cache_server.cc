@@ -32,15 +32,10 @@ struct Args {
 };
 
 int Run(const Args& a) {
+  const sigset_t stop = BlockStopSignals();  // taken by sigwait below
   SetupLogging(a.log_file, true);
   if (a.group.name.empty()) return Fail("cache-server", Status::Err(EINVAL, "--cache-group is required"));
   if (a.group.no_sharing) return Fail("cache-server", Status::Err(EINVAL, "a cache server with --no-sharing serves nothing"));
-  // Signals are taken by sigwait below, so every thread started from here on blocks them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("cache-server", meta.status());

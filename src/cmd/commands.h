@@ -36,5 +36,6 @@ void RegisterGateway(CLI::App& app, int* exit_code);
 void RegisterGatewayUser(CLI::App& app, int* exit_code);
 void RegisterSync(CLI::App& app, int* exit_code);
 void RegisterChangelog(CLI::App& app, int* exit_code);
+void RegisterMirror(CLI::App& app, int* exit_code);
 
 }  // namespace tierfs::cmd

@@ -33,6 +33,7 @@ struct Args {
 };
 
 int Run(const Args& a) {
+  const sigset_t stop = BlockStopSignals();  // taken by sigwait below
   SetupLogging(a.log_file, true);
   auto fail = [](const Status& st) { return Fail("gateway", st); };
   size_t colon = a.listen.rfind(':');
@@ -97,11 +98,6 @@ int Run(const Args& a) {
   if (!volume.ok()) return fail(volume.status());
   o.volume_name = (*volume)->format().name;
   o.root = (*volume)->root();
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   int rc = 0;
   {
     gateway::Gateway gw((*volume)->vfs(), o);

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   tierfs::cmd::RegisterGatewayUser(app, &exit_code);
   tierfs::cmd::RegisterSync(app, &exit_code);
   tierfs::cmd::RegisterChangelog(app, &exit_code);
+  tierfs::cmd::RegisterMirror(app, &exit_code);
   tierfs::cmd::RegisterVersion(app, &exit_code);
   // Parse copies; the process's own argv (what `ps` shows) no longer holds secrets.
   std::vector<std::string> args = tierfs::cmd::ScrubSecretsFromArgv(argc, argv);

@@ -121,6 +121,8 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   fopts.attr_timeout = a.attr_cache;
   fopts.entry_timeout = a.entry_cache;
   fopts.dir_entry_timeout = a.dir_entry_cache;
+  // A mirror opens read-only whatever was asked (client/volume.cc): so does the kernel mount.
+  if ((*volume)->read_only() && !ro) mount_opts.push_back("ro");
   fopts.mount_options = mount_opts;
   fopts.max_threads = a.fuse_threads > 0 ? a.fuse_threads : FuseThreadsFor(a.meta_url, fmt.storage);
   spdlog::info("mounting volume {} ({}) on {} with {} FUSE worker threads", fmt.name, fmt.uuid, mp, fopts.max_threads);

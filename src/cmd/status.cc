@@ -15,6 +15,7 @@
 #include "common/size.h"
 #include "common/secret.h"
 #include "meta/change_log.h"
+#include "meta/mirror_state.h"
 #include "meta/meta.h"
 #include "tools/staged_upload.h"
 
@@ -113,6 +114,32 @@ int Run(const std::string& meta_url, bool json) {
                                  {"last_expiry_ns", trash->last_expiry_ns}}},
                       {"capacity", limits ? limits->max_bytes : 0}, {"max_inodes", limits ? limits->max_inodes : 0},
                       {"quotas", quotas->size()}};
+  // A mirror: where it stands against its primary (meta/mirror_state.h). Lag in seconds:
+  // behind, the age of the last commit applied; caught up, the time since the replicator
+  // last found nothing new.
+  std::string mirror_line;
+  if (!f.mirror_of.empty()) {
+    auto ms = ReadMirrorState((*meta)->engine());
+    if (!ms.ok()) return Fail("status", ms.status());
+    if (*ms) {
+      const MirrorState& m = **ms;
+      const uint64_t behind = m.primary_last > m.applied ? m.primary_last - m.applied : 0;
+      const double lag_s = (now - (behind ? m.applied_ns : m.checked_ns)) / 1e9;
+      j["mirror"] = {{"primary", m.primary},           {"applied_seq", m.applied},
+                     {"applied_ns", m.applied_ns},     {"seeding", m.seeding},
+                     {"ready_at_seq", m.ready_at},     {"primary_last_seq", m.primary_last},
+                     {"checked_ns", m.checked_ns},
+                     {"lag", {{"commits", behind}, {"seconds", lag_s}, {"bytes", m.block_lag_bytes}}}};
+      char secs[32];
+      snprintf(secs, sizeof secs, "%.1f", lag_s);
+      mirror_line = "mirror of:  " + m.primary + (m.seeding ? " (seeding: not readable until commit " +
+                                                                  std::to_string(m.ready_at) + " is applied)"
+                                                            : "") +
+                    "\n  applied:  commit " + std::to_string(m.applied) + "; the primary had " +
+                    std::to_string(m.primary_last) + " when last checked\n  lag:      " + std::to_string(behind) +
+                    " commits, " + secs + " s\n";
+    }
+  }
   nlohmann::json ss = nlohmann::json::array();
   nlohmann::json groups = nlohmann::json::object();  // name -> members, capacity, use
   for (const auto& s : *sessions) {
@@ -191,7 +218,7 @@ int Run(const std::string& meta_url, bool json) {
                 : log->first > log->last ? "empty (the next record is " + std::to_string(log->last + 1) + ")"
                                          : "records " + std::to_string(log->first) + " to " + std::to_string(log->last))
             << "\n"
-            << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
+            << mirror_line << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";
   for (const auto& s : *sessions) {
     std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "

@@ -200,6 +200,15 @@ int OpenLogFile(const std::string& file) {
   return fd;
 }
 
+sigset_t BlockStopSignals() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  return stop;
+}
+
 void SetupLogging(const std::string& file, bool foreground) {
   try {
     std::shared_ptr<spdlog::logger> logger;

@@ -1,6 +1,8 @@
 // Small helpers shared by subcommands.
 #pragma once
 
+#include <signal.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +31,12 @@ using namespace ::tierfs::client;  // NOLINT
 // Opens (creating) a log file for appending, private: a new file is 0600 and an existing
 // one readable by other users loses their access (logs name private paths). -1 on errors.
 int OpenLogFile(const std::string& file);
+
+// Blocks SIGINT and SIGTERM in this thread, and so in every thread it starts afterwards,
+// and returns them as a set for sigwait. Call it before the first thread starts (the log's
+// flusher included): a thread that does not block them would take them, and their default
+// action ends the process instead of the command's graceful stop.
+sigset_t BlockStopSignals();
 
 // Logs to `file` when given (through OpenLogFile), else to stderr when in the foreground
 // (a daemon without a file logs nowhere).

@@ -46,6 +46,7 @@ std::string FormatRecord::ToJson() const {
   if (!session_token.empty()) j["session_token"] = session_token;
   if (!ceph_conf.empty()) j["ceph_conf"] = ceph_conf;
   if (!group_secret.empty()) j["group_secret"] = group_secret;
+  if (!mirror_of.empty()) j["mirror_of"] = mirror_of;
   return j.dump();
 }
 
@@ -119,6 +120,7 @@ Result<FormatRecord> FormatRecord::FromJson(const std::string& json) {
   r.session_timeout_s = j.value("session_timeout_s", 60);
   r.trash_days = j.value("trash_days", 0);
   r.changelog_hours = j.value("changelog_hours", 0);
+  r.mirror_of = j.value("mirror_of", "");
   r.access_key = j.value("access_key", "");
   r.secret_key = j.value("secret_key", "");
   r.session_token = j.value("session_token", "");

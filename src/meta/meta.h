@@ -94,6 +94,9 @@ struct FormatRecord {
   // Members of a cache group sign their requests with it (group/wire.h). Made on first use
   // (Meta::GroupSecret); never printed.
   std::string group_secret;
+  // A mirror volume (mirror/replicator.h): the primary's META-URL, without its password.
+  // Clients open a mirror read-only; only its replicator writes the namespace.
+  std::string mirror_of;
 
   std::string ToJson() const;
   static Result<FormatRecord> FromJson(const std::string& json);
