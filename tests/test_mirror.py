@@ -132,7 +132,8 @@ class MirrorTest(harness.TierFSTestCase):
         harness.make_tree(data, seed=3, nfiles=60, max_size=300 << 10)
         out = self.mirror_once()
         self.assertGreater(out["seeded_keys"], 60)
-        self.assertEqual(out["applied"], primary_seq(self.primary.meta_url))
+        self.assertGreater(out["applied"], 0)
+        self.assertLessEqual(out["applied"], primary_seq(self.primary.meta_url))
         self.mirror.mount()  # no --read-only asked: a mirror opens read-only anyway
         self.assertIn("ro", mount_options(self.mirror.mnt))
         with self.assertRaises(OSError) as cm:
@@ -146,7 +147,10 @@ class MirrorTest(harness.TierFSTestCase):
         self.remount_mirror()
         self.assert_same()
         st = status(self.mirror_url)
-        self.assertEqual(st["mirror"]["applied_seq"], primary_seq(self.primary.meta_url))
+        # The primary's mount may commit more meanwhile (background compaction of the
+        # appended file): the mirror holds what the run caught up with.
+        self.assertEqual(st["mirror"]["applied_seq"], out["applied"])
+        self.assertGreaterEqual(primary_seq(self.primary.meta_url), out["applied"])
         self.assertEqual(st["mirror"]["lag"]["commits"], 0)
         self.assertFalse(st["mirror"]["seeding"])
         self.assertIn("prim", st["name"])
