@@ -93,15 +93,7 @@ Result<bool> Replicator::Lease() {
 
 Status Replicator::Seed() {
   // The primary must be a volume that keeps a change log.
-  std::optional<std::string> v;
-  RETURN_IF_ERROR(primary_->Txn(
-      [&](KvTxn& t) -> Status {
-        ASSIGN_OR_RETURN(v, t.Get(keys::Format()));
-        return Status::OK();
-      },
-      true));
-  if (!v) return Status::Err(ENOENT, primary_->Describe() + " holds no volume (format one with `tierfs format`)");
-  ASSIGN_OR_RETURN(FormatRecord fmt, FormatRecord::FromJson(*v));
+  ASSIGN_OR_RETURN(FormatRecord fmt, Meta::ReadFormat(primary_.get()));
   if (!fmt.mirror_of.empty()) {
     return Status::Err(EINVAL, "the primary " + primary_->Describe() + " is itself a mirror (of " + fmt.mirror_of +
                                    "); mirror the volume it follows");
@@ -305,19 +297,13 @@ Status Replicator::Follow(const std::atomic<bool>& stop) {
   // A new mirror, or one whose seeding was interrupted before its copy was complete.
   auto state = ReadMirrorState(mirror_.get());
   if (!state.ok()) return state.status();
-  std::optional<std::string> fmt;
-  RETURN_IF_ERROR(mirror_->Txn(
-      [&](KvTxn& t) -> Status {
-        ASSIGN_OR_RETURN(fmt, t.Get(keys::Format()));
-        return Status::OK();
-      },
-      true));
-  if (fmt) {  // never empty an engine that holds a volume of its own, even with --reseed
-    ASSIGN_OR_RETURN(FormatRecord f, FormatRecord::FromJson(*fmt));
-    if (f.mirror_of.empty()) {
-      return Status::Err(EEXIST, mirror_->Describe() + " holds a volume (" + f.name +
-                                     ") that is not a mirror; give an empty engine for the mirror");
-    }
+  auto read = Meta::ReadFormat(mirror_.get());
+  if (!read.ok() && read.status().code() != ENOENT) return read.status();
+  std::optional<FormatRecord> fmt;
+  if (read.ok()) fmt = std::move(*read);
+  if (fmt && fmt->mirror_of.empty()) {  // never empty an engine that holds a volume of its own, even with --reseed
+    return Status::Err(EEXIST, mirror_->Describe() + " holds a volume (" + fmt->name +
+                                   ") that is not a mirror; give an empty engine for the mirror");
   }
   if (!fmt) {  // a new mirror: its engine must be empty (seeding empties it)
     // Only our lease may be there (taken just above).
