@@ -5,7 +5,12 @@ creates, writes, truncates, renames of files and directories, hard links, symlin
 modes and removals; a replicator that runs on while files appear on the mirror's live
 mount; SIGKILLed replicators that restart where they stopped; two replicators and one
 lease; a change log trimmed past the mirror (re-seed); a mirror still seeding refuses to
-open; bad input. A Redis primary followed into a SQLite mirror when the test servers run."""
+open; bad input. A Redis primary followed into a SQLite mirror when the test servers run.
+A mirror with an object store of its own: blocks copied (readable with the primary's
+store gone), a block missing from it read through from the primary's (checksum
+verified); a lagging mirror keeps the primary from deleting the blocks it still needs
+(registered change-log reader), and `changelog --drop-consumer` lets them go."""
+import hashlib
 import json
 import os
 import signal
@@ -123,6 +128,22 @@ class MirrorTest(harness.TierFSTestCase):
         with open(os.path.join(root, "new", "deep", "f"), "wb") as f:
             f.write(os.urandom(300000))
         os.rename(files[6], os.path.join(root, "new", "moved"))
+
+    def objects(self, bucket):
+        out = set()
+        for dp, _, fs in os.walk(bucket):
+            out.update(os.path.relpath(os.path.join(dp, f), bucket) for f in fs if "/chunks/" in os.path.join(dp, f))
+        return out
+
+    def file_hashes(self, root):
+        out = {}
+        for dp, _, fs in os.walk(root):
+            for f in fs:
+                p = os.path.join(dp, f)
+                if not os.path.islink(p):
+                    with open(p, "rb") as fh:
+                        out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+        return out
 
     # ----- tests -------------------------------------------------------------------------
 
@@ -259,17 +280,115 @@ class MirrorTest(harness.TierFSTestCase):
         self.assertFails(harness.tierfs("mirror", self.primary.meta_url, self.primary.meta_url, "--once"),
                          "same engine")
         self.assertFails(harness.tierfs("mirror", self.primary.meta_url, plain.meta_url, "--once"), "not a mirror")
-        # A primary that is not there; an own store (not built).
+        # A primary that is not there; a store without its bucket.
         self.assertFails(harness.tierfs("mirror", "sqlite3://" + os.path.join(self.tmp, "none.db"), self.mirror_url,
                                         "--once"), "none.db")
         self.assertFails(harness.tierfs("mirror", self.primary.meta_url, self.mirror_url, "--storage", "file",
-                                        "--once"), "not built yet")
+                                        "--once"), "go together")
         # mirror-wait on a volume that is not a mirror, and past what the mirror holds.
         self.assertFails(harness.tierfs("mirror-wait", plain.meta_url, "--seq", "1", "--timeout", "1"),
                          "not a mirror")
         self.mirror_once()
         self.assertFails(harness.tierfs("mirror-wait", self.mirror_url, "--seq", "999999", "--timeout", "0.5"),
                          "not 999999")
+        # A mirror seeded on the shared store does not switch stores unasked.
+        self.assertFails(harness.tierfs("mirror", self.primary.meta_url, self.mirror_url, "--once", "--storage",
+                                        "file", "--bucket", os.path.join(self.tmp, "other")), "--reseed")
+
+    def test_a_mirror_with_its_own_store_reads_with_the_primarys_store_gone(self):
+        data = os.path.join(self.primary.mnt, "data")
+        os.makedirs(data)
+        harness.make_tree(data, seed=13, nfiles=40, max_size=300 << 10)
+        with open(os.path.join(data, "big"), "wb") as f:
+            f.write(os.urandom(9 << 20 | 12345))  # three blocks
+        bucket = os.path.join(self.tmp, "mirror-bucket")
+        out = self.mirror_once("--storage", "file", "--bucket", bucket)
+        self.assertEqual(out["missing"], 0)
+        self.assertEqual(self.objects(bucket), self.objects(self.primary.bucket))
+        self.assertEqual(out["objects"], len(self.objects(bucket)))
+        self.change_everything(data)
+        out = self.mirror_once()  # keeps its store
+        self.assertGreater(out["objects"], 0)
+        st = status(self.mirror_url)
+        self.assertEqual(st["bucket"], bucket)
+        self.assertEqual(st["source"]["bucket"], self.primary.bucket)
+        expected = self.file_hashes(data)
+        # The primary's region is gone: the mirror serves everything from its own store.
+        self.primary.umount()
+        os.rename(self.primary.bucket, self.primary.bucket + ".away")
+        try:
+            self.mirror.mount()
+            self.assertEqual(self.file_hashes(os.path.join(self.mirror.mnt, "data")), expected)
+            self.mirror.umount()
+        finally:
+            os.rename(self.primary.bucket + ".away", self.primary.bucket)
+        self.primary.mount()
+        self.mirror.mount()
+        self.assert_same()
+
+    def test_a_block_missing_from_the_mirrors_store_is_read_through_and_verified(self):
+        data = os.path.join(self.primary.mnt, "data")
+        os.makedirs(data)
+        with open(os.path.join(data, "f"), "wb") as f:
+            f.write(os.urandom(200000))
+        bucket = os.path.join(self.tmp, "mirror-bucket")
+        self.mirror_once("--storage", "file", "--bucket", bucket)
+        [block] = self.objects(bucket)
+        os.unlink(os.path.join(bucket, block))
+        # Damaged at the source: the read fails (EIO), it does not return bad bytes.
+        path = os.path.join(self.primary.bucket, block)
+        with open(path, "rb") as f:
+            good = f.read()
+        bad = bytearray(good)
+        bad[-100] ^= 0xFF
+        with open(path, "wb") as f:
+            f.write(bad)
+        self.mirror.mount()
+        with self.assertRaises(OSError) as cm:
+            with open(os.path.join(self.mirror.mnt, "data", "f"), "rb") as b:
+                b.read()
+        self.assertEqual(cm.exception.errno, 5)
+        self.mirror.umount()
+        # Whole again: read through from the primary's store.
+        with open(path, "wb") as f:
+            f.write(good)
+        self.mirror.mount()
+        with open(os.path.join(data, "f"), "rb") as a, open(os.path.join(self.mirror.mnt, "data", "f"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+    def test_a_lagging_mirror_keeps_the_blocks_it_still_needs(self):
+        data = os.path.join(self.primary.mnt, "data")
+        os.makedirs(data)
+        harness.make_tree(data, seed=17, nfiles=20, max_size=100 << 10)
+        self.mirror_once()
+        before = self.objects(self.primary.bucket)
+        self.assertGreater(len(before), 10)
+        readers = status(self.primary.meta_url)["changelog"]["consumers"]
+        self.assertEqual([r["name"] for r in readers], ["mirror:" + self.mirror_url])
+        # The primary overwrites every file while no replicator runs: the old blocks are
+        # released by commits the mirror has not applied, and are kept.
+        for dp, _, fs in os.walk(data):
+            for name in fs:
+                p = os.path.join(dp, name)
+                if not os.path.islink(p):
+                    with open(p, "wb") as f:
+                        f.write(b"new")
+        time.sleep(6)  # the mount's cleanup runs every 2 s
+        self.assertEqual(before - self.objects(self.primary.bucket), set(), "deleted while the mirror lags")
+        self.assertGreater(status(self.primary.meta_url)["changelog"]["consumers"][0]["behind"], 0)
+        # Caught up: they go.
+        self.mirror_once()
+        self.assertTrue(harness.wait_for(lambda: len(before & self.objects(self.primary.bucket)) == 0, timeout=30),
+                        sorted(before & self.objects(self.primary.bucket))[:5])
+        self.mirror.mount()
+        self.assert_same()
+        # A dropped reader holds nothing back.
+        self.mirror.umount()
+        name = readers[0]["name"]
+        res = harness.tierfs("changelog", self.primary.meta_url, "--drop-consumer", name)
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        self.assertEqual(status(self.primary.meta_url)["changelog"]["consumers"], [])
+        self.assertFails(harness.tierfs("changelog", self.primary.meta_url, "--drop-consumer", name), "no change-log")
 
     def test_a_redis_primary_into_a_sqlite_mirror(self):
         srv = harness.servers()

@@ -7,6 +7,7 @@
 #include "common/secret.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
+#include "object/read_through_store.h"
 #include "meta/timed_engine.h"
 #include "object/object_store.h"
 
@@ -31,7 +32,15 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool 
   ASSIGN_OR_RETURN(std::string sk, ResolveSecret("", kSecretKeyEnv));
   if (!ak.empty()) spec.access_key = ak;
   if (!sk.empty()) spec.secret_key = sk;
-  return CreateObjectStore(spec);
+  ASSIGN_OR_RETURN(auto store, CreateObjectStore(spec));
+  if (format.source_storage.empty()) return store;
+  // A mirror with a store of its own: a block not copied yet is read from the primary's.
+  StorageSpec source = format.SourceSpec();
+  source.sync_puts = sync_puts;
+  source.io_timeout_s = spec.io_timeout_s;
+  auto second = CreateObjectStore(source);
+  if (!second.ok()) return second.status().With("the primary's store of mirror " + format.name);
+  return WithReadThrough(std::move(store), std::move(*second));
 }
 
 #ifndef TIERFS_VERSION

@@ -9,6 +9,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/util.h"
+#include "meta/change_consumers.h"
 #include "meta/change_log.h"
 #include "meta/key_schema.h"
 #include "meta/meta.h"
@@ -22,6 +23,7 @@ struct Args {
   uint64_t limit = 0;
   bool follow = false;
   bool values = false;
+  std::string drop_consumer;
 };
 
 // What one logged key is, for people and scripts.
@@ -60,9 +62,16 @@ nlohmann::json DescribeWrite(const std::string& key, const std::optional<std::st
 }
 
 int Run(const Args& a) {
-  auto meta = OpenVolume(a.meta_url, true);
+  auto meta = OpenVolume(a.meta_url, a.drop_consumer.empty());
   if (!meta.ok()) return Fail("changelog", meta.status());
   KvEngine* engine = (*meta)->engine();
+  if (!a.drop_consumer.empty()) {
+    Status st = DropChangeConsumer(engine, a.drop_consumer);
+    if (!st.ok()) return Fail("changelog", st);
+    std::cerr << "tierfs: changelog: " << a.drop_consumer
+              << " no longer holds the log or released data back; if it comes back it must be re-seeded\n";
+    return 0;
+  }
   auto range = ChangeLogRange(engine);
   if (!range.ok()) return Fail("changelog", range.status());
   if ((*meta)->format().changelog_hours == 0 && range->last == 0) {
@@ -104,6 +113,9 @@ void RegisterChangelog(CLI::App& app, int* exit_code) {
   sub->add_option("--limit", args->limit, "Print at most this many records");
   sub->add_flag("--follow", args->follow, "Keep printing new records as they commit");
   sub->add_flag("--values", args->values, "Include each new value (hex)");
+  sub->add_option("--drop-consumer", args->drop_consumer,
+                  "Forget a registered reader (a mirror, `tierfs status` lists them): the log and released data "
+                  "are no longer kept for it");
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

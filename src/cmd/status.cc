@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/size.h"
 #include "common/secret.h"
+#include "meta/change_consumers.h"
 #include "meta/change_log.h"
 #include "meta/mirror_state.h"
 #include "meta/meta.h"
@@ -114,6 +115,22 @@ int Run(const std::string& meta_url, bool json) {
                                  {"last_expiry_ns", trash->last_expiry_ns}}},
                       {"capacity", limits ? limits->max_bytes : 0}, {"max_inodes", limits ? limits->max_inodes : 0},
                       {"quotas", quotas->size()}};
+  // Registered readers of the change log (mirrors): the log and released data kept for them.
+  auto consumers = ReadChangeConsumers((*meta)->engine());
+  if (!consumers.ok()) return Fail("status", consumers.status());
+  std::string consumer_lines;
+  nlohmann::json cj = nlohmann::json::array();
+  for (const ChangeConsumer& c : *consumers) {
+    const uint64_t behind = log->last > c.applied ? log->last - c.applied : 0;
+    const bool live = c.Live(now);
+    cj.push_back({{"name", c.name}, {"what", c.what}, {"applied_seq", c.applied}, {"behind", behind},
+                  {"updated_ns", c.updated_ns}, {"live", live}});
+    consumer_lines += "  reader " + c.name + ": commit " + std::to_string(c.applied) + " (" + std::to_string(behind) +
+                      " behind), last heard " + std::to_string((now - c.updated_ns) / 1'000'000'000) + " s ago" +
+                      (live ? "" : " (silent over a week: holds nothing back)") + "\n";
+  }
+  j["changelog"]["consumers"] = cj;
+  if (!f.source_storage.empty()) j["source"] = {{"storage", f.source_storage}, {"bucket", f.source_bucket}};
   // A mirror: where it stands against its primary (meta/mirror_state.h). Lag in seconds:
   // behind, the age of the last commit applied; caught up, the time since the replicator
   // last found nothing new.
@@ -218,6 +235,10 @@ int Run(const std::string& meta_url, bool json) {
                 : log->first > log->last ? "empty (the next record is " + std::to_string(log->last + 1) + ")"
                                          : "records " + std::to_string(log->first) + " to " + std::to_string(log->last))
             << "\n"
+            << consumer_lines
+            << (f.source_storage.empty() ? std::string()
+                                         : "blocks:     copied from " + f.source_storage + " " + f.source_bucket +
+                                               " (read through when not copied yet)\n")
             << mirror_line << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";
   for (const auto& s : *sessions) {

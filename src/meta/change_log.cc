@@ -1,5 +1,6 @@
 #include "meta/change_log.h"
 
+#include <algorithm>
 #include <map>
 
 #include "common/encoding.h"
@@ -193,7 +194,7 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
   }
 }
 
-Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns) {
+Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns, uint64_t keep_from) {
   uint64_t removed = 0;
   for (;;) {
     size_t n = 0;
@@ -203,7 +204,7 @@ Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns) {
           n = 0;
           more = false;
           ASSIGN_OR_RETURN(auto last, t.Get(SeqCounter()));
-          uint64_t newest = last ? keys::DecodeU64(*last) : 0;
+          uint64_t newest = std::min(last ? keys::DecodeU64(*last) : 0, keep_from);
           std::vector<std::string> old;
           RETURN_IF_ERROR(t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), kBatch,
                                  [&](std::string_view k, std::string_view v) {

@@ -81,8 +81,10 @@ Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine);
 // there even when a later record is damaged).
 Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn);
 
-// Removes the records committed before cutoff_ns (in transactions of at most 1000); the
-// newest record is always kept, so the counter's value stays readable from the log too.
-Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns);
+// Removes the records committed before cutoff_ns (in transactions of at most 1000), except
+// those from keep_from on (the first record a registered consumer has not read,
+// change_consumers.h); the newest record is always kept, so the counter's value stays
+// readable from the log too.
+Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns, uint64_t keep_from = UINT64_MAX);
 
 }  // namespace tierfs

@@ -30,21 +30,7 @@ bool Has(const ChangeRecord& r, const std::string& key, bool put) {
 }
 
 TYPED_TEST(MetaTest, ChangeLogRecordsEachChangeInCommitOrder) {
-  // The fixture's volume has no log: format anew with one.
-  this->m_.reset();
-  auto engine = OpenKvEngine(this->url_);
-  ASSERT_TRUE(engine.ok());
-  FormatRecord rec;
-  rec.name = "logged";
-  rec.uuid = "uuid";
-  rec.storage = "mem";
-  rec.bucket = "b";
-  rec.changelog_hours = 1;
-  ASSERT_TRUE(Meta::Format(engine->get(), rec, true).ok());
-  auto opened = Meta::Open(std::move(*engine));
-  ASSERT_TRUE(opened.ok());
-  this->m_ = std::move(*opened);
-  ASSERT_TRUE(this->m_->NewSession(SessionInfo{}).ok());
+  this->FormatWithChangeLog();
   KvEngine* e = this->m_->engine();
   const size_t before = All(e).size();  // the session's own keys are not logged: none
 

@@ -30,6 +30,8 @@
 
 namespace tierfs {
 
+class ReleaseHold;
+
 namespace acl {
 struct Acl;
 }  // namespace acl
@@ -97,11 +99,20 @@ struct FormatRecord {
   // A mirror volume (mirror/replicator.h): the primary's META-URL, without its password.
   // Clients open a mirror read-only; only its replicator writes the namespace.
   std::string mirror_of;
+  // A mirror with an object store of its own (`tierfs mirror --storage`): the primary's
+  // store, where its replicator copies blocks from and its clients read a block from when
+  // the mirror's store lacks it (read-through, checksums verified). Empty: the mirror
+  // shares the primary's store (or the volume is no mirror). source_secret_key and
+  // source_session_token are never printed, like secret_key.
+  std::string source_storage, source_bucket, source_access_key, source_secret_key, source_session_token,
+      source_ceph_conf;
 
   std::string ToJson() const;
   static Result<FormatRecord> FromJson(const std::string& json);
   // The store settings this record describes.
   StorageSpec Spec() const;
+  // The primary's store of a mirror with a store of its own (source_storage not empty).
+  StorageSpec SourceSpec() const;
   // A copy with the secret key and session token replaced by "****" (when set).
   FormatRecord Redacted() const;
 };
@@ -692,6 +703,10 @@ class Meta {
   Status CleanDeadSessions();
   Status CleanPendingSlices();
   Status CleanPendingPacks();
+  // Keeps in `due` only the released slices or packs no registered reader of the change
+  // log still needs (release_hold_); key names each as the key of its cleanup record.
+  Status HoldForReaders(std::vector<std::pair<uint64_t, uint32_t>>* due,
+                        std::string (*key)(const std::pair<uint64_t, uint32_t>&));
   void BackgroundLoop();
 
   std::unique_ptr<KvEngine> engine_;
@@ -755,6 +770,9 @@ class Meta {
 
   DeleteSliceFn delete_slice_;
   DeletePackFn delete_pack_;
+  // Holds back deleting the blocks and packs of released data until every registered
+  // reader of the change log (a mirror) applied the commit that released them.
+  std::unique_ptr<ReleaseHold> release_hold_;
   std::thread bg_;
   std::thread hb_;
   std::mutex bg_mu_;

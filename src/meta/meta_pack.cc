@@ -186,6 +186,9 @@ Status Meta::CleanPendingPacks() {
         });
       },
       true));
+  RETURN_IF_ERROR(HoldForReaders(&due, [](const std::pair<uint64_t, uint32_t>& p) {
+    return keys::PendingPack(p.first, p.second);
+  }));
   if (due.empty()) return Status::OK();
   RETURN_IF_ERROR(engine_->Sync());  // as for slices: the release is durable before the object goes
   std::vector<std::pair<uint64_t, uint32_t>> deleted;

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "meta/meta.h"
+#include "meta/change_consumers.h"
 #include "meta/change_log.h"
 #include "meta/meta_acl.h"
 #include "meta/meta_internal.h"
@@ -412,6 +413,22 @@ Status Meta::CloseSession() {
   return Status::OK();
 }
 
+Status Meta::HoldForReaders(std::vector<std::pair<uint64_t, uint32_t>>* due,
+                            std::string (*key)(const std::pair<uint64_t, uint32_t>&)) {
+  if (due->empty()) return Status::OK();
+  if (!release_hold_) release_hold_ = std::make_unique<ReleaseHold>();
+  std::vector<std::string> keys;
+  keys.reserve(due->size());
+  for (const auto& d : *due) keys.push_back(key(d));
+  ASSIGN_OR_RETURN(std::vector<size_t> go, release_hold_->MayGo(engine_.get(), keys));
+  if (go.size() == due->size()) return Status::OK();
+  std::vector<std::pair<uint64_t, uint32_t>> kept;
+  kept.reserve(go.size());
+  for (size_t i : go) kept.push_back((*due)[i]);
+  due->swap(kept);
+  return Status::OK();
+}
+
 Status Meta::CleanPendingSlices() {
   if (!delete_slice_) return Status::OK();
   std::vector<std::pair<uint64_t, uint32_t>> pending;
@@ -431,6 +448,9 @@ Status Meta::CleanPendingSlices() {
         });
       },
       true));
+  RETURN_IF_ERROR(HoldForReaders(&pending, [](const std::pair<uint64_t, uint32_t>& p) {
+    return keys::PendingSlice(p.first, p.second);
+  }));
   if (pending.empty()) return Status::OK();
   // The transactions that released these slices must be on disk before their blocks go:
   // a power loss could otherwise roll the metadata back to a state that still points at
@@ -593,7 +613,12 @@ void Meta::BackgroundLoop() {
       st = ExpireTrash(NowNanos());
       if (!st.ok()) spdlog::warn("expiring the trash failed: {}", st.ToString());
       if (format_.changelog_hours > 0) {
-        auto trimmed = TrimChangeLog(engine_.get(), NowNanos() - int64_t{format_.changelog_hours} * 3600'000'000'000);
+        // A registered reader (a mirror) keeps the records it has not read yet.
+        auto floor = ChangeConsumersFloor(engine_.get(), NowNanos());
+        auto trimmed = floor.ok() ? TrimChangeLog(engine_.get(),
+                                                  NowNanos() - int64_t{format_.changelog_hours} * 3600'000'000'000,
+                                                  *floor ? **floor + 1 : UINT64_MAX)
+                                  : Result<uint64_t>(floor.status());
         if (!trimmed.ok()) spdlog::warn("trimming the change log failed: {}", trimmed.status().ToString());
       }
     }

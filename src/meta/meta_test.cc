@@ -77,6 +77,31 @@ TEST(FormatRecord, VersionsAndTheChecksumLayout) {
   EXPECT_EQ(FormatRecord::FromJson(R"({"name": "old", "storage": "s3"})")->version, 1);
 }
 
+// A mirror with a store of its own names the primary's store as its source: kept through
+// JSON, its secrets hidden like the volume's own.
+TEST(FormatRecord, AMirrorsSourceStore) {
+  FormatRecord rec;
+  rec.name = "m";
+  rec.storage = "file";
+  rec.bucket = "/mirror";
+  EXPECT_EQ(rec.ToJson().find("source"), std::string::npos);
+  rec.source_storage = "s3";
+  rec.source_bucket = "http://primary/b";
+  rec.source_access_key = "AK";
+  rec.source_secret_key = "SK";
+  auto back = FormatRecord::FromJson(rec.ToJson());
+  ASSERT_TRUE(back.ok());
+  StorageSpec src = back->SourceSpec();
+  EXPECT_EQ(src.storage, "s3");
+  EXPECT_EQ(src.bucket, "http://primary/b");
+  EXPECT_EQ(src.access_key, "AK");
+  EXPECT_EQ(src.secret_key, "SK");
+  EXPECT_EQ(src.volume, "m");
+  EXPECT_EQ(back->Spec().bucket, "/mirror");
+  EXPECT_EQ(back->Redacted().source_secret_key, "****");
+  EXPECT_EQ(back->Redacted().ToJson().find("SK"), std::string::npos);
+}
+
 TYPED_TEST(MetaTest, FormatRefusesToOverwriteUnlessForced) {
   auto engine = OpenKvEngine(this->url_);
   ASSERT_TRUE(engine.ok());

@@ -89,6 +89,23 @@ class MetaTest : public ::testing::Test {
     EXPECT_TRUE((*m)->NewSession(info).ok());
     return std::move(*m);
   }
+  // Formats the volume anew with a change log (the fixture's keeps none) and opens a session.
+  void FormatWithChangeLog() {
+    m_.reset();
+    auto engine = OpenKvEngine(url_);
+    ASSERT_TRUE(engine.ok());
+    FormatRecord rec;
+    rec.name = "logged";
+    rec.uuid = "uuid";
+    rec.storage = "mem";
+    rec.bucket = "b";
+    rec.changelog_hours = 1;
+    ASSERT_TRUE(Meta::Format(engine->get(), rec, true).ok());
+    auto opened = Meta::Open(std::move(*engine));
+    ASSERT_TRUE(opened.ok());
+    m_ = std::move(*opened);
+    ASSERT_TRUE(m_->NewSession(SessionInfo{}).ok());
+  }
   Ino File(const std::string& name, Ino parent = kRootIno, uint32_t mode = 0644) {
     auto r = m_->Mknod(root_, parent, name, S_IFREG | mode, 0);
     EXPECT_TRUE(r.ok()) << r.status().ToString();

@@ -9,15 +9,18 @@
 
 #include "common/backoff.h"
 #include "common/clock.h"
+#include "meta/change_consumers.h"
 #include "meta/change_log.h"
 #include "meta/key_schema.h"
 #include "meta/meta.h"
+#include "mirror/block_copier.h"
 
 namespace tierfs::mirror {
 namespace {
 
 constexpr size_t kSeedBatch = 1000;            // keys per seeding transaction
 constexpr size_t kBatchBytes = size_t{8} << 20;  // writes per apply transaction, at most (past one record)
+constexpr int64_t kLagNoteBytes = int64_t{64} << 20;  // a copy this large is noted in MS (status shows it)
 
 // The usage counters follow the primary (statfs on the mirror): the totals and the
 // sessions' shards. The allocators (nextInode, nextSession, ...) do not: the mirror's own
@@ -108,6 +111,22 @@ Status Replicator::Seed() {
   FormatRecord mf = fmt;
   mf.mirror_of = primary_->Describe();
   mf.changelog_hours = 0;
+  mf.group_secret.clear();  // the mirror's cache group is its own
+  if (!o_.store.storage.empty()) {
+    // The mirror's own store; the primary's stays named as the source (read-through).
+    mf.source_storage = fmt.storage;
+    mf.source_bucket = fmt.bucket;
+    mf.source_access_key = fmt.access_key;
+    mf.source_secret_key = fmt.secret_key;
+    mf.source_session_token = fmt.session_token;
+    mf.source_ceph_conf = fmt.ceph_conf;
+    mf.storage = o_.store.storage;
+    mf.bucket = o_.store.bucket;
+    mf.access_key = o_.store.access_key;
+    mf.secret_key = o_.store.secret_key;
+    mf.session_token = o_.store.session_token;
+    mf.ceph_conf = o_.store.ceph_conf;
+  }
   MirrorState st;
   st.primary = primary_->Describe();
   st.applied = before.last;
@@ -125,6 +144,9 @@ Status Replicator::Seed() {
   }));
   lease_until_ns_ = now + static_cast<int64_t>(o_.lease_ttl * 1e9);
   reseed_done_ = true;
+  // From now on the primary keeps the log after L0 and the data it releases for us.
+  RETURN_IF_ERROR(Report(before.last, 0).With("registering the mirror with the primary"));
+  RETURN_IF_ERROR(OpenStores());
   spdlog::info("seeding the mirror {} from {} (its change log at commit {})", mirror_->Describe(),
                primary_->Describe(), before.last);
   std::string cursor;
@@ -147,6 +169,8 @@ Status Replicator::Seed() {
         },
         true));
     if (!kvs.empty()) {
+      std::vector<std::pair<std::string, std::optional<std::string>>> writes(kvs.begin(), kvs.end());
+      RETURN_IF_ERROR(CopyObjects(writes));
       RETURN_IF_ERROR(mirror_->Txn([&](KvTxn& t) -> Status {
         for (const auto& [k, val] : kvs) RETURN_IF_ERROR(t.Put(k, val));
         return Status::OK();
@@ -204,6 +228,7 @@ Result<size_t> Replicator::ApplyBatch() {
         },
         true));
   }
+  for (const ChangeRecord& r : records) RETURN_IF_ERROR(CopyObjects(r.writes));
   const uint64_t expected = st.applied;
   bool lost = false;
   RETURN_IF_ERROR(mirror_->Txn([&](KvTxn& t) -> Status {
@@ -232,6 +257,7 @@ Result<size_t> Replicator::ApplyBatch() {
       for (const auto& [k, val] : counters) RETURN_IF_ERROR(t.Put(k, val));
     }
     next.primary_last = std::max(bounds.last, next.applied);
+    next.block_lag_bytes = 0;  // what these records reference is in the mirror's store
     next.checked_ns = now;
     if (next.seeding && next.applied >= next.ready_at) next.seeding = false;
     RETURN_IF_ERROR(WriteMirrorLease(t, MirrorLease{holder_, now + static_cast<int64_t>(o_.lease_ttl * 1e9)}));
@@ -248,7 +274,98 @@ Result<size_t> Replicator::ApplyBatch() {
     stats_.batches++;
   }
   stats_.applied = records.empty() ? expected : records.back().seq;
+  {
+    std::lock_guard<std::mutex> l(progress_mu_);
+    progress_.applied = stats_.applied;
+    progress_.applied_ns = records.empty() ? st.applied_ns : records.back().time_ns;
+    progress_.primary_last = std::max(bounds.last, stats_.applied);
+    progress_.checked_ns = now;
+    progress_.records = stats_.records;
+    progress_.objects = stats_.objects;
+    progress_.bytes = stats_.bytes;
+    progress_.missing = stats_.missing;
+  }
+  // The primary learns how far the mirror is after each batch, and once a minute while idle
+  // (a consumer silent for a week is forgotten).
+  if (!records.empty() || now - reported_ns_ > 60'000'000'000) {
+    Status reported = Report(stats_.applied, records.empty() ? st.applied_ns : records.back().time_ns);
+    if (!reported.ok()) spdlog::warn("cannot tell the primary how far the mirror is: {}", reported.ToString());
+  }
   return records.size();
+}
+
+Replicator::Progress Replicator::progress() const {
+  std::lock_guard<std::mutex> l(progress_mu_);
+  Progress p = progress_;
+  p.block_lag_bytes = block_left_.load();
+  return p;
+}
+
+Status Replicator::Report(uint64_t applied, int64_t applied_ns) {
+  ChangeConsumer c;
+  c.name = "mirror:" + mirror_->Describe();
+  c.what = "mirror volume in " + mirror_->Describe();
+  c.applied = applied;
+  c.applied_ns = applied_ns;
+  c.updated_ns = NowNanos();
+  RETURN_IF_ERROR(PutChangeConsumer(primary_.get(), c));
+  reported_ns_ = c.updated_ns;
+  return Status::OK();
+}
+
+Status Replicator::OpenStores() {
+  if (copier_) return Status::OK();
+  ASSIGN_OR_RETURN(FormatRecord mf, Meta::ReadFormat(mirror_.get()));
+  if (!o_.store.storage.empty() && !reseed_done_ &&
+      (o_.store.storage != mf.storage || o_.store.bucket != mf.bucket || mf.source_storage.empty())) {
+    return Status::Err(EINVAL, "the mirror keeps its blocks in " +
+                                   (mf.source_storage.empty() ? std::string("the primary's store")
+                                                              : mf.storage + " " + mf.bucket) +
+                                   ", not in " + o_.store.storage + " " + o_.store.bucket +
+                                   ": run without --storage/--bucket, or with --reseed to copy everything anew");
+  }
+  if (mf.source_storage.empty()) return Status::OK();  // shared: nothing to copy
+  auto from = CreateObjectStore(mf.SourceSpec());
+  if (!from.ok()) return from.status().With("the primary's store");
+  auto to = CreateObjectStore(mf.Spec());
+  if (!to.ok()) return to.status().With("the mirror's store");
+  RETURN_IF_ERROR((*to)->Init().With("the mirror's store " + (*to)->Describe()));
+  primary_store_ = std::move(*from);
+  mirror_store_ = std::move(*to);
+  copier_ = std::make_unique<BlockCopier>(primary_store_.get(), mirror_store_.get(), primary_.get(), mf.name,
+                                          mf.block_size, o_.threads);
+  spdlog::info("mirror {}: blocks are copied from {} into {}", mirror_->Describe(), primary_store_->Describe(),
+               mirror_store_->Describe());
+  return Status::OK();
+}
+
+Status Replicator::CopyObjects(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes) {
+  if (!copier_) return Status::OK();
+  std::vector<ObjectRef> refs;
+  for (const auto& [k, v] : writes) copier_->Objects(k, v, &refs);
+  if (refs.empty()) return Status::OK();
+  int64_t total = 0;
+  for (const ObjectRef& r : refs) total += static_cast<int64_t>(r.size);
+  block_left_ = total;
+  if (total >= kLagNoteBytes) NoteBlockLag(total);
+  auto res = copier_->Copy(std::move(refs), &block_left_);
+  block_left_ = 0;
+  if (!res.ok()) return res.status();
+  stats_.objects += res->objects;
+  stats_.bytes += res->bytes;
+  stats_.missing += res->missing;
+  return Status::OK();
+}
+
+void Replicator::NoteBlockLag(int64_t bytes) {
+  Status st = mirror_->Txn([&](KvTxn& t) -> Status {
+    ASSIGN_OR_RETURN(auto l, ReadMirrorLease(t));
+    ASSIGN_OR_RETURN(auto s, ReadMirrorState(t));
+    if (!l || l->holder != holder_ || !s) return Status::OK();
+    s->block_lag_bytes = bytes;
+    return WriteMirrorState(t, *s);
+  });
+  if (!st.ok()) spdlog::warn("cannot note the block lag in {}: {}", mirror_->Describe(), st.ToString());
 }
 
 Status Replicator::Run(const std::atomic<bool>& stop) {
@@ -315,6 +432,7 @@ Status Replicator::Follow(const std::atomic<bool>& stop) {
   }
   const bool reseed = o_.reseed && !reseed_done_;
   if (reseed || !fmt || !*state || ((*state)->seeding && (*state)->ready_at == 0)) RETURN_IF_ERROR(Seed());
+  RETURN_IF_ERROR(OpenStores());
   failures = 0;
   while (!stop) {
     auto n = ApplyBatch();

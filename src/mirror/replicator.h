@@ -24,12 +24,18 @@
 // (--lease-ttl, renewed every third of it). Others wait and take over once it expired:
 // several replicators may run for availability, one applies.
 //
-// Data: the mirror shares the primary's object store (its format record names the same
-// store): blocks are immutable, so a block named by an applied record is readable. The
-// primary deletes the blocks of data it dropped (after its trash, or at once for
-// overwritten data), so a mirror that lags behind such a deletion can fail to read a file
-// the primary has since dropped; copying blocks to a store of the mirror's own, and
-// holding deletions back until every mirror applied them, are not built yet.
+// Data: by default the mirror shares the primary's object store (its format record names
+// the same store): blocks are immutable, so a block named by an applied record is
+// readable. With a store of its own (--storage/--bucket, given when the mirror is seeded),
+// every object the records of a batch (or the keys of a seeding batch) reference is copied
+// into it first (block_copier.h), and the mirror's format record names both stores: its
+// clients read from the mirror's, and through to the primary's for a block it lacks.
+//
+// Consumer: the replicator registers the mirror as a reader of the primary's change log
+// (meta/change_consumers.h, name "mirror:" + the mirror's engine) and, after every batch,
+// says which commit the mirror holds; the primary keeps for it the log it has not read
+// and the blocks of data released by commits it has not applied, so a lagging mirror
+// never finds the data of its state deleted (shared store) or missing for the copy (own).
 //
 // Errors: the primary unreachable or a transaction failing: retried with backoff, the
 // mirror keeps its last state (clients keep reading it; `tierfs status` shows its age).
@@ -40,13 +46,18 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
 #include "meta/kv_engine.h"
+#include "meta/meta.h"
 #include "meta/mirror_state.h"
+#include "object/object_store.h"
 
 namespace tierfs::mirror {
+
+class BlockCopier;
 
 struct ReplicatorOptions {
   std::string primary_url, mirror_url;
@@ -55,6 +66,10 @@ struct ReplicatorOptions {
   double lease_ttl = 10;    // seconds a lease lasts unless renewed
   bool once = false;        // return once caught up (and the mirror is ready)
   bool reseed = false;      // copy the primary again, whatever the mirror holds
+  // The mirror's own object store (storage, bucket, credentials); storage "": shared with
+  // the primary. Taken when the mirror is seeded; a running mirror keeps the store it has.
+  FormatRecord store;
+  int threads = 16;         // objects copied at a time
 };
 
 // What Run did, for the command's summary and tests.
@@ -63,6 +78,8 @@ struct ReplicatorStats {
   uint64_t records = 0;     // change records applied
   uint64_t batches = 0;     // mirror transactions that applied them
   uint64_t applied = 0;     // the mirror's `applied` at the end
+  uint64_t objects = 0, bytes = 0;  // copied into the mirror's store
+  uint64_t missing = 0;     // objects the primary no longer had (block_copier.h)
 };
 
 class Replicator {
@@ -73,6 +90,12 @@ class Replicator {
   // Seeds when needed, then applies until `stop` (or, with once, until caught up).
   Status Run(const std::atomic<bool>& stop);
   const ReplicatorStats& stats() const { return stats_; }
+  // Where the mirror stands, for metrics: safe to call from any thread.
+  struct Progress {
+    uint64_t applied = 0, primary_last = 0, records = 0, objects = 0, bytes = 0, missing = 0;
+    int64_t applied_ns = 0, checked_ns = 0, block_lag_bytes = 0;
+  };
+  Progress progress() const;
 
  private:
   Replicator(const ReplicatorOptions& o, std::unique_ptr<KvEngine> primary, std::unique_ptr<KvEngine> mirror);
@@ -83,6 +106,14 @@ class Replicator {
   Result<bool> Lease();
   // Applies one batch; the number of records applied (0: nothing new).
   Result<size_t> ApplyBatch();
+  // Opens the stores of a mirror with a store of its own (after seeding wrote its format).
+  Status OpenStores();
+  // Copies what these writes reference into the mirror's store (no-op when shared).
+  Status CopyObjects(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes);
+  // Writes the bytes a copy is about to move into MS (status shows them while it runs).
+  void NoteBlockLag(int64_t bytes);
+  // Tells the primary how far the mirror is (its registered consumer record).
+  Status Report(uint64_t applied, int64_t applied_ns);
 
   ReplicatorOptions o_;
   std::unique_ptr<KvEngine> primary_, mirror_;
@@ -91,6 +122,12 @@ class Replicator {
   int64_t last_checked_write_ns_ = 0;
   bool reseed_done_ = false;  // --reseed copies once, not again after a lost lease
   ReplicatorStats stats_;
+  std::unique_ptr<ObjectStore> primary_store_, mirror_store_;  // own store only
+  std::unique_ptr<BlockCopier> copier_;
+  std::atomic<int64_t> block_left_{0};
+  int64_t reported_ns_ = 0;  // when Report last wrote
+  mutable std::mutex progress_mu_;
+  Progress progress_;  // guarded by progress_mu_ (block_lag_bytes: block_left_)
 };
 
 }  // namespace tierfs::mirror
