@@ -221,7 +221,7 @@ REDIS_DB = {"shared_cli": 3, "multi_client": 4, "migrate": 5, "backend_faults": 
 REDIS_DB.update({"damaged": 16})  # the test servers have 32 databases
 REDIS_DB.update({"gateway": 17})
 REDIS_DB.update({"sync": 18})
-REDIS_DB.update({"mirror": 19})
+REDIS_DB.update({"mirror": 19, "mirror_regions": 20})
 
 
 def servers():

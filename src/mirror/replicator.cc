@@ -210,6 +210,12 @@ Result<size_t> Replicator::ApplyBatch() {
       return bytes < kBatchBytes;
     }));
   }
+  if (!records.empty() && records.front().seq != st.applied + 1) {  // trimmed between the two looks
+    return Status::Err(ESTALE, "the primary's change log no longer holds commit " + std::to_string(st.applied + 1) +
+                                   " (the next it holds is " + std::to_string(records.front().seq) +
+                                   "): the mirror is too far behind to follow it and must be copied again: run "
+                                   "`tierfs mirror PRIMARY MIRROR --reseed`");
+  }
   const int64_t now = NowNanos();
   if (records.empty()) {
     // Nothing new: say so at most every second (status's lag counts from it).

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""A mirror in another region (tests/regions.py: a network namespace behind a link of 30 ms
+each way and 200 Mbit/s) follows a Redis primary while a randomized writer changes the
+primary (creates and writes, mkdir, renames of files and directories, unlinks, rmdir, hard
+links, truncates, xattrs, overwrites). A checker reads the mirror's engine, each time in one
+read transaction, and every namespace it sees must be one the primary had, in order (a
+consistent, monotonic prefix of the writer's states: no torn rename, no listing mixing two
+moments). Meanwhile the replicator is SIGKILLed and restarted again and again, and the link
+to the primary is cut for a while (the mirror keeps serving its last state and says how
+old it is). At the end the mirror equals the primary (trees, data, modes, xattrs)."""
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from regions import RegionLink  # noqa: E402
+
+ROOT_INO = 1
+
+
+def status(url):
+    rc, out, err = harness.tierfs("status", url, "--json")
+    assert rc == 0, harness.msg(rc, out, err)
+    return json.loads(out)
+
+
+def mirror_names(db_path, top):
+    """The namespace under /top in the mirror's engine, read in one transaction: a set of
+    (path, is_dir), and the primary commit it is. None when top is not there."""
+    db = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+    try:
+        db.execute("BEGIN")
+        (ms,) = db.execute("SELECT v FROM kv WHERE k = ?", (b"MS",)).fetchone()
+        children = {}
+        for k, v in db.execute("SELECT k, v FROM kv WHERE k >= ? AND k < ?", (b"A", b"B")):
+            if len(k) > 10 and k[9:10] == b"D":
+                parent = int.from_bytes(k[1:9], "big")
+                children.setdefault(parent, []).append((k[10:].decode(), int.from_bytes(v[:8], "big"), v[8]))
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    applied = json.loads(ms)["applied"]
+    top_ino = [c for n, c, t in children.get(ROOT_INO, []) if n == top]
+    if not top_ino:
+        return None, applied
+    out = set()
+    stack = [(top_ino[0], "")]
+    while stack:
+        ino, path = stack.pop()
+        for name, child, typ in children.get(ino, []):
+            p = path + "/" + name
+            is_dir = typ == (0o040000 >> 12)
+            out.add((p, is_dir))
+            if is_dir:
+                stack.append((child, p))
+    return frozenset(out), applied
+
+
+class Writer:
+    """Random namespace changes under root; states[i] is the namespace after the i-th change
+    of names (operations that change no name add none)."""
+
+    def __init__(self, root, seed):
+        self.root, self.rng = root, random.Random(seed)
+        self.model = {}  # path -> is_dir
+        self.states = [frozenset()]
+        self.ops = 0
+
+    def dirs(self):
+        return [""] + [p for p, d in self.model.items() if d]
+
+    def files(self):
+        return [p for p, d in self.model.items() if not d]
+
+    def fresh(self, parent):
+        self.ops += 1
+        return "%s/n%d" % (parent, self.ops)
+
+    def snap(self):
+        self.states.append(frozenset(self.model.items()))
+
+    def step(self):
+        r, rng = self.rng.random(), self.rng
+        files, full = self.files(), lambda p: self.root + p
+        if r < 0.3 or not files:
+            p = self.fresh(rng.choice(self.dirs()))
+            with open(full(p), "wb") as f:
+                f.write(os.urandom(rng.choice([0, 100, 5000, 70000, 300000])))
+            self.model[p] = False
+            self.snap()
+        elif r < 0.4:
+            p = self.fresh(rng.choice(self.dirs()))
+            os.mkdir(full(p))
+            self.model[p] = True
+            self.snap()
+        elif r < 0.55:
+            src = rng.choice(files + [d for d in self.dirs() if d])
+            dst_dir = rng.choice([d for d in self.dirs() if d != src and not d.startswith(src + "/")])
+            dst = self.fresh(dst_dir)
+            os.rename(full(src), full(dst))
+            moved = {p: d for p, d in self.model.items() if p == src or p.startswith(src + "/")}
+            for p in moved:
+                del self.model[p]
+            for p, d in moved.items():
+                self.model[dst + p[len(src):]] = d
+            self.snap()
+        elif r < 0.65:
+            p = rng.choice(files)
+            os.unlink(full(p))
+            del self.model[p]
+            self.snap()
+        elif r < 0.7:
+            empty = [d for d in self.dirs() if d and not any(p.startswith(d + "/") for p in self.model)]
+            if empty:
+                d = rng.choice(empty)
+                os.rmdir(full(d))
+                del self.model[d]
+                self.snap()
+        elif r < 0.78:
+            src = rng.choice(files)
+            dst = self.fresh(rng.choice(self.dirs()))
+            os.link(full(src), full(dst))
+            self.model[dst] = False
+            self.snap()
+        elif r < 0.86:
+            with open(full(rng.choice(files)), "r+b") as f:
+                f.truncate(rng.randrange(0, 100000))
+        elif r < 0.93:
+            os.setxattr(full(rng.choice(files)), "user.k%d" % rng.randrange(3), os.urandom(8).hex().encode())
+        else:
+            with open(full(rng.choice(files)), "wb") as f:
+                f.write(os.urandom(rng.randrange(1, 200000)))
+
+
+class MirrorRegionsTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def setUp(self):
+        super().setUp()
+        srv = harness.servers()
+        self.tmp = self.local_tmpdir()
+        base = srv["redis_url"].rstrip("/")
+        self.primary_url = base + "/%d" % harness.REDIS_DB["mirror_regions"]
+        harness.run("redis-cli", "-u", self.primary_url, "FLUSHDB")
+        self.primary = harness.Volume("prim", meta_url=self.primary_url, base=self.tmp)
+        self.addCleanup(self.primary.cleanup)
+        self.primary.format("--changelog-hours", "1")
+        self.primary.mount()
+        self.link = RegionLink(delay_ms=30, rate="200mbit")
+        self.addCleanup(self.link.close)
+        port = int(base.rsplit(":", 1)[1])
+        self.remote_url = "redis://%s/%d" % (self.link.forward(port), harness.REDIS_DB["mirror_regions"])
+        self.mirror_db = os.path.join(self.tmp, "mirror.db")
+        self.mirror_url = "sqlite3://" + self.mirror_db
+        self.mirror = harness.Volume("mirror", meta_url=self.mirror_url, base=self.tmp)
+        self.addCleanup(self.mirror.cleanup)
+        self.procs = []
+        self.addCleanup(self.stop_replicators)
+
+    def start_replicator(self):
+        log = open(os.path.join(self.tmp, "replicator-%d.log" % len(self.procs)), "w+")
+        p = subprocess.Popen(self.link.prefix + [harness.tierfs_bin(), "mirror", self.remote_url, self.mirror_url,
+                                                 "--interval", "0.05", "--lease-ttl", "2"],
+                             stdout=log, stderr=subprocess.STDOUT)
+        p.log = log
+        self.procs.append(p)
+        return p
+
+    def log_tail(self, p):
+        p.log.flush()
+        with open(p.log.name) as f:
+            return f.read()[-3000:]
+
+    def stop_replicators(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.log.close()
+
+    def test_a_randomized_writer_and_a_checker_across_regions(self):
+        top = os.path.join(self.primary.mnt, "w")
+        os.mkdir(top)
+        res = harness.run(self.link.prefix + [harness.tierfs_bin(), "mirror", self.remote_url, self.mirror_url,
+                                              "--once"])
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        writer = Writer(top, seed=int(os.environ.get("TIERFS_TEST_SEED", "25")))
+        seen = []  # (names, applied) in the order the checker read them
+        stop = threading.Event()
+
+        def check():
+            while not stop.is_set():
+                seen.append(mirror_names(self.mirror_db, "w"))
+                time.sleep(0.02)
+
+        checker = threading.Thread(target=check)
+        checker.start()
+        r = self.start_replicator()
+        try:
+            deadline = time.monotonic() + 30
+            kills = 0
+            cut_done = False
+            next_kill = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                for _ in range(5):
+                    writer.step()
+                    time.sleep(0.02)
+                if time.monotonic() > next_kill:
+                    r.send_signal(signal.SIGKILL)  # anywhere: in a batch, a copy, a lease renewal
+                    r.wait()
+                    kills += 1
+                    r = self.start_replicator()
+                    next_kill = time.monotonic() + 4
+                if not cut_done and time.monotonic() > deadline - 15:
+                    # The primary unreachable: the mirror keeps serving, its lag grows.
+                    cut_done = True
+                    self.link.cut(True)
+                    before = mirror_names(self.mirror_db, "w")
+                    for _ in range(40):
+                        writer.step()
+                    time.sleep(4)
+                    self.assertEqual(mirror_names(self.mirror_db, "w")[1], before[1])
+                    lag = status(self.mirror_url)["mirror"]["lag"]["seconds"]
+                    self.assertGreater(lag, 3)
+                    self.link.cut(False)
+        finally:
+            self.link.cut(False)
+            last = status(self.primary_url)["changelog"]["last_seq"]
+            res = harness.tierfs("mirror-wait", self.mirror_url, "--seq", str(last), "--timeout", "90")
+            stop.set()
+            checker.join()
+        self.assertEqual(res[0], 0, harness.msg(*res) + "\n" + self.log_tail(r))
+        self.assertGreaterEqual(kills, 4)
+        final = mirror_names(self.mirror_db, "w")
+        self.assertEqual(final[0], writer.states[-1])
+        # Every namespace the checker saw is one of the writer's states, in order.
+        positions = {}
+        for i, s in enumerate(writer.states):
+            positions.setdefault(s, []).append(i)
+        at, applied = 0, 0
+        distinct = set()
+        for names, seq in seen:
+            self.assertIsNotNone(names)
+            self.assertGreaterEqual(seq, applied, "the mirror went back from commit %d to %d" % (applied, seq))
+            applied = seq
+            later = [i for i in positions.get(names, []) if i >= at]
+            self.assertTrue(later, "the mirror showed a namespace the primary never had, or an older one "
+                                   "(after state %d of %d)" % (at, len(writer.states)))
+            at = later[0]
+            distinct.add(at)
+        print("%d writer states, %d checks, %d distinct states seen, %d replicator kills" %
+              (len(writer.states), len(seen), len(distinct), kills), file=sys.stderr)
+        self.assertGreater(len(distinct), 20, "the checker saw too few states to mean anything")
+        # And the data, modes and xattrs.
+        self.mirror.mount()
+        diffs = harness.compare_trees(top, os.path.join(self.mirror.mnt, "w"), xattrs=True)
+        self.assertEqual(diffs, [], "\n".join(diffs[:20]))
+
+
+if __name__ == "__main__":
+    harness.main()
