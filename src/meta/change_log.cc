@@ -226,11 +226,13 @@ Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine) {
   return b;
 }
 
-Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn) {
+Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn,
+                   uint64_t* last_out) {
   // Every record up to the counter's value exists unless trimmed (no gaps: change_log.h),
   // so they are read by key; a missing one (trimmed, or a damaged log) sends the reader
   // to a scan for the next that exists.
   ASSIGN_OR_RETURN(const uint64_t last, LastSeq(engine));
+  if (last_out) *last_out = last;
   size_t seen = 0;
   while (from <= last) {
     const size_t want = limit ? std::min(kBatch, limit - seen) : kBatch;

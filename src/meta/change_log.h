@@ -79,7 +79,10 @@ Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine);
 // fn returns false. Reads in transactions of at most 1000 records. A damaged record is an
 // EIO naming its sequence, after fn has seen every record before it (fsck finds a gap
 // there even when a later record is damaged).
-Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn);
+// last, when given, is set to the counter's value the call read first: every record up to
+// it existed then, unless trimmed.
+Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn,
+                   uint64_t* last = nullptr);
 
 // Removes the records committed before cutoff_ns (in transactions of at most 1000), except
 // those from keep_from on (the first record a registered consumer has not read,

@@ -194,46 +194,48 @@ Result<size_t> Replicator::ApplyBatch() {
   ASSIGN_OR_RETURN(auto current, ReadMirrorState(mirror_.get()));
   if (!current) return Status::Err(EIO, "the mirror lost its state record (key MS); run with --reseed");
   MirrorState st = *current;
-  ASSIGN_OR_RETURN(ChangeLogBounds bounds, ChangeLogRange(primary_.get()));
-  if (st.applied < bounds.last && st.applied + 1 < bounds.first) {
-    return Status::Err(ESTALE, "the primary's change log no longer holds commit " + std::to_string(st.applied + 1) +
-                                   " (it begins at " + std::to_string(bounds.first) +
-                                   "): the mirror is too far behind to follow it and must be copied again: run "
-                                   "`tierfs mirror PRIMARY MIRROR --reseed`");
-  }
+  // One look at the primary per batch: the counter and the records after the mirror's, by
+  // key (three round trips for a full batch). The usage counters and the report of how far
+  // the mirror is go at most once a second: across a slow link every round trip is lag.
   std::vector<ChangeRecord> records;
   size_t bytes = 0;
-  if (st.applied < bounds.last) {
-    RETURN_IF_ERROR(ReadChanges(primary_.get(), st.applied + 1, o_.batch, [&](const ChangeRecord& r) {
-      for (const auto& [k, val] : r.writes) bytes += k.size() + (val ? val->size() : 0);
-      records.push_back(r);
-      return bytes < kBatchBytes;
-    }));
-  }
-  if (!records.empty() && records.front().seq != st.applied + 1) {  // trimmed between the two looks
+  uint64_t last = 0;  // the primary's last commit as this look found it
+  RETURN_IF_ERROR(ReadChanges(
+      primary_.get(), st.applied + 1, o_.batch,
+      [&](const ChangeRecord& r) {
+        for (const auto& [k, val] : r.writes) bytes += k.size() + (val ? val->size() : 0);
+        records.push_back(r);
+        return bytes < kBatchBytes;
+      },
+      &last));
+  if (records.empty() ? last > st.applied : records.front().seq != st.applied + 1) {
+    ASSIGN_OR_RETURN(ChangeLogBounds bounds, ChangeLogRange(primary_.get()));
     return Status::Err(ESTALE, "the primary's change log no longer holds commit " + std::to_string(st.applied + 1) +
-                                   " (the next it holds is " + std::to_string(records.front().seq) +
+                                   " (it begins at " + std::to_string(bounds.first) +
                                    "): the mirror is too far behind to follow it and must be copied again: run "
                                    "`tierfs mirror PRIMARY MIRROR --reseed`");
   }
   const int64_t now = NowNanos();
   if (records.empty()) {
     // Nothing new: say so at most every second (status's lag counts from it).
-    if (now - last_checked_write_ns_ < 1'000'000'000 && st.primary_last == bounds.last) return size_t{0};
+    if (now - last_checked_write_ns_ < 1'000'000'000 && st.primary_last == last) return size_t{0};
   }
-  // Usage as the primary has it now (statfs; never read for a namespace).
-  std::map<std::string, std::string> counters;
-  if (!records.empty()) {
+  // Usage as the primary has it now (statfs; never read for a namespace), once a second.
+  bool fresh_counters = false;
+  if (!records.empty() && now - counters_ns_ >= 1'000'000'000) {
     RETURN_IF_ERROR(primary_->Txn(
         [&](KvTxn& t) -> Status {
-          counters.clear();
+          counters_.clear();
           return t.Scan("C", PrefixEnd("C"), 0, [&](std::string_view k, std::string_view val) {
-            if (IsUsageCounter(k)) counters.emplace(k, val);
+            if (IsUsageCounter(k)) counters_.emplace(k, val);
             return true;
           });
         },
         true));
+    counters_ns_ = now;
+    fresh_counters = true;
   }
+  const auto& counters = counters_;
   for (const ChangeRecord& r : records) RETURN_IF_ERROR(CopyObjects(r.writes));
   const uint64_t expected = st.applied;
   bool lost = false;
@@ -251,7 +253,7 @@ Result<size_t> Replicator::ApplyBatch() {
       next.applied = r.seq;
       next.applied_ns = r.time_ns;
     }
-    if (!records.empty()) {
+    if (fresh_counters) {
       // Shards of sessions the primary since folded into the totals go.
       std::vector<std::string> gone;
       RETURN_IF_ERROR(t.Scan(keys::kUsageShardPrefix, PrefixEnd(keys::kUsageShardPrefix), 0,
@@ -262,7 +264,7 @@ Result<size_t> Replicator::ApplyBatch() {
       for (const auto& k : gone) RETURN_IF_ERROR(t.Delete(k));
       for (const auto& [k, val] : counters) RETURN_IF_ERROR(t.Put(k, val));
     }
-    next.primary_last = std::max(bounds.last, next.applied);
+    next.primary_last = std::max(last, next.applied);
     next.block_lag_bytes = 0;  // what these records reference is in the mirror's store
     next.checked_ns = now;
     if (next.seeding && next.applied >= next.ready_at) next.seeding = false;
@@ -284,16 +286,18 @@ Result<size_t> Replicator::ApplyBatch() {
     std::lock_guard<std::mutex> l(progress_mu_);
     progress_.applied = stats_.applied;
     progress_.applied_ns = records.empty() ? st.applied_ns : records.back().time_ns;
-    progress_.primary_last = std::max(bounds.last, stats_.applied);
+    progress_.primary_last = std::max(last, stats_.applied);
     progress_.checked_ns = now;
     progress_.records = stats_.records;
     progress_.objects = stats_.objects;
     progress_.bytes = stats_.bytes;
     progress_.missing = stats_.missing;
   }
-  // The primary learns how far the mirror is after each batch, and once a minute while idle
-  // (a consumer silent for a week is forgotten).
-  if (!records.empty() || now - reported_ns_ > 60'000'000'000) {
+  // The primary learns how far the mirror is once it caught up, at most every second while
+  // it catches up, and once a minute while idle (a consumer silent for a week is forgotten).
+  const bool caught_up = !records.empty() && records.back().seq >= last;
+  if ((!records.empty() && (caught_up || now - reported_ns_ >= 1'000'000'000)) ||
+      now - reported_ns_ > 60'000'000'000) {
     Status reported = Report(stats_.applied, records.empty() ? st.applied_ns : records.back().time_ns);
     if (!reported.ok()) spdlog::warn("cannot tell the primary how far the mirror is: {}", reported.ToString());
   }

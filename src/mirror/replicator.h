@@ -45,6 +45,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -126,6 +127,8 @@ class Replicator {
   std::unique_ptr<BlockCopier> copier_;
   std::atomic<int64_t> block_left_{0};
   int64_t reported_ns_ = 0;  // when Report last wrote
+  std::map<std::string, std::string> counters_;  // the primary's usage counters, read at counters_ns_
+  int64_t counters_ns_ = 0;
   mutable std::mutex progress_mu_;
   Progress progress_;  // guarded by progress_mu_ (block_lag_bytes: block_left_)
 };
