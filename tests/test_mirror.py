@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -355,6 +356,32 @@ class MirrorTest(harness.TierFSTestCase):
         self.mirror.mount()
         with open(os.path.join(data, "f"), "rb") as a, open(os.path.join(self.mirror.mnt, "data", "f"), "rb") as b:
             self.assertEqual(a.read(), b.read())
+
+    def test_the_replicators_metrics_show_where_it_stands_and_what_it_copied(self):
+        data = os.path.join(self.primary.mnt, "data")
+        os.makedirs(data)
+        for i in range(5):
+            with open(os.path.join(data, "f%d" % i), "wb") as f:
+                f.write(os.urandom(50000))
+        r = self.start_replicator("--metrics", "127.0.0.1:%d" % (21000 + os.getpid() % 5000), "--storage", "file",
+                                  "--bucket", os.path.join(self.tmp, "mirror-bucket"))
+        self.assertTrue(harness.wait_for(lambda: "metrics on http://" in self.log_of(r), timeout=30), self.log_of(r))
+        url = self.log_of(r).split("metrics on ", 1)[1].split()[0]
+        applied = self.wait_applied(primary_seq(self.primary.meta_url))
+
+        def sample(name):
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+            for line in text.splitlines():
+                if line.startswith(name + "{") or line.startswith(name + " "):
+                    return float(line.rsplit(" ", 1)[1])
+            self.fail("%s not in the metrics:\n%s" % (name, text[:3000]))
+
+        self.assertTrue(harness.wait_for(lambda: sample("tierfs_mirror_applied_seq") >= applied, timeout=30))
+        self.assertEqual(sample("tierfs_mirror_lag_commits"), 0)
+        self.assertGreaterEqual(sample("tierfs_mirror_copied_objects_total"), 5)
+        self.assertGreaterEqual(sample("tierfs_mirror_copied_bytes_total"), 5 * 50000)
+        self.assertEqual(sample("tierfs_mirror_missing_objects_total"), 0)
+        self.assertEqual(sample("tierfs_mirror_block_lag_bytes"), 0)
 
     def test_a_lagging_mirror_keeps_the_blocks_it_still_needs(self):
         data = os.path.join(self.primary.mnt, "data")
