@@ -313,6 +313,13 @@ class MirrorTest(harness.TierFSTestCase):
         st = status(self.mirror_url)
         self.assertEqual(st["bucket"], bucket)
         self.assertEqual(st["source"]["bucket"], self.primary.bucket)
+        # gc reports on a mirror (the primary's own records are not read through), and
+        # leaves deleting to the primary.
+        rc, out, err = harness.tierfs("gc", self.mirror_url)
+        self.assertEqual(rc, 0, harness.msg(rc, out, err))
+        self.assertNotIn("corrupt", out + err)
+        self.assertIn("leaked:      0", out + err)
+        self.assertFails(harness.tierfs("gc", self.mirror_url, "--delete"), "is a mirror")
         expected = self.file_hashes(data)
         # The primary's region is gone: the mirror serves everything from its own store.
         self.primary.umount()

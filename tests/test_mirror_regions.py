@@ -226,6 +226,10 @@ class MirrorRegionsTest(harness.TierFSTestCase):
                     before = mirror_names(self.mirror_db, "w")
                     for _ in range(40):
                         writer.step()
+                    r.send_signal(signal.SIGKILL)  # and the replicator dies while the primary is away
+                    r.wait()
+                    kills += 1
+                    r = self.start_replicator()
                     time.sleep(4)
                     self.assertEqual(mirror_names(self.mirror_db, "w")[1], before[1])
                     lag = status(self.mirror_url)["mirror"]["lag"]["seconds"]

@@ -8,6 +8,7 @@
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
 #include "object/read_through_store.h"
+#include "chunk/block_key.h"
 #include "meta/timed_engine.h"
 #include "object/object_store.h"
 
@@ -40,7 +41,14 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool 
   source.io_timeout_s = spec.io_timeout_s;
   auto second = CreateObjectStore(source);
   if (!second.ok()) return second.status().With("the primary's store of mirror " + format.name);
-  return WithReadThrough(std::move(store), std::move(*second));
+  // Blocks and packs only: the volume's other objects (its bucket-owner record) are each
+  // store's own.
+  return WithReadThrough(std::move(store), std::move(*second), [](const std::string& key) {
+    std::string volume;
+    uint64_t id;
+    uint32_t index, len;
+    return ParseBlockKey(key, &volume, &id, &index, &len) || ParsePackKey(key, &volume, &id, &len);
+  });
 }
 
 #ifndef TIERFS_VERSION

@@ -88,6 +88,14 @@ int Run(const Args& a) {
   if (!grace.ok()) return Fail("gc", grace.status());
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("gc", meta.status());
+  if (a.delete_garbage && !(*meta)->format().mirror_of.empty()) {
+    // Only its replicator writes a mirror's metadata, and the objects the primary released
+    // are not collected from a mirror's own store yet: reporting only.
+    return Fail("gc", Status::Err(EROFS, "volume " + (*meta)->format().name + " is a mirror of " +
+                                             (*meta)->format().mirror_of +
+                                             ": --delete runs on the primary (a mirror's own store is not collected "
+                                             "yet); run without --delete for a report"));
+  }
   const FormatRecord& f = (*meta)->format();
   auto store = OpenStore(f);
   if (!store.ok()) return Fail("gc", store.status());

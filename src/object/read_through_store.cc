@@ -5,8 +5,9 @@ namespace {
 
 class ReadThroughStore final : public ObjectStore {
  public:
-  ReadThroughStore(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second)
-      : first_(std::move(first)), second_(std::move(second)) {}
+  ReadThroughStore(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second,
+                   std::function<bool(const std::string&)> falls_through)
+      : first_(std::move(first)), second_(std::move(second)), falls_through_(std::move(falls_through)) {}
 
   std::string Describe() const override {
     return first_->Describe() + " (reading through to " + second_->Describe() + ")";
@@ -18,12 +19,12 @@ class ReadThroughStore final : public ObjectStore {
   }
   Result<std::string> Get(const std::string& key, uint64_t off, int64_t len) override {
     auto r = first_->Get(key, off, len);
-    if (r.ok() || r.status().code() != ENOENT) return r;
+    if (r.ok() || r.status().code() != ENOENT || !falls_through_(key)) return r;
     return second_->Get(key, off, len);
   }
   Result<ObjectInfo> Head(const std::string& key) override {
     auto r = first_->Head(key);
-    if (r.ok() || r.status().code() != ENOENT) return r;
+    if (r.ok() || r.status().code() != ENOENT || !falls_through_(key)) return r;
     return second_->Head(key);
   }
   Status Delete(const std::string& key) override { return first_->Delete(key); }
@@ -50,12 +51,14 @@ class ReadThroughStore final : public ObjectStore {
 
  private:
   std::unique_ptr<ObjectStore> first_, second_;
+  std::function<bool(const std::string&)> falls_through_;
 };
 
 }  // namespace
 
-std::unique_ptr<ObjectStore> WithReadThrough(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second) {
-  return std::make_unique<ReadThroughStore>(std::move(first), std::move(second));
+std::unique_ptr<ObjectStore> WithReadThrough(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second,
+                                             std::function<bool(const std::string& key)> falls_through) {
+  return std::make_unique<ReadThroughStore>(std::move(first), std::move(second), std::move(falls_through));
 }
 
 }  // namespace tierfs

@@ -5,19 +5,24 @@
 // failing. Both stores are ChecksumStores (CreateObjectStore), so a block read either way
 // is verified.
 //
-// Only Get and Head fall through, and only on ENOENT (any other error of the first store is
-// its own: a failing mirror store is reported, not hidden). Everything else (writes,
+// Only Get and Head fall through, only on ENOENT (any other error of the first store is its
+// own: a failing mirror store is reported, not hidden), and only for keys `falls_through`
+// accepts (a mirror: blocks and packs; the volume's other objects, such as its bucket-owner
+// record, are each store's own). Everything else (writes,
 // deletes, listings, Init, Space) is the first store's alone: the second is never written.
 //
 // Threads: as the two stores.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "object/object_store.h"
 
 namespace tierfs {
 
-std::unique_ptr<ObjectStore> WithReadThrough(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second);
+std::unique_ptr<ObjectStore> WithReadThrough(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second,
+                                             std::function<bool(const std::string& key)> falls_through);
 
 }  // namespace tierfs

@@ -24,7 +24,7 @@ Stores Make(const std::string& name) {
   a.storage = b.storage = "mem";
   a.bucket = name + "-first";
   b.bucket = name + "-second";
-  s.store = WithReadThrough(Open(a), Open(b));
+  s.store = WithReadThrough(Open(a), Open(b), [](const std::string& k) { return k != "own"; });
   s.second = Open(b);
   s.first_raw = Open(a, true);
   s.second_raw = Open(b, true);
@@ -41,6 +41,10 @@ TEST(ReadThroughStore, ReadsTheSecondOnlyForWhatTheFirstLacks) {
   EXPECT_EQ(s.store->Head("only-primary")->size, 10u);
   EXPECT_EQ(s.store->Get("nowhere").status().code(), ENOENT);
   EXPECT_EQ(s.store->Head("nowhere").status().code(), ENOENT);
+  // Keys it is not told to read through are the first store's alone.
+  ASSERT_TRUE(s.second->Put("own", "primary's own").ok());
+  EXPECT_EQ(s.store->Get("own").status().code(), ENOENT);
+  EXPECT_EQ(s.store->Head("own").status().code(), ENOENT);
   // Listings and writes are the first store's alone.
   auto listed = s.store->List("", "", 100);
   ASSERT_TRUE(listed.ok());
