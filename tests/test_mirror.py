@@ -364,6 +364,37 @@ class MirrorTest(harness.TierFSTestCase):
         with open(os.path.join(data, "f"), "rb") as a, open(os.path.join(self.mirror.mnt, "data", "f"), "rb") as b:
             self.assertEqual(a.read(), b.read())
 
+    def test_a_failing_mirror_store_holds_the_mirror_back_until_it_works(self):
+        data = os.path.join(self.primary.mnt, "data")
+        os.makedirs(data)
+        bucket = os.path.join(self.tmp, "mirror-bucket")
+        self.mirror_once("--storage", "file", "--bucket", bucket)
+        r = self.start_replicator()
+        held = self.wait_applied(primary_seq(self.primary.meta_url))
+        # The mirror's store fails every write (its directory replaced by a file).
+        os.rename(bucket, bucket + ".away")
+        with open(bucket, "w") as f:
+            f.write("not a directory")
+        for i in range(5):
+            with open(os.path.join(data, "f%d" % i), "wb") as f:
+                f.write(os.urandom(30000))
+        self.assertTrue(harness.wait_for(lambda: "retrying" in self.log_of(r), timeout=30), self.log_of(r))
+        # Nothing whose blocks could not be copied is applied: the mirror stays where it was,
+        # also through a restart of the replicator while the store is still failing.
+        st = status(self.mirror_url)["mirror"]
+        self.assertLessEqual(st["applied_seq"], held + 1)  # the creates may have come in a batch of their own
+        r.send_signal(signal.SIGKILL)
+        r.wait()
+        r = self.start_replicator()
+        self.assertTrue(harness.wait_for(lambda: "retrying" in self.log_of(r), timeout=30), self.log_of(r))
+        self.assertLessEqual(status(self.mirror_url)["mirror"]["applied_seq"], held + 1)
+        self.assertGreater(status(self.mirror_url)["mirror"]["lag"]["commits"], 0)
+        os.unlink(bucket)
+        os.rename(bucket + ".away", bucket)
+        self.wait_applied(primary_seq(self.primary.meta_url))
+        self.mirror.mount()
+        self.assert_same()
+
     def test_the_replicators_metrics_show_where_it_stands_and_what_it_copied(self):
         data = os.path.join(self.primary.mnt, "data")
         os.makedirs(data)

@@ -236,7 +236,13 @@ Result<size_t> Replicator::ApplyBatch() {
     fresh_counters = true;
   }
   const auto& counters = counters_;
-  for (const ChangeRecord& r : records) RETURN_IF_ERROR(CopyObjects(r.writes));
+  for (const ChangeRecord& r : records) {
+    Status copied = CopyObjects(r.writes);
+    if (!copied.ok()) {
+      NoteBehind(last);  // status shows how far behind the mirror is held
+      return copied;
+    }
+  }
   const uint64_t expected = st.applied;
   bool lost = false;
   RETURN_IF_ERROR(mirror_->Txn([&](KvTxn& t) -> Status {
@@ -368,14 +374,25 @@ Status Replicator::CopyObjects(const std::vector<std::pair<std::string, std::opt
 }
 
 void Replicator::NoteBlockLag(int64_t bytes) {
+  EditState([&](MirrorState& s) { s.block_lag_bytes = bytes; });
+}
+
+void Replicator::NoteBehind(uint64_t primary_last) {
+  EditState([&](MirrorState& s) {
+    s.primary_last = std::max(s.primary_last, primary_last);
+    s.checked_ns = NowNanos();
+  });
+}
+
+void Replicator::EditState(const std::function<void(MirrorState&)>& edit) {
   Status st = mirror_->Txn([&](KvTxn& t) -> Status {
     ASSIGN_OR_RETURN(auto l, ReadMirrorLease(t));
     ASSIGN_OR_RETURN(auto s, ReadMirrorState(t));
     if (!l || l->holder != holder_ || !s) return Status::OK();
-    s->block_lag_bytes = bytes;
+    edit(*s);
     return WriteMirrorState(t, *s);
   });
-  if (!st.ok()) spdlog::warn("cannot note the block lag in {}: {}", mirror_->Describe(), st.ToString());
+  if (!st.ok()) spdlog::warn("cannot note the mirror's progress in {}: {}", mirror_->Describe(), st.ToString());
 }
 
 Status Replicator::Run(const std::atomic<bool>& stop) {
@@ -442,7 +459,16 @@ Status Replicator::Follow(const std::atomic<bool>& stop) {
   }
   const bool reseed = o_.reseed && !reseed_done_;
   if (reseed || !fmt || !*state || ((*state)->seeding && (*state)->ready_at == 0)) RETURN_IF_ERROR(Seed());
-  RETURN_IF_ERROR(OpenStores());
+  // The mirror's store unusable (down, full, its directory gone): a running replicator
+  // waits for it like for the primary; --once says so and stops.
+  for (failures = 0;;) {
+    Status opened = OpenStores();
+    if (opened.ok()) break;
+    if (o_.once || opened.code() == EINVAL) return opened;
+    spdlog::warn("mirror {}: {} (retrying; the mirror keeps its last state)", mirror_->Describe(), opened.ToString());
+    Wait(stop, std::min(30.0, 0.2 * (1 << std::min(failures++, 7))));
+    if (stop) return Status::OK();
+  }
   failures = 0;
   while (!stop) {
     auto n = ApplyBatch();

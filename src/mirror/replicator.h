@@ -45,6 +45,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -113,6 +114,12 @@ class Replicator {
   Status CopyObjects(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes);
   // Writes the bytes a copy is about to move into MS (status shows them while it runs).
   void NoteBlockLag(int64_t bytes);
+  // Writes the primary's last commit into MS when a batch cannot be applied (status then
+  // shows the commits the mirror is held behind, and their age).
+  void NoteBehind(uint64_t primary_last);
+  // Edits MS in one transaction of the mirror's engine, if the lease is still ours; a
+  // failure is logged (these notes are for status, the mirror's state does not depend on them).
+  void EditState(const std::function<void(MirrorState&)>& edit);
   // Tells the primary how far the mirror is (its registered consumer record).
   Status Report(uint64_t applied, int64_t applied_ns);
 
