@@ -202,14 +202,12 @@ class Bench:
             ended = time.monotonic()
             rate = self.a.burst / (ended - t0)
             last = "f%06d" % (self.a.burst - 1)
-            behind_at_end = 0
             while not present(burst_ino, last):
                 time.sleep(0.005)
             caught = time.monotonic() - ended
             log("burst: %d creates at %.0f/s; the mirror held the last %.2f s after it" % (self.a.burst, rate, caught))
             self.rows.append(("burst of %d creates (%.0f creates/s on the primary)" % (self.a.burst, rate),
                               "mirror holds the last create %.2f s after the burst ended" % caught, ""))
-            del behind_at_end
         db.close()
         r.terminate()
         r.wait()

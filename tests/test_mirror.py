@@ -15,14 +15,13 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
-import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from replicators import Replicators  # noqa: E402
 
 
 def status(url):
@@ -54,8 +53,8 @@ class MirrorTest(harness.TierFSTestCase):
         self.mirror_url = "sqlite3://" + os.path.join(self.tmp, "mirror.db")
         self.mirror = harness.Volume("mirror", meta_url=self.mirror_url, base=self.tmp)
         self.addCleanup(self.mirror.cleanup)
-        self.procs = []
-        self.addCleanup(self.stop_replicators)
+        self.replicators = Replicators(self.tmp)
+        self.addCleanup(self.replicators.stop_all)
 
     def new_primary(self, **kw):
         p = harness.Volume("prim", **kw)
@@ -74,24 +73,11 @@ class MirrorTest(harness.TierFSTestCase):
         return res
 
     def start_replicator(self, *extra):
-        log = open(os.path.join(self.tmp, "replicator-%d.log" % len(self.procs)), "w+")
-        p = subprocess.Popen([harness.tierfs_bin(), "mirror", self.primary.meta_url, self.mirror_url,
-                              "--interval", "0.05"] + list(extra), stdout=log, stderr=subprocess.STDOUT)
-        p.log = log
-        self.procs.append(p)
-        return p
-
-    def stop_replicators(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            p.log.close()
+        return self.replicators.start([harness.tierfs_bin(), "mirror", self.primary.meta_url, self.mirror_url,
+                                       "--interval", "0.05"] + list(extra))
 
     def log_of(self, p):
-        p.log.flush()
-        with open(p.log.name) as f:
-            return f.read()
+        return self.replicators.log_of(p)
 
     def wait_applied(self, seq, timeout=60):
         res = harness.tierfs("mirror-wait", self.mirror_url, "--seq", str(seq), "--timeout", str(timeout))

@@ -13,15 +13,14 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from regions import RegionLink  # noqa: E402
+from replicators import Replicators  # noqa: E402
 
 ROOT_INO = 1
 
@@ -162,29 +161,12 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         self.mirror_url = "sqlite3://" + self.mirror_db
         self.mirror = harness.Volume("mirror", meta_url=self.mirror_url, base=self.tmp)
         self.addCleanup(self.mirror.cleanup)
-        self.procs = []
-        self.addCleanup(self.stop_replicators)
+        self.replicators = Replicators(self.tmp)
+        self.addCleanup(self.replicators.stop_all)
 
     def start_replicator(self):
-        log = open(os.path.join(self.tmp, "replicator-%d.log" % len(self.procs)), "w+")
-        p = subprocess.Popen(self.link.prefix + [harness.tierfs_bin(), "mirror", self.remote_url, self.mirror_url,
-                                                 "--interval", "0.05", "--lease-ttl", "2"],
-                             stdout=log, stderr=subprocess.STDOUT)
-        p.log = log
-        self.procs.append(p)
-        return p
-
-    def log_tail(self, p):
-        p.log.flush()
-        with open(p.log.name) as f:
-            return f.read()[-3000:]
-
-    def stop_replicators(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            p.log.close()
+        return self.replicators.start(self.link.prefix + [harness.tierfs_bin(), "mirror", self.remote_url,
+                                                          self.mirror_url, "--interval", "0.05", "--lease-ttl", "2"])
 
     def test_a_randomized_writer_and_a_checker_across_regions(self):
         top = os.path.join(self.primary.mnt, "w")
@@ -241,7 +223,7 @@ class MirrorRegionsTest(harness.TierFSTestCase):
             res = harness.tierfs("mirror-wait", self.mirror_url, "--seq", str(last), "--timeout", "90")
             stop.set()
             checker.join()
-        self.assertEqual(res[0], 0, harness.msg(*res) + "\n" + self.log_tail(r))
+        self.assertEqual(res[0], 0, harness.msg(*res) + "\n" + self.replicators.log_of(r)[-3000:])
         self.assertGreaterEqual(kills, 4)
         final = mirror_names(self.mirror_db, "w")
         self.assertEqual(final[0], writer.states[-1])
