@@ -12,6 +12,7 @@
 
 #include "chunk/block_key.h"
 #include "common/thread_pool.h"
+#include "meta/change_consumers.h"
 #include "meta/change_log.h"
 #include "meta/key_schema.h"
 #include "meta/meta.h"
@@ -336,6 +337,20 @@ Result<FsckReport> CheckVolume(Meta* meta, ObjectStore* store, const FsckOptions
     return true;
   });
   if (!read.ok()) r.problems.push_back({"damaged-record", "<change log>", read.message()});
+  // Its registered readers (mirrors): each must still find the records it has not read.
+  auto readers = ReadChangeConsumers(meta->engine());
+  if (!readers.ok()) {
+    r.problems.push_back({"damaged-record", "<change log readers>", readers.status().message()});
+  } else {
+    for (const ChangeConsumer& c : *readers) {
+      if (c.applied < log.last && c.applied + 1 < log.first) {
+        r.problems.push_back({"change-log-reader-lost", "<change log readers>",
+                              c.name + " holds commit " + std::to_string(c.applied) + " but the log begins at " +
+                                  std::to_string(log.first) + ": re-seed it (`tierfs mirror ... --reseed`) or forget "
+                                  "it (`tierfs changelog META-URL --drop-consumer " + c.name + "`)"});
+      }
+    }
+  }
   return r;
 }
 

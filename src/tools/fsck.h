@@ -40,6 +40,8 @@ struct FsckProblem {
   // link-count, orphan, missing-object, bad-object-size,
   // corrupt-object, staged-object (staged for write-back on a client, not yet uploaded),
   // usage-counter (df's bytes or inodes differ from what the inodes hold; repairable)
+  // change-log-gap, change-log-reader-lost (a registered reader, a mirror, whose records were
+  // trimmed: it must be re-seeded or dropped)
   std::string kind;
   std::string path;
   std::string detail;

@@ -8,6 +8,8 @@
 
 #include "chunk/block_key.h"
 #include "common/encoding.h"
+#include "meta/change_consumers.h"
+#include "meta/change_log.h"
 #include "meta/key_schema.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
@@ -70,6 +72,28 @@ TEST_F(FsckTest, CleanVolumeHasNoProblems) {
   EXPECT_EQ(r.files, 2u);
   EXPECT_EQ(r.others, 1u);
   EXPECT_EQ(r.objects_checked, 3u);
+}
+
+TEST_F(FsckTest, ReportsLostAndDamagedChangeLogReaders) {
+  // A reader that holds commit 0 while the log (empty: the next record is 1) holds all it
+  // needs is fine; one whose records were trimmed away is lost; a damaged record is named.
+  ChangeConsumer ok;
+  ok.name = "mirror:ok";
+  ok.updated_ns = 1;
+  ASSERT_TRUE(PutChangeConsumer(meta_->engine(), ok).ok());
+  EXPECT_TRUE(Check(false).problems.empty());
+  ASSERT_TRUE(meta_->engine()->Txn([](KvTxn& t) {
+    return t.Put(keys::Counter("changeSeq"), keys::EncodeU64(9));  // as if records 1-8 were trimmed
+  }).ok());
+  ASSERT_TRUE(meta_->engine()->Txn([](KvTxn& t) { return t.Put(ChangeRecordKey(9), std::string(8, '\0')); }).ok());
+  FsckReport r = Check(false);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].kind, "change-log-reader-lost");
+  EXPECT_NE(r.problems[0].detail.find("--drop-consumer mirror:ok"), std::string::npos) << r.problems[0].detail;
+  ASSERT_TRUE(meta_->engine()->Txn([](KvTxn& t) { return t.Put(ChangeConsumerKey("bad"), "{"); }).ok());
+  r = Check(false);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].kind, "damaged-record");
 }
 
 TEST_F(FsckTest, MissingAndShortObjectsNameTheFile) {
