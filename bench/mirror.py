@@ -148,6 +148,19 @@ class Bench:
         self.procs.append(p)
         return p
 
+    def engine_size(self, url):
+        """SQLite: bytes of the database file (after the unmount's checkpoint); PostgreSQL:
+        pg_database_size; Redis: the number of keys (its memory is per server, not per DB)."""
+        if url.startswith("sqlite3://"):
+            path = url[len("sqlite3://"):]
+            return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        if url.startswith("redis://"):
+            return int(sh("redis-cli", "-u", url, "DBSIZE").stdout.strip())
+        db = url.rsplit("/", 1)[1]
+        out = sh("psql", "-h", "127.0.0.1", "-p", str(self.pg.port), "-U", "postgres", "-tA", "-c",
+                 "SELECT pg_database_size('%s')" % db, env=dict(os.environ, PGPASSWORD="tierfs-test-pw")).stdout
+        return int(out.strip())
+
     # ---- parts --------------------------------------------------------------------------------
 
     def dir_ino(self, db, name):
@@ -291,6 +304,7 @@ class Bench:
                    ("PostgreSQL", lambda n: self.pg.url("mb_" + n.replace("-", "_")))]
         for ename, url_of in engines:
             results = {True: [], False: []}
+            sizes = {True: [], False: []}  # the engine's size after the round's creates
             for rnd in range(self.a.rounds):
                 for logged in ((True, False) if rnd % 2 == 0 else (False, True)):
                     name = "cost-%s-%s" % (ename.lower(), "log" if logged else "nolog")
@@ -311,13 +325,24 @@ class Bench:
                         os.close(os.open(os.path.join(d, "f%06d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
                     results[logged].append(self.a.creates / (time.monotonic() - t0))
                     self.umount(mnt)
+                    sizes[logged].append(self.engine_size(url))
             on, off = statistics.median(results[True]), statistics.median(results[False])
             log("%s: %.0f creates/s with the change log, %.0f without (%.1f%%)" % (ename, on, off,
                                                                                    100 * (off - on) / off))
+            size_on, size_off = statistics.median(sizes[True]), statistics.median(sizes[False])
+            self.rows.append(("%s after %d creates, change log on / off" % ({"SQLite": "database file", "Redis": "keys",
+                                                                              "PostgreSQL": "database size"}[ename],
+                                                                             self.a.creates),
+                              "%s / %s: %.2fx" % (fmt_size(size_on, ename), fmt_size(size_off, ename),
+                                                  size_on / max(size_off, 1)), "less than 2x"))
             self.rows.append(("creates/s on %s, change log on / off" % ename,
                               "%.0f (%.0f-%.0f) / %.0f (%.0f-%.0f): %+.1f%%" %
                               (on, min(results[True]), max(results[True]), off, min(results[False]),
                                max(results[False]), 100 * (on - off) / off), "cost < 10%"))
+
+
+def fmt_size(v, engine):
+    return "%d keys" % v if engine == "Redis" else "%.1f MiB" % (v / 2**20)
 
 
 def main():
