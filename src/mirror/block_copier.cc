@@ -24,8 +24,7 @@ BlockCopier::BlockCopier(ObjectStore* from, ObjectStore* to, KvEngine* primary_e
       block_size_(block_size),
       threads_(std::max(1, threads)) {}
 
-void BlockCopier::Objects(std::string_view key, const std::optional<std::string>& value,
-                          std::vector<ObjectRef>* out) const {
+void BlockCopier::Objects(std::string_view key, const std::string* value, std::vector<ObjectRef>* out) const {
   uint32_t index;
   uint64_t seq;
   if (value && key.size() == 22 && key[0] == 'A' && key[9] == 'C' && keys::ParseChunkRecordKey(key, &index, &seq)) {
@@ -114,7 +113,7 @@ Status BlockCopier::CopyOne(const ObjectRef& r, CopyResult* res, std::atomic<int
     add(&CopyResult::missing, 1);
     return Status::OK();
   }
-  if (data->size() != r.size && !r.listing) {
+  if (data->size() != r.size) {
     return Status::Err(EIO, "object " + r.key + " in the primary's store holds " + std::to_string(data->size()) +
                                 " bytes, not the " + std::to_string(r.size) + " its key says");
   }

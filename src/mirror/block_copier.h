@@ -60,8 +60,8 @@ class BlockCopier {
   BlockCopier(ObjectStore* from, ObjectStore* to, KvEngine* primary_engine, std::string volume, uint32_t block_size,
               int threads);
 
-  // The objects one write (key, value; nullopt: a delete) references; appended to out.
-  void Objects(std::string_view key, const std::optional<std::string>& value, std::vector<ObjectRef>* out) const;
+  // The objects one write (key, value; null: a delete) references; appended to out.
+  void Objects(std::string_view key, const std::string* value, std::vector<ObjectRef>* out) const;
 
   // Copies those the mirror's store lacks (duplicates in refs are copied once). `left`, when
   // given, counts down the bytes still to copy (the mirror's block lag). The first error

@@ -169,8 +169,9 @@ Status Replicator::Seed() {
         },
         true));
     if (!kvs.empty()) {
-      std::vector<std::pair<std::string, std::optional<std::string>>> writes(kvs.begin(), kvs.end());
-      RETURN_IF_ERROR(CopyObjects(writes));
+      std::vector<ObjectRef> refs;
+      for (const auto& [k, val] : kvs) CollectObjects(k, &val, &refs);
+      RETURN_IF_ERROR(CopyObjects(std::move(refs)));
       RETURN_IF_ERROR(mirror_->Txn([&](KvTxn& t) -> Status {
         for (const auto& [k, val] : kvs) RETURN_IF_ERROR(t.Put(k, val));
         return Status::OK();
@@ -236,12 +237,14 @@ Result<size_t> Replicator::ApplyBatch() {
     fresh_counters = true;
   }
   const auto& counters = counters_;
+  std::vector<ObjectRef> refs;
   for (const ChangeRecord& r : records) {
-    Status copied = CopyObjects(r.writes);
-    if (!copied.ok()) {
-      NoteBehind(last);  // status shows how far behind the mirror is held
-      return copied;
-    }
+    for (const auto& [k, val] : r.writes) CollectObjects(k, val ? &*val : nullptr, &refs);
+  }
+  Status copied = CopyObjects(std::move(refs));
+  if (!copied.ok()) {
+    NoteBehind(last);  // status shows how far behind the mirror is held
+    return copied;
   }
   const uint64_t expected = st.applied;
   bool lost = false;
@@ -355,10 +358,11 @@ Status Replicator::OpenStores() {
   return Status::OK();
 }
 
-Status Replicator::CopyObjects(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes) {
-  if (!copier_) return Status::OK();
-  std::vector<ObjectRef> refs;
-  for (const auto& [k, v] : writes) copier_->Objects(k, v, &refs);
+void Replicator::CollectObjects(std::string_view key, const std::string* value, std::vector<ObjectRef>* refs) const {
+  if (copier_) copier_->Objects(key, value, refs);
+}
+
+Status Replicator::CopyObjects(std::vector<ObjectRef> refs) {
   if (refs.empty()) return Status::OK();
   int64_t total = 0;
   for (const ObjectRef& r : refs) total += static_cast<int64_t>(r.size);

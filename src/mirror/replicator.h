@@ -60,6 +60,7 @@
 namespace tierfs::mirror {
 
 class BlockCopier;
+struct ObjectRef;
 
 struct ReplicatorOptions {
   std::string primary_url, mirror_url;
@@ -110,8 +111,10 @@ class Replicator {
   Result<size_t> ApplyBatch();
   // Opens the stores of a mirror with a store of its own (after seeding wrote its format).
   Status OpenStores();
-  // Copies what these writes reference into the mirror's store (no-op when shared).
-  Status CopyObjects(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes);
+  // Adds the objects a write references to refs (none when the store is shared).
+  void CollectObjects(std::string_view key, const std::string* value, std::vector<ObjectRef>* refs) const;
+  // Copies them into the mirror's store, all of a batch in one parallel copy.
+  Status CopyObjects(std::vector<ObjectRef> refs);
   // Writes the bytes a copy is about to move into MS (status shows them while it runs).
   void NoteBlockLag(int64_t bytes);
   // Writes the primary's last commit into MS when a batch cannot be applied (status then
