@@ -2,7 +2,8 @@
 // getattr, create, rename, unlink and slice commit, one client thread, as seen by the
 // POSIX semantics layer (so it includes its transactions' round trips).
 //
-//   meta_bench [-n N] META-URL...    (each URL is formatted: use throwaway engines)
+//   meta_bench [-n N] [--changelog-hours H] META-URL...
+//       (each URL is formatted: use throwaway engines; H > 0 turns the change log on)
 //
 // Prints one markdown table: rows are operations, columns engines, cells "avg µs (p99)".
 #include <algorithm>
@@ -48,7 +49,7 @@ void Time(std::vector<double>* out, F&& f) {
   }
 }
 
-std::map<std::string, Stat> Bench(const std::string& url, int n) {
+std::map<std::string, Stat> Bench(const std::string& url, int n, int changelog_hours) {
   auto engine = OpenKvEngine(url);
   if (!engine.ok()) {
     std::fprintf(stderr, "meta_bench: %s\n", engine.status().ToString().c_str());
@@ -59,6 +60,7 @@ std::map<std::string, Stat> Bench(const std::string& url, int n) {
   rec.uuid = "bench";
   rec.storage = "mem";
   rec.bucket = "bench";
+  rec.changelog_hours = changelog_hours;
   Status st = Meta::Format(engine->get(), rec, true);
   if (!st.ok()) {
     std::fprintf(stderr, "meta_bench: format %s: %s\n", url.c_str(), st.ToString().c_str());
@@ -113,10 +115,13 @@ std::map<std::string, Stat> Bench(const std::string& url, int n) {
 
 int main(int argc, char** argv) {
   int n = 2000;
+  int changelog_hours = 0;
   std::vector<std::string> urls;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
       n = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--changelog-hours") == 0 && i + 1 < argc) {
+      changelog_hours = std::atoi(argv[++i]);
     } else {
       urls.push_back(argv[i]);
     }
@@ -126,7 +131,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::map<std::string, Stat>> results;
-  for (const auto& u : urls) results.push_back(Bench(u, n));
+  for (const auto& u : urls) results.push_back(Bench(u, n, changelog_hours));
   std::printf("| operation |");
   for (const auto& u : urls) std::printf(" %s |", u.substr(0, u.find("://")).c_str());
   std::printf("\n|---|");

@@ -303,6 +303,8 @@ class Bench:
                    ("Redis", lambda n: self.redis.url() + "/%d" % (3 + len(n) % 5)),
                    ("PostgreSQL", lambda n: self.pg.url("mb_" + n.replace("-", "_")))]
         for ename, url_of in engines:
+            if ename.lower() not in self.a.engines:
+                continue
             results = {True: [], False: []}
             sizes = {True: [], False: []}  # the engine's size after the round's creates
             for rnd in range(self.a.rounds):
@@ -355,8 +357,10 @@ def main():
     ap.add_argument("--creates", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parts", default="lag,burst,blocks,cost")
+    ap.add_argument("--engines", default="sqlite,redis,postgresql", help="the engines the cost part measures")
     a = ap.parse_args()
     a.parts = set(a.parts.split(","))
+    a.engines = set(a.engines.lower().split(","))
     if os.geteuid() != 0:
         sys.exit("run as root (network namespaces, tmpfs, mounts)")
     b = Bench(a)

@@ -284,6 +284,80 @@ TEST(OpenKvEngine, SqliteDatabaseOfAnotherApplicationIsRejectedAndUntouched) {
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
 
+namespace {
+
+// Rows of a table of the database at path, counted by a connection of its own.
+int64_t CountRows(const std::string& path, const std::string& where) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(db, ("SELECT count(*) FROM " + where).c_str(), -1, &s, nullptr) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW) {
+    n = sqlite3_column_int64(s, 0);
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return n;
+}
+
+std::string LogKeyForTest(uint64_t seq) {
+  std::string k = "H";
+  PutU64(&k, seq);
+  return k;
+}
+
+}  // namespace
+
+// The change log's records are appended to a rowid table, not the WITHOUT ROWID kv table
+// whose right-edge splits would leave its pages half empty (sqlite_txn.h).
+TEST(SqliteEngine, ChangeLogKeysLiveInTheirOwnTable) {
+  TempDir dir;
+  std::string path = dir.path() + "/vol.db";
+  auto e = OpenKvEngine("sqlite3://" + path);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(PutCommitted(**e, LogKeyForTest(seq), "record").ok());
+  ASSERT_TRUE(PutCommitted(**e, "Ha", "not a record").ok());
+  EXPECT_EQ(CountRows(path, "log"), 50);
+  EXPECT_EQ(CountRows(path, "kv WHERE k >= x'48' AND k < x'49'"), 1);
+  EXPECT_EQ(ScanCommitted(**e, "H", "I").size(), 51u);
+}
+
+// A database written before the log had its table: opening it moves the records there,
+// once, and every key still reads back.
+TEST(SqliteEngine, RecordsOfAnOlderDatabaseMoveToTheLogTable) {
+  TempDir dir;
+  std::string path = dir.path() + "/old.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID; "
+                         "PRAGMA application_id=1413893425;",  // "TFM1"
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  KvList rows = {{"A1", "inode"}, {LogKeyForTest(7), "r7"}, {LogKeyForTest(8), "r8"}, {"Ha", "other"}, {"Z", "z"}};
+  sqlite3_stmt* ins = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO kv VALUES(?1, ?2)", -1, &ins, nullptr), SQLITE_OK);
+  for (const auto& [k, v] : rows) {
+    sqlite3_bind_blob(ins, 1, k.data(), static_cast<int>(k.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_blob(ins, 2, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(ins), SQLITE_DONE);
+    sqlite3_reset(ins);
+  }
+  sqlite3_finalize(ins);
+  sqlite3_close(db);
+  auto e = OpenKvEngine("sqlite3://" + path);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(ScanCommitted(**e, "", ""), rows);
+  EXPECT_EQ(CountRows(path, "log"), 2);
+  EXPECT_EQ(CountRows(path, "kv"), 3);
+  e->reset();
+  auto again = OpenKvEngine("sqlite3://" + path);  // nothing left to move
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(ScanCommitted(**again, "", ""), rows);
+}
+
 TEST(OpenKvEngine, SqlitePathIsADirectory) {
   TempDir dir;
   auto e = OpenKvEngine("sqlite3://" + dir.path());

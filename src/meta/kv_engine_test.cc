@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <thread>
 #include <vector>
@@ -356,6 +357,75 @@ TYPED_TEST(KvEngineTest, ScanOrdersBinaryKeysAsUnsignedBytes) {
   // Empty and inverted ranges.
   EXPECT_TRUE(ScanCommitted(e, "b", "b").empty());
   EXPECT_TRUE(ScanCommitted(e, "c", "b").empty());
+}
+
+// The change log's keys ("H" + u64) are kept apart by the SQLite engine (sqlite_txn.h);
+// one key space must still come out, in order, with any key near them, across batches.
+TYPED_TEST(KvEngineTest, ChangeLogKeysAreOneKeySpaceWithTheRest) {
+  KvEngine& e = *this->engine_;
+  auto log_key = [](uint64_t seq) {
+    std::string k = "H";
+    PutU64(&k, seq);
+    return k;
+  };
+  std::map<std::string, std::string> want;
+  for (uint64_t seq = 1; seq <= 700; ++seq) want[log_key(seq)] = "r" + std::to_string(seq);
+  // Keys of the kv side in and around the log's range: shorter, longer and top-bit ones.
+  for (uint64_t seq : {0ULL, 5ULL, 256ULL, 300ULL, 699ULL, 700ULL}) {
+    want[log_key(seq) + std::string(1, '\0')] = "longer";
+    want[log_key(seq) + "x"] = "longer";
+  }
+  for (std::string k : {std::string("G"), std::string("H"), std::string("H\x00", 2), std::string("Ha"),
+                        std::string("I"), std::string("H\x7f\xff\xff\xff\xff\xff\xff\xfe", 9),
+                        std::string("H\x7f\xff\xff\xff\xff\xff\xff\xff", 9), std::string("H\x80", 2),
+                        std::string("H\xff\xff\xff\xff\xff\xff\xff\xff", 9),
+                        std::string("H\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10)}) {
+    want[k] = "edge";
+  }
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 for (const auto& [k, v] : want) RETURN_IF_ERROR(t.Put(k, v));
+                 return Status::OK();
+               }).ok());
+  auto hex = [](const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) out += "0123456789abcdef"[c >> 4], out += "0123456789abcdef"[c & 15];
+    return out;
+  };
+  auto expect_range = [&](const std::string& begin, const std::string& end, size_t limit) {
+    KvList got = ScanCommitted(e, begin, end, limit);
+    KvList exp;
+    for (auto it = want.lower_bound(begin); it != want.end() && (end.empty() || it->first < end); ++it) {
+      if (limit && exp.size() == limit) break;
+      exp.emplace_back(it->first, it->second);
+    }
+    EXPECT_EQ(got, exp) << "range [" << hex(begin) << ", " << hex(end) << ") limit " << limit;
+  };
+  for (size_t limit : {0, 1, 255, 256, 257, 1000}) {
+    expect_range("", "", limit);
+    expect_range("H", PrefixEnd("H"), limit);
+    expect_range(log_key(5), log_key(600), limit);
+    expect_range(log_key(5) + "x", log_key(600) + std::string(1, '\0'), limit);
+    expect_range("H\x01", "I", limit);
+    expect_range("G", log_key(1), limit);
+  }
+  // Reads and deletes by key reach the same place.
+  EXPECT_EQ(GetCommitted(e, log_key(300)), "r300");
+  EXPECT_EQ(GetCommitted(e, log_key(300) + "x"), "longer");
+  ASSERT_TRUE(e.Txn([&](KvTxn& t) -> Status {
+                 RETURN_IF_ERROR(t.Delete(log_key(300)));
+                 RETURN_IF_ERROR(t.Delete("H"));
+                 ASSIGN_OR_RETURN(auto many, t.GetMany({log_key(299), log_key(300), log_key(301), "Ha"}));
+                 EXPECT_EQ(many[0], "r299");
+                 EXPECT_FALSE(many[1].has_value());
+                 EXPECT_EQ(many[2], "r301");
+                 EXPECT_EQ(many[3], "edge");
+                 return Status::OK();
+               }).ok());
+  want.erase(log_key(300));
+  want.erase("H");
+  expect_range("", "", 0);
+  ASSERT_TRUE(e.Reset().ok());
+  EXPECT_TRUE(ScanCommitted(e, "", "").empty());
 }
 
 TYPED_TEST(KvEngineTest, ScanLimitAndEarlyStop) {

@@ -17,9 +17,13 @@
 #include <utility>
 
 #include "common/backoff.h"
+#include "meta/sqlite_conn.h"
+#include "meta/sqlite_txn.h"
 #include "meta/txn_nesting.h"
 
 namespace tierfs {
+
+using namespace sqlite;  // NOLINT: the engine's own helpers
 
 namespace {
 
@@ -35,19 +39,6 @@ constexpr std::chrono::microseconds kBackoffCap(50'000);
 constexpr std::chrono::seconds kBusyWarnAfter(1);
 // Connections kept open while idle; beyond this, released connections are closed.
 constexpr size_t kMaxIdleConnections = 16;
-// GetMany merges the keys with one range scan over them when they lie close together,
-// reading at most this many rows a key before it falls back to one Get a key: a statement
-// per key costs its own reset, bind, seek and step, a scanned row only a step (a gateway
-// listing's page reads the attributes and an xattr of 1,000 neighbouring inodes).
-constexpr size_t kGetManyScanRows = 4;
-constexpr size_t kGetManyScanStart = 32;
-constexpr size_t kGetManyScanStep = 64;
-// Fewer keys than this are read one Get at a time.
-constexpr size_t kGetManyMin = 16;
-
-// Scan reads rows in batches so the callback can use the transaction (Get, Put, ...)
-// while no statement of the scan is being stepped.
-constexpr size_t kScanBatch = 256;
 // Marks a file as a TierFS metadata database ("TFM1").
 constexpr int32_t kApplicationId = 0x54464d31;
 // After a checkpoint, truncate the WAL file back to this size.
@@ -55,87 +46,42 @@ constexpr int64_t kJournalSizeLimit = 64LL << 20;
 constexpr char kSqliteMagic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                    'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
 
-bool IsConflict(int rc) {
-  int primary = rc & 0xff;
-  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
-}
-
-std::string NotOurs(const std::string& path, const std::string& why) {
-  return "metadata database " + path + " is not a TierFS metadata database (" + why +
-         "): point the META-URL at a TierFS metadata file or at a new path";
-}
-
-// Turns a SQLite failure into a Status with an errno and an actionable message.
-Status SqlError(int rc, sqlite3* db, const std::string& path, std::string_view what) {
-  std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  int sys = db != nullptr ? sqlite3_system_errno(db) : 0;
-  std::string where = "metadata database " + path + ": " + std::string(what) + " failed: " + detail;
-  switch (rc & 0xff) {
-    case SQLITE_FULL:
-      return Status::Err(ENOSPC,
-                         where + "; the file system holding the database is full: free some space");
-    case SQLITE_NOTADB:
-      return Status::Err(EINVAL, NotOurs(path, "not an SQLite file"));
-    case SQLITE_READONLY:
-      return Status::Err(
-          EROFS, where + "; check that the file and its directory are writable by this user");
-    case SQLITE_CANTOPEN:
-      return Status::Err(
-          sys != 0 ? sys : EACCES,
-          where + "; check that the path exists and is readable and writable by this user");
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-      return Status::Err(EACCES, where);
-    case SQLITE_NOMEM:
-      return Status::Err(ENOMEM, where);
-    case SQLITE_TOOBIG:
-      return Status::Err(EFBIG, where + "; a metadata key or value exceeds SQLite's size limit");
-    case SQLITE_CORRUPT:
-      return Status::Err(
-          EIO, where + "; the database file is corrupt: restore it from a metadata backup");
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return Status::Err(EAGAIN, where);
-    case SQLITE_IOERR:
-      if (sys != 0) where += std::string(" (") + std::strerror(sys) + ")";
-      return Status::Err(EIO, where);
-    default:
-      return Status::Err(EIO, where);
-  }
-}
-
 std::chrono::microseconds Backoff(int attempt) { return JitteredBackoff(attempt, kBackoffBase, kBackoffCap); }
 
-// Binds a blob; an empty view must still bind a zero-length BLOB, never NULL.
-int BindBlob(sqlite3_stmt* s, int index, std::string_view data) {
-  return sqlite3_bind_blob64(s, index, data.empty() ? "" : data.data(), data.size(), SQLITE_STATIC);
-}
+constexpr const char* kCreateLogTable = "CREATE TABLE log(seq INTEGER PRIMARY KEY, v BLOB NOT NULL);";
 
-std::string ColumnBlob(sqlite3_stmt* s, int col) {
-  const void* p = sqlite3_column_blob(s, col);
-  int n = sqlite3_column_bytes(s, col);
-  if (p == nullptr || n <= 0) return std::string();
-  return std::string(static_cast<const char*>(p), static_cast<size_t>(n));
-}
-
-// Resets a statement (and drops its bindings, which point at caller memory) on scope exit.
-class StmtReset {
- public:
-  explicit StmtReset(sqlite3_stmt* s) : s_(s) {}
-  ~StmtReset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
+// Creates the log table and moves the log's keys from kv into it (sqlite_txn.h), inside
+// the caller's transaction.
+int MoveLogRows(sqlite3* db) {
+  int rc = sqlite3_exec(db, kCreateLogTable, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_stmt* sel = nullptr;
+  sqlite3_stmt* ins = nullptr;
+  rc = sqlite3_prepare_v2(db, "SELECT k, v FROM kv WHERE k >= x'48' AND k < x'49'", -1, &sel, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(db, "INSERT INTO log(seq, v) VALUES(?1, ?2)", -1, &ins, nullptr);
+  size_t moved = 0;
+  while (rc == SQLITE_OK && (rc = sqlite3_step(sel)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    const auto seq = LogSeq(ColumnBlob(sel, 0));
+    if (!seq) continue;
+    std::string v = ColumnBlob(sel, 1);
+    sqlite3_bind_int64(ins, 1, *seq);
+    BindBlob(ins, 2, v);
+    rc = StepOnce(ins);
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    ++moved;
   }
-  StmtReset(const StmtReset&) = delete;
-  StmtReset& operator=(const StmtReset&) = delete;
-
- private:
-  sqlite3_stmt* s_;
-};
-
-int StepOnce(sqlite3_stmt* s) {
-  int rc = sqlite3_step(s);
-  sqlite3_reset(s);
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  sqlite3_finalize(sel);
+  sqlite3_finalize(ins);
+  if (rc == SQLITE_OK) {
+    // Every 9-byte "H" key below 2^63 - 1 (LogSeq), i.e. every row just copied.
+    rc = sqlite3_exec(db,
+                      "DELETE FROM kv WHERE k >= x'48' AND k < x'49' AND length(k) = 9 AND "
+                      "k < x'487fffffffffffffff'",
+                      nullptr, nullptr, nullptr);
+  }
+  if (rc == SQLITE_OK && moved > 0) spdlog::info("moved {} change-log records into their own table", moved);
   return rc;
 }
 
@@ -146,73 +92,6 @@ struct SqliteEngine::Attempt {
   bool retry = false;
   static Attempt Done(Status s) { return Attempt{std::move(s), false}; }
   static Attempt Retry() { return Attempt{Status::OK(), true}; }
-};
-
-// One database connection with its prepared statements. Used by one thread at a time
-// (opened with SQLITE_OPEN_NOMUTEX); the pool hands it out.
-struct SqliteEngine::Conn {
-  sqlite3* db = nullptr;
-  // Set after an error that may leave the connection in an unknown state; such a
-  // connection is closed instead of returned to the pool.
-  bool broken = false;
-
-  sqlite3_stmt* begin_deferred = nullptr;
-  sqlite3_stmt* begin_immediate = nullptr;
-  sqlite3_stmt* commit = nullptr;
-  sqlite3_stmt* rollback = nullptr;
-  sqlite3_stmt* get = nullptr;
-  sqlite3_stmt* put = nullptr;
-  sqlite3_stmt* del = nullptr;
-  sqlite3_stmt* del_all = nullptr;
-  sqlite3_stmt* scan_range = nullptr;  // k >= ?1 AND k < ?2 LIMIT ?3
-  sqlite3_stmt* scan_open = nullptr;   // k >= ?1 LIMIT ?2
-
-  Conn() = default;
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
-  ~Conn() {
-    for (sqlite3_stmt* s : {begin_deferred, begin_immediate, commit, rollback, get, put, del,
-                            del_all, scan_range, scan_open}) {
-      sqlite3_finalize(s);  // no-op on nullptr
-    }
-    // close_v2 also copes with a statement we failed to track.
-    sqlite3_close_v2(db);
-  }
-
-  bool InTxn() const { return db != nullptr && sqlite3_get_autocommit(db) == 0; }
-
-  // Ends any open transaction; a connection that cannot roll back is not reused.
-  void RollbackIfOpen() {
-    if (!InTxn()) return;
-    int rc = rollback != nullptr ? StepOnce(rollback)
-                                 : sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_DONE && rc != SQLITE_OK) broken = true;
-    if (InTxn()) broken = true;
-  }
-
-  int Prepare() {
-    struct Item {
-      sqlite3_stmt** stmt;
-      const char* sql;
-    };
-    const Item items[] = {
-        {&begin_deferred, "BEGIN"},
-        {&begin_immediate, "BEGIN IMMEDIATE"},
-        {&commit, "COMMIT"},
-        {&rollback, "ROLLBACK"},
-        {&get, "SELECT v FROM kv WHERE k = ?1"},
-        {&put, "INSERT INTO kv(k, v) VALUES(?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v"},
-        {&del, "DELETE FROM kv WHERE k = ?1"},
-        {&del_all, "DELETE FROM kv"},
-        {&scan_range, "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT ?3"},
-        {&scan_open, "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2"},
-    };
-    for (const Item& item : items) {
-      int rc = sqlite3_prepare_v3(db, item.sql, -1, SQLITE_PREPARE_PERSISTENT, item.stmt, nullptr);
-      if (rc != SQLITE_OK) return rc;
-    }
-    return SQLITE_OK;
-  }
 };
 
 // Returns a connection to the pool when the transaction attempt ends, rolling back first
@@ -235,176 +114,6 @@ class SqliteEngine::Lease {
 };
 
 namespace {
-
-// A transaction on one connection between BEGIN and COMMIT/ROLLBACK. The first failure
-// is sticky: SQLite may already have rolled the whole transaction back (e.g. on
-// SQLITE_FULL or SQLITE_BUSY), and running further statements would then autocommit them
-// one by one, so every later call returns the same error and nothing is committed.
-class SqliteTxn final : public KvTxn {
- public:
-  SqliteTxn(SqliteEngine::Conn& conn, const std::string& path, bool read_only)
-      : c_(conn), path_(path), read_only_(read_only) {}
-
-  bool conflict() const { return conflict_; }
-  const Status& error() const { return error_; }
-
-  Result<std::optional<std::string>> Get(std::string_view key) override {
-    if (!error_.ok()) return error_;
-    sqlite3_stmt* s = c_.get;
-    StmtReset reset(s);
-    int rc = BindBlob(s, 1, key);
-    if (rc != SQLITE_OK) return Fail(rc, "binding a key");
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) return std::optional<std::string>(ColumnBlob(s, 0));
-    if (rc == SQLITE_DONE) return std::optional<std::string>();
-    return Fail(rc, "reading a key");
-  }
-
-  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
-    if (keys.size() < kGetManyMin) return KvTxn::GetMany(keys);
-    if (!error_.ok()) return error_;
-    std::vector<std::optional<std::string>> out(keys.size());
-    // The keys in order, with their positions; a range scan from the first to the last is
-    // merged with them while it reads at most kGetManyScanRows rows (plus a start-up
-    // allowance) for each key it passed (keys written together, like an inode's attributes
-    // and xattrs and those of its neighbours, sit close; keys far apart stop the scan
-    // early, having cost a few steps). Those the scan did not reach are read one by one.
-    std::vector<std::pair<std::string_view, size_t>> order;
-    order.reserve(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) order.emplace_back(keys[i], i);
-    if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
-    std::string end(order.back().first);
-    end.push_back('\0');
-    size_t next = 0, rows = 0;
-    bool cut = false;
-    // In steps of kGetManyScanStep rows (one statement each), so that a sparse set stops
-    // having read few rows.
-    std::string from(order.front().first);
-    for (;;) {
-      size_t got = 0;
-      RETURN_IF_ERROR(Scan(from, end, kGetManyScanStep, [&](std::string_view k, std::string_view v) {
-        ++got;
-        if (++rows > kGetManyScanRows * next + kGetManyScanStart) {
-          cut = true;  // sparse: the rest one by one
-          return false;
-        }
-        while (next < order.size() && order[next].first < k) ++next;  // absent
-        for (; next < order.size() && order[next].first == k; ++next) out[order[next].second] = std::string(v);
-        from.assign(k);
-        from.push_back('\0');
-        return next < order.size();
-      }));
-      if (cut) break;
-      // Every key reached, or the range ended (the rest are absent).
-      if (next == order.size() || got < kGetManyScanStep) return out;
-    }
-    for (; next < order.size(); ++next) {
-      ASSIGN_OR_RETURN(out[order[next].second], Get(order[next].first));
-    }
-    return out;
-  }
-
-  Status Put(std::string_view key, std::string_view value) override {
-    RETURN_IF_ERROR(CheckWritable());
-    sqlite3_stmt* s = c_.put;
-    StmtReset reset(s);
-    int rc = BindBlob(s, 1, key);
-    if (rc == SQLITE_OK) rc = BindBlob(s, 2, value);
-    if (rc != SQLITE_OK) return Fail(rc, "binding a key or value");
-    rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) return Fail(rc, "writing a key");
-    return Status::OK();
-  }
-
-  Status Delete(std::string_view key) override {
-    RETURN_IF_ERROR(CheckWritable());
-    sqlite3_stmt* s = c_.del;
-    StmtReset reset(s);
-    int rc = BindBlob(s, 1, key);
-    if (rc != SQLITE_OK) return Fail(rc, "binding a key");
-    rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) return Fail(rc, "deleting a key");
-    return Status::OK();
-  }
-
-  Status Scan(std::string_view begin, std::string_view end, size_t limit,
-              const ScanFn& fn) override {
-    if (!error_.ok()) return error_;
-    if (!end.empty() && begin >= end) return Status::OK();
-    std::string cursor(begin);
-    size_t visited = 0;
-    std::vector<std::pair<std::string, std::string>> rows;
-    rows.reserve(kScanBatch);
-    for (;;) {
-      if (!error_.ok()) return error_;  // a Get/Put inside the callback failed
-      size_t want = kScanBatch;
-      if (limit != 0) want = std::min(want, limit - visited);
-      rows.clear();
-      {
-        sqlite3_stmt* s = end.empty() ? c_.scan_open : c_.scan_range;
-        StmtReset reset(s);
-        int rc = BindBlob(s, 1, cursor);
-        int limit_index = 2;
-        if (rc == SQLITE_OK && !end.empty()) {
-          rc = BindBlob(s, 2, end);
-          limit_index = 3;
-        }
-        if (rc == SQLITE_OK)
-          rc = sqlite3_bind_int64(s, limit_index, static_cast<sqlite3_int64>(want));
-        if (rc != SQLITE_OK) return Fail(rc, "binding scan bounds");
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-          rows.emplace_back(ColumnBlob(s, 0), ColumnBlob(s, 1));
-        if (rc != SQLITE_DONE) return Fail(rc, "scanning keys");
-      }
-      for (const auto& [k, v] : rows) {
-        ++visited;
-        if (!fn(k, v)) return Status::OK();
-      }
-      if (rows.size() < want) return Status::OK();  // range exhausted
-      if (limit != 0 && visited >= limit) return Status::OK();
-      // The smallest key after the last one seen.
-      cursor = rows.back().first;
-      cursor.push_back('\0');
-    }
-  }
-
-  Status DeleteAll() {
-    RETURN_IF_ERROR(CheckWritable());
-    int rc = StepOnce(c_.del_all);
-    if (rc != SQLITE_DONE) return Fail(rc, "deleting all keys");
-    return Status::OK();
-  }
-
- private:
-  Status CheckWritable() {
-    if (!error_.ok()) return error_;
-    if (read_only_) {
-      // Sticky too: a read-only transaction that tried to write must not report success.
-      error_ =
-          Status::Err(EROFS, "write inside a read-only metadata transaction (programming error)");
-      return error_;
-    }
-    return Status::OK();
-  }
-
-  Status Fail(int rc, std::string_view what) {
-    if (IsConflict(rc)) {
-      conflict_ = true;
-      error_ = Status::Err(EAGAIN, "metadata transaction on " + path_ +
-                                       " conflicted with another writer; it will be retried");
-    } else {
-      c_.broken = true;
-      error_ = SqlError(rc, c_.db, path_, what);
-    }
-    return error_;
-  }
-
-  SqliteEngine::Conn& c_;
-  const std::string& path_;
-  const bool read_only_;
-  bool conflict_ = false;
-  Status error_;
-};
 
 // The database holds every name of the volume and the object store's keys: a copy readable
 // by other local users gives them away (`tierfs dump --keep-secret-key` of the copy).
@@ -655,13 +364,17 @@ Status SqliteEngine::InitSchema() {
     }
 
     bool has_kv = std::find(tables.begin(), tables.end(), "kv") != tables.end();
+    bool has_log = std::find(tables.begin(), tables.end(), "log") != tables.end();
     if (tables.empty() && app_id == 0) {
       std::string create =
-          "CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID; PRAGMA "
-          "application_id=" +
-          std::to_string(kApplicationId) + ";";
+          "CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID; " + std::string(kCreateLogTable) +
+          " PRAGMA application_id=" + std::to_string(kApplicationId) + ";";
       rc = exec(create.c_str());
       if (rc != SQLITE_OK) return fail(rc, "creating the metadata table");
+    } else if (app_id == kApplicationId && has_kv && !has_log) {
+      // A database from before the log had its own table: its change-log records move there.
+      rc = MoveLogRows(db);
+      if (rc != SQLITE_OK) return fail(rc, "moving the change log into its own table");
     } else if (app_id != kApplicationId || !has_kv) {
       conn->RollbackIfOpen();
       std::string list;

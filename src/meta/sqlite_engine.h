@@ -1,8 +1,9 @@
 // SQLite metadata engine ("sqlite3://PATH"): the embedded default.
 //
-// The whole key space is one table, kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
-// SQLite compares BLOBs with memcmp and then by length, which is the unsigned byte-string
-// order of the KvEngine contract. The file is marked with a TierFS application_id so that
+// The key space is the table kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID, except
+// the change log's records, kept in a rowid table of their own (sqlite_txn.h says why and
+// how the two read as one key space); SQLite compares BLOBs with memcmp and then by length,
+// which is the unsigned byte-string order of the KvEngine contract. The file is marked with a TierFS application_id so that
 // pointing a META-URL at some other SQLite database fails instead of writing into it.
 //
 // Durability: the database runs in WAL mode with synchronous=NORMAL. A committed
