@@ -1,5 +1,7 @@
 // `tierfs changelog META-URL [--from SEQ] [--limit N] [--follow]`: the volume's change log
 // (meta/change_log.h) as JSON lines, one per committed transaction, in commit order.
+// `--compact SECONDS` packs the records older than that into blocks now (each client does
+// it in the background for records older than a minute) and prints what it packed.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +10,7 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "common/clock.h"
 #include "cmd/util.h"
 #include "meta/change_consumers.h"
 #include "meta/change_log.h"
@@ -24,6 +27,7 @@ struct Args {
   bool follow = false;
   bool values = false;
   std::string drop_consumer;
+  double compact_s = -1;  // < 0: not asked
 };
 
 // What one logged key is, for people and scripts.
@@ -72,6 +76,12 @@ int Run(const Args& a) {
               << " no longer holds the log or released data back; if it comes back it must be re-seeded\n";
     return 0;
   }
+  if (a.compact_s >= 0) {
+    auto packed = CompactChangeLog(engine, NowNanos() - static_cast<int64_t>(a.compact_s * 1e9));
+    if (!packed.ok()) return Fail("changelog", packed.status());
+    std::cout << nlohmann::json({{"packed_records", *packed}}).dump() << "\n";
+    return 0;
+  }
   auto range = ChangeLogRange(engine);
   if (!range.ok()) return Fail("changelog", range.status());
   if ((*meta)->format().changelog_hours == 0 && range->last == 0) {
@@ -116,6 +126,10 @@ void RegisterChangelog(CLI::App& app, int* exit_code) {
   sub->add_option("--drop-consumer", args->drop_consumer,
                   "Forget a registered reader (a mirror, `tierfs status` lists them): the log and released data "
                   "are no longer kept for it");
+  sub->add_option("--compact", args->compact_s,
+                  "Pack the records older than this many seconds into compressed blocks now (each client does it "
+                  "in the background for records older than a minute)")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

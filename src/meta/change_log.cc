@@ -181,14 +181,13 @@ Result<uint64_t> LastSeq(KvEngine* engine) {
   return last;
 }
 
-// Decodes the record of key k into out, or sets bad (false: stop).
-bool Decode(std::string_view k, std::string_view v, std::vector<ChangeRecord>* out, Status* bad) {
-  auto r = DecodeChangeRecord(keys::DecodeU64(k.substr(1)), v);
-  if (!r.ok()) {
-    *bad = r.status();
+// Decodes the records of key k from `from` on into out, or sets bad (false: stop).
+bool Decode(std::string_view k, std::string_view v, uint64_t from, std::vector<ChangeRecord>* out, Status* bad) {
+  Status st = DecodeChangeValue(keys::DecodeU64(k.substr(1)), v, from, out);
+  if (!st.ok()) {
+    *bad = std::move(st);
     return false;
   }
-  out->push_back(std::move(*r));
   return true;
 }
 
@@ -198,8 +197,10 @@ Status ScanBatch(KvEngine* engine, uint64_t from, size_t want, std::vector<Chang
       [&](KvTxn& t) -> Status {
         batch->clear();
         *bad = Status::OK();
+        // Each key holds at least one record from `from` on (a block, keyed by its last
+        // record, holds many).
         return t.Scan(ChangeRecordKey(from), PrefixEnd(kLogPrefix), want, [&](std::string_view k, std::string_view v) {
-          return k.size() != 9 || Decode(k, v, batch, bad);
+          return k.size() != 9 || (Decode(k, v, from, batch, bad) && batch->size() < want);
         });
       },
       true);
@@ -219,7 +220,7 @@ Status GetBatch(KvEngine* engine, uint64_t from, size_t n, std::vector<ChangeRec
         *bad = Status::OK();
         ASSIGN_OR_RETURN(auto vals, t.GetMany(ks));
         for (size_t i = 0; i < vals.size() && vals[i]; ++i) {
-          if (!Decode(ks[i], *vals[i], batch, bad)) break;
+          if (!Decode(ks[i], *vals[i], from + i, batch, bad)) break;
         }
         return Status::OK();
       },
@@ -237,8 +238,8 @@ Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine) {
   b.first = b.last + 1;
   RETURN_IF_ERROR(engine->Txn(
       [&](KvTxn& t) -> Status {
-        return t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), 1, [&](std::string_view k, std::string_view) {
-          if (k.size() == 9) b.first = std::min(keys::DecodeU64(k.substr(1)), b.last + 1);
+        return t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), 1, [&](std::string_view k, std::string_view v) {
+          if (k.size() == 9) b.first = std::min(FirstSeqOfValue(keys::DecodeU64(k.substr(1)), v), b.last + 1);
           return false;
         });
       },
@@ -264,6 +265,10 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
     if (batch.empty() && bad.ok()) {
       RETURN_IF_ERROR(ScanBatch(engine, from, want, &batch, &bad));
       scanned = true;
+    }
+    if (batch.size() > want) {  // the rest of a block is read again next time, and with it any damage
+      batch.resize(want);
+      bad = Status::OK();
     }
     for (const ChangeRecord& r : batch) {
       if (!fn(r)) return Status::OK();
@@ -293,8 +298,7 @@ Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns, uint64_t kee
           RETURN_IF_ERROR(t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), kBatch,
                                  [&](std::string_view k, std::string_view v) {
                                    if (k.size() != 9 || keys::DecodeU64(k.substr(1)) >= newest) return false;
-                                   ByteReader in(v);
-                                   if (static_cast<int64_t>(in.U64()) >= cutoff_ns) return false;
+                                   if (LastTimeOfValue(v) >= cutoff_ns) return false;  // a block: its last record
                                    old.emplace_back(k);
                                    return true;
                                  }));

@@ -7,6 +7,20 @@
 //   "C" "changeSeq" -> u64: the last sequence number given out (absent: no record yet).
 //   "H" seq(u64)    -> u64 commit time (ns), then per key written: u8 'P' (put) or 'D'
 //                      (delete), str key, and for a put str value (common/encoding.h).
+//   "H" last(u64)   -> a block: u8 0xff, u64 first seq, u64 last seq, u64 the last
+//                      record's commit time, then a zstd frame of the records first..last,
+//                      each u64 seq and str value (the record's value as above). A record's
+//                      value never starts with 0xff: that byte of a time in ns is reached
+//                      in 2262.
+// Blocks: CompactChangeLog packs runs of old records (kCompactRecords at most, all seqs
+// present) into one block keyed by the run's last seq. Records compress about tenfold
+// together (a create's record: 251 bytes alone, 23 in a block of 1000), which keeps a log
+// of hours smaller than the namespace it describes, and a lagging reader reads a thousand
+// records a key. Readers see no difference: ReadChanges hands out the records of a block
+// one by one, and a key they ask for that a block holds is found by the scan for the next
+// key (the block's, keyed by its last seq). The newest records stay single keys, so a
+// reader that keeps up reads them by key as before. A block is trimmed whole, once its last
+// record is past the retention and read by every registered reader.
 // Which writes are logged: the namespace and what a reader of it needs: inode keys ("A",
 // except flock and record-lock keys), slice references ("K"), pack locations and members
 // ("PL", "PM"), write-back marks ("W") and gateway users ("GU"). Sessions, heartbeats,
@@ -83,6 +97,22 @@ Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine);
 // it existed then, unless trimmed.
 Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::function<bool(const ChangeRecord&)>& fn,
                    uint64_t* last = nullptr);
+
+// Packs the records committed before cutoff_ns into blocks (see above), except a record
+// that is not at least a commit time long (damaged: fsck names it) and runs of fewer than
+// kMinCompactRecords (64). A block keyed by the newest record keeps the counter's value
+// readable from the log, as the single record did. Returns how many records went into blocks; the
+// caller runs it in the background (each client's, next to TrimChangeLog) and `tierfs
+// changelog --compact`.
+Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns);
+
+// The records a stored value holds (a record, or a block: those from `from` on), for the
+// key of sequence key_seq. EIO naming the sequence (or the block's range) when damaged.
+Status DecodeChangeValue(uint64_t key_seq, std::string_view v, uint64_t from, std::vector<ChangeRecord>* out);
+// The first sequence a stored value holds (key_seq for a record).
+uint64_t FirstSeqOfValue(uint64_t key_seq, std::string_view v);
+// The commit time of the last record a stored value holds (0: too short to say).
+int64_t LastTimeOfValue(std::string_view v);
 
 // Removes the records committed before cutoff_ns (in transactions of at most 1000), except
 // those from keep_from on (the first record a registered consumer has not read,

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/encoding.h"
 #include "meta/change_log.h"
 #include "meta/key_schema.h"
 #include "meta/meta_test_fixture.h"
@@ -80,6 +81,86 @@ TYPED_TEST(MetaTest, ChangeLogRecordsEachChangeInCommitOrder) {
   Status st = ReadChanges(e, 1, 0, [](const ChangeRecord&) { return true; });
   EXPECT_EQ(st.code(), EIO);
   EXPECT_NE(st.message().find(std::to_string(recs.size() + 1)), std::string::npos) << st.ToString();
+}
+
+size_t LogKeys(KvEngine* e) {
+  size_t n = 0;
+  EXPECT_TRUE(e->Txn(
+                   [&](KvTxn& t) {
+                     n = 0;
+                     return t.Scan(ChangeRecordKey(0), ChangeRecordKey(UINT64_MAX), 0, [&](std::string_view, std::string_view) {
+                       ++n;
+                       return true;
+                     });
+                   },
+                   true)
+                  .ok());
+  return n;
+}
+
+bool SameRecords(const std::vector<ChangeRecord>& a, const std::vector<ChangeRecord>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].seq != b[i].seq || a[i].time_ns != b[i].time_ns || a[i].writes != b[i].writes) return false;
+  }
+  return true;
+}
+
+// Old records packed into blocks (change_log.h) read back as the same records, from any
+// sequence, on every engine; a block is trimmed whole and only once nobody needs it.
+TYPED_TEST(MetaTest, ChangeLogBlocksReadAsTheRecordsTheyHold) {
+  this->FormatWithChangeLog();
+  KvEngine* e = this->m_->engine();
+  Ino d = this->Dir("d");
+  for (int i = 0; i < 150; ++i) this->File("f" + std::to_string(i), d);
+  const auto before = All(e);
+  const uint64_t n = before.size();
+  ASSERT_GE(n, 151u);
+  const int64_t later = NowNanos() + 3600'000'000'000;
+  // A recent record is left alone.
+  EXPECT_EQ(*CompactChangeLog(e, NowNanos() - 60'000'000'000), 0u);
+  auto packed = CompactChangeLog(e, later);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  EXPECT_EQ(*packed, n);
+  EXPECT_EQ(LogKeys(e), 1u);  // one block, keyed by the newest record
+  EXPECT_TRUE(SameRecords(All(e), before));
+  EXPECT_EQ(ChangeLogRange(e)->first, 1u);
+  EXPECT_EQ(ChangeLogRange(e)->last, n);
+  std::vector<ChangeRecord> mid;
+  ASSERT_TRUE(ReadChanges(e, 100, 10, [&](const ChangeRecord& r) {
+                mid.push_back(r);
+                return true;
+              }).ok());
+  EXPECT_TRUE(SameRecords(mid, std::vector<ChangeRecord>(before.begin() + 99, before.begin() + 109)));
+
+  // A short run stays single; a long enough one becomes a second block.
+  for (int i = 0; i < 5; ++i) this->File("g" + std::to_string(i), d);
+  EXPECT_EQ(*CompactChangeLog(e, later), 0u);
+  for (int i = 0; i < 70; ++i) this->File("h" + std::to_string(i), d);
+  auto all = All(e);
+  EXPECT_EQ(all.size(), n + 75);
+  EXPECT_EQ(*CompactChangeLog(e, later), 75u);
+  EXPECT_EQ(LogKeys(e), 2u);
+  EXPECT_TRUE(SameRecords(All(e), all));
+
+  // A reader holding from n + 10 keeps the second block whole.
+  auto trimmed = TrimChangeLog(e, later, n + 10);
+  ASSERT_TRUE(trimmed.ok());
+  EXPECT_EQ(ChangeLogRange(e)->first, n + 1);
+  EXPECT_TRUE(SameRecords(All(e), std::vector<ChangeRecord>(all.begin() + static_cast<long>(n), all.end())));
+
+  // A damaged block is an error naming its records.
+  std::string bad(1, '\xff');
+  PutU64(&bad, n + 1);
+  PutU64(&bad, n + 75);
+  PutU64(&bad, 1);
+  bad += "not zstd";
+  ASSERT_TRUE(e->Txn([&](KvTxn& t) { return t.Put(ChangeRecordKey(n + 75), bad); }).ok());
+  Status st = ReadChanges(e, n + 1, 0, [](const ChangeRecord&) { return true; });
+  EXPECT_EQ(st.code(), EIO);
+  EXPECT_NE(st.message().find("change records " + std::to_string(n + 1) + " to " + std::to_string(n + 75)),
+            std::string::npos)
+      << st.ToString();
 }
 
 TYPED_TEST(MetaTest, NoChangeLogUnlessTheVolumeAsks) {

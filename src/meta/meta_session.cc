@@ -620,6 +620,10 @@ void Meta::BackgroundLoop() {
                                                   *floor ? **floor + 1 : UINT64_MAX)
                                   : Result<uint64_t>(floor.status());
         if (!trimmed.ok()) spdlog::warn("trimming the change log failed: {}", trimmed.status().ToString());
+        // Records a minute old into compressed blocks (change_log.h): a reader that keeps
+        // up has read them by then.
+        auto packed = CompactChangeLog(engine_.get(), NowNanos() - 60'000'000'000);
+        if (!packed.ok()) spdlog::warn("compacting the change log failed: {}", packed.status().ToString());
       }
     }
     l.lock();
