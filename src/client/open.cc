@@ -9,7 +9,9 @@
 #include "meta/meta.h"
 #include "object/read_through_store.h"
 #include "chunk/block_key.h"
+#include "meta/change_log.h"
 #include "meta/timed_engine.h"
+#include "mirror/forward_writes.h"
 #include "object/object_store.h"
 
 namespace tierfs::client {
@@ -23,8 +25,37 @@ Result<std::unique_ptr<Meta>> OpenVolume(const std::string& meta_url, bool read_
   return Meta::Open(std::move(engine), opts);
 }
 
+Result<std::unique_ptr<Meta>> OpenMirrorWriter(const std::string& mirror_url, const std::string& primary_url,
+                                               int64_t dir_attr_cache_ns) {
+  ASSIGN_OR_RETURN(auto mirror, OpenKvEngine(mirror_url, MissingDatabase::kMustExist));
+  ASSIGN_OR_RETURN(FormatRecord mf, Meta::ReadFormat(mirror.get()));
+  if (mf.mirror_of.empty()) {
+    return Status::Err(EINVAL, "--primary: volume " + mf.name + " at " + mirror->Describe() +
+                                   " is not a mirror; mount it without --primary");
+  }
+  auto primary = OpenKvEngine(primary_url, MissingDatabase::kMustExist);
+  if (!primary.ok()) return primary.status().With("--primary (the primary of mirror " + mf.name + ")");
+  auto pf = Meta::ReadFormat(primary->get());
+  if (!pf.ok()) return pf.status().With("--primary " + (*primary)->Describe());
+  if (pf->uuid != mf.uuid || !pf->mirror_of.empty()) {
+    return Status::Err(EINVAL, "--primary " + (*primary)->Describe() + " holds volume " + pf->name + " (" + pf->uuid +
+                                   "), not the one mirror " + mf.name + " follows (" + mf.uuid + ", " + mf.mirror_of +
+                                   ")");
+  }
+  if (pf->changelog_hours == 0) {
+    return Status::Err(EINVAL, "--primary " + (*primary)->Describe() +
+                                   " keeps no change log: the mirror would never see what this client writes");
+  }
+  auto engine = mirror::ForwardWrites(WithTxnMetrics(std::move(mirror)),
+                                      WithChangeLog(WithTxnMetrics(std::move(*primary))));
+  MetaOptions opts;
+  opts.dir_attr_cache_ns = dir_attr_cache_ns;
+  opts.engine_logs_changes = true;
+  return Meta::Open(std::move(engine), opts);
+}
+
 Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool sync_puts, int io_timeout_s,
-                                               double free_space_ratio) {
+                                               double free_space_ratio, bool writes_to_primary) {
   StorageSpec spec = format.Spec();
   spec.sync_puts = sync_puts;
   if (io_timeout_s > 0) spec.io_timeout_s = io_timeout_s;
@@ -48,7 +79,7 @@ Result<std::unique_ptr<ObjectStore>> OpenStore(const FormatRecord& format, bool 
     uint64_t id;
     uint32_t index, len;
     return ParseBlockKey(key, &volume, &id, &index, &len) || ParsePackKey(key, &volume, &id, &len);
-  });
+  }, writes_to_primary ? WriteBoth::kYes : WriteBoth::kNo);
 }
 
 #ifndef TIERFS_VERSION

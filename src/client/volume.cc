@@ -71,7 +71,20 @@ Status Volume::Start() {
   if (!buffer.ok()) return buffer.status().With("--buffer-size");
   if (*buffer < (16u << 20)) return Status::Err(EINVAL, "--buffer-size must be at least 16M");
 
-  ASSIGN_OR_RETURN(meta_, OpenVolume(o.meta_url, o.read_only, static_cast<int64_t>(o.attr_cache * 1e9)));
+  const bool forwards = !o.primary_url.empty();
+  if (forwards && o.read_only) {
+    return Status::Err(EINVAL, "--primary makes a mirror writable: leave out --read-only (a mirror opens read-only "
+                               "without --primary)");
+  }
+  if (forwards && o.writeback) {
+    return Status::Err(EINVAL, "--writeback is not available on a mirror writing through its primary: blocks must "
+                               "be in the primary's store when the primary commits the metadata naming them");
+  }
+  if (forwards) {
+    ASSIGN_OR_RETURN(meta_, OpenMirrorWriter(o.meta_url, o.primary_url, static_cast<int64_t>(o.attr_cache * 1e9)));
+  } else {
+    ASSIGN_OR_RETURN(meta_, OpenVolume(o.meta_url, o.read_only, static_cast<int64_t>(o.attr_cache * 1e9)));
+  }
   if (!meta_->format().mirror_of.empty()) {
     // A mirror (meta/mirror_state.h): readable once seeded, written only by its replicator.
     ASSIGN_OR_RETURN(auto ms, ReadMirrorState(meta_->engine()));
@@ -80,7 +93,10 @@ Status Volume::Start() {
                                      " still being seeded: it opens once `tierfs status` no longer says \"seeding\" "
                                      "(the replicator, `tierfs mirror`, must be running)");
     }
-    if (!o.read_only) {
+    if (forwards) {
+      spdlog::info("volume {} is a mirror of {}: reads from the mirror, writes to the primary at {}",
+                   meta_->format().name, meta_->format().mirror_of, meta_->engine()->Describe());
+    } else if (!o.read_only) {
       spdlog::info("volume {} is a mirror of {}: opened read-only", meta_->format().name, meta_->format().mirror_of);
       options_.read_only = true;
       meta_.reset();
@@ -89,7 +105,7 @@ Status Volume::Start() {
   }
   const bool ro = o.read_only;
   const FormatRecord& fmt = meta_->format();
-  ASSIGN_OR_RETURN(auto store, OpenStore(fmt, o.sync_blocks, o.cache.io_timeout, o.bucket_free_space));
+  ASSIGN_OR_RETURN(auto store, OpenStore(fmt, o.sync_blocks, o.cache.io_timeout, o.bucket_free_space, forwards));
   if (!ro) {
     Status init = store->Init();
     if (!init.ok()) return Status::Err(init.code(), init.message() + StagedNote(o.cache, fmt, o.meta_url));
@@ -115,7 +131,8 @@ Status Volume::Start() {
   LogCacheState(cached_.get(), cfg);
   // Only the engine that owns the volume's objects writes and deletes them (a loaded copy
   // opens read-only); a running client stops deleting once another engine took them over.
-  if (!ro) {
+  // A mirror's writing client is a client of its primary, whose own clients hold the claim.
+  if (!ro && !forwards) {
     ASSIGN_OR_RETURN(owner_, OwnBucketFor(meta_->engine(), cached_->store(), fmt, o.meta_url,
                                           "opening the volume read-write"));
   }

@@ -41,6 +41,8 @@ struct VolumeOptions {
   // What `tierfs status` shows this client serving: a mount point, "s3://ADDR".
   std::string label;
   bool read_only = false;
+  // A mirror volume's writes go to this primary (`mount --primary`, mirror/forward_writes.h).
+  std::string primary_url;
   double attr_cache = 1.0;           // seconds Meta keeps directory attributes
   std::string buffer_size = "300M";  // data in flight: half written, half read ahead
   CacheArgs cache;

@@ -91,6 +91,7 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   vo.meta_url = a.meta_url;
   vo.label = mp;
   vo.read_only = ro;
+  vo.primary_url = a.primary;
   vo.attr_cache = a.attr_cache;
   vo.buffer_size = a.buffer_size;
   vo.cache = a.cache;

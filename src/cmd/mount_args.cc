@@ -49,6 +49,10 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
   AddGroupOptions(sub, &a->group);
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
+  sub->add_option("--primary", a->primary,
+                  "A mirror volume only: write through the primary at this META-URL (its metadata engine and object "
+                  "store); reads stay on the mirror, and this mount sees its own writes at once (docs/design.md, "
+                  "\"Writes on a mirror\")");
   sub->add_option("--bucket-free-space-ratio", a->bucket_free_space,
                   "file storage: share of the bucket directory's disk kept free; writes that would go "
                   "below it fail with ENOSPC (0: none)")

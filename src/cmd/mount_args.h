@@ -30,6 +30,7 @@ struct MountArgs {
   int upload_threads = 16, download_threads = 8;
   std::vector<std::string> options;
   bool read_only = false;
+  std::string primary;  // --primary: a mirror's writes go to this primary
   bool no_default_permissions = false;
   bool no_sync_blocks = false;
   bool writeback = false;

@@ -12,6 +12,7 @@ namespace {
 
 constexpr std::string_view kLogPrefix = "H";
 thread_local int unlogged_depth = 0;
+thread_local uint64_t last_appended_seq = 0;
 constexpr size_t kBatch = 1000;
 constexpr size_t kGetBatch = 500;  // keys per GetMany: one round trip on Redis and PostgreSQL (512)
 
@@ -70,7 +71,9 @@ class LoggingTxn final : public KvTxn {
     r.time_ns = NowNanos();
     r.writes.assign(writes_.begin(), writes_.end());
     RETURN_IF_ERROR(in_.Put(SeqCounter(), keys::EncodeU64(r.seq)));
-    return in_.Put(ChangeRecordKey(r.seq), EncodeChangeRecord(r));
+    RETURN_IF_ERROR(in_.Put(ChangeRecordKey(r.seq), EncodeChangeRecord(r)));
+    last_appended_seq = r.seq;  // a retried attempt sets it again; the committed one is last
+    return Status::OK();
   }
 
  private:
@@ -107,6 +110,14 @@ class ChangeLogEngine final : public KvEngine {
 UnloggedScope::UnloggedScope() { ++unlogged_depth; }
 UnloggedScope::~UnloggedScope() { --unlogged_depth; }
 bool UnloggedScope::active() { return unlogged_depth > 0; }
+
+uint64_t LastAppendedSeq() { return last_appended_seq; }
+void ResetLastAppendedSeq() { last_appended_seq = 0; }
+
+Result<uint64_t> ChangeSeqIn(KvTxn& t) {
+  ASSIGN_OR_RETURN(auto v, t.Get(SeqCounter()));
+  return v ? keys::DecodeU64(*v) : 0;
+}
 
 std::unique_ptr<KvEngine> WithChangeLog(std::unique_ptr<KvEngine> inner) {
   return std::make_unique<ChangeLogEngine>(std::move(inner));

@@ -74,6 +74,15 @@ class UnloggedScope {
   static bool active();
 };
 
+// The sequence of the record the last read-write transaction run on this thread appended
+// (0: none since ResetLastAppendedSeq): after a committed transaction, its commit's place
+// in the log (a mirror's client that wrote through the primary waits for it,
+// mirror/forward_writes.h).
+uint64_t LastAppendedSeq();
+void ResetLastAppendedSeq();
+// The last sequence given out, read in t (0: none yet).
+Result<uint64_t> ChangeSeqIn(KvTxn& t);
+
 // Whether a write to this key is logged (see above).
 bool IsLoggedKey(std::string_view key);
 

@@ -110,7 +110,7 @@ Status Meta::Format(KvEngine* engine, const FormatRecord& rec, bool force) {
 
 Result<std::unique_ptr<Meta>> Meta::Open(std::unique_ptr<KvEngine> engine, MetaOptions opts) {
   ASSIGN_OR_RETURN(FormatRecord format, ReadFormat(engine.get()));
-  if (format.changelog_hours > 0) engine = WithChangeLog(std::move(engine));
+  if (format.changelog_hours > 0 && !opts.engine_logs_changes) engine = WithChangeLog(std::move(engine));
   return std::unique_ptr<Meta>(new Meta(std::move(engine), opts, std::move(format)));
 }
 

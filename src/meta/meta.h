@@ -208,6 +208,10 @@ struct MetaOptions {
   // each such change. 0 turns it off. Mounts use their attribute-cache timeout, which is
   // the staleness the kernel's own cache already allows.
   int64_t dir_attr_cache_ns = 0;
+  // The engine given logs the changes itself (a mirror's client writing through its
+  // primary, mirror/forward_writes.h): Open does not wrap it in the change log even when
+  // the format record asks for one.
+  bool engine_logs_changes = false;
 };
 
 // A rename that publishes an object (gateway): what must hold of the destination, checked in

@@ -11,6 +11,12 @@
 // record, are each store's own). Everything else (writes,
 // deletes, listings, Init, Space) is the first store's alone: the second is never written.
 //
+// WriteBoth::kYes (a mirror's client writing through its primary, mirror/forward_writes.h):
+// the objects `falls_through` accepts are written to the second store first, then to the
+// first (a failure there is logged and not returned: the object is where the primary's
+// clients read it, and the replicator copies it later), and deleted from both (the second
+// first); multipart uploads go to the second. The primary's store is the object's home.
+//
 // Threads: as the two stores.
 #pragma once
 
@@ -22,7 +28,10 @@
 
 namespace tierfs {
 
+enum class WriteBoth { kNo, kYes };
+
 std::unique_ptr<ObjectStore> WithReadThrough(std::unique_ptr<ObjectStore> first, std::unique_ptr<ObjectStore> second,
-                                             std::function<bool(const std::string& key)> falls_through);
+                                             std::function<bool(const std::string& key)> falls_through,
+                                             WriteBoth write_both = WriteBoth::kNo);
 
 }  // namespace tierfs
