@@ -88,15 +88,17 @@ int Run(const Args& a) {
   if (!grace.ok()) return Fail("gc", grace.status());
   auto meta = OpenVolume(a.meta_url, false);
   if (!meta.ok()) return Fail("gc", meta.status());
-  if (a.delete_garbage && !(*meta)->format().mirror_of.empty()) {
-    // Only its replicator writes a mirror's metadata, and the objects the primary released
-    // are not collected from a mirror's own store yet: reporting only.
+  const bool mirror = !(*meta)->format().mirror_of.empty();
+  if (a.delete_garbage && mirror && (*meta)->format().source_storage.empty()) {
+    // The store is the primary's: what it holds is the primary's to delete.
     return Fail("gc", Status::Err(EROFS, "volume " + (*meta)->format().name + " is a mirror of " +
                                              (*meta)->format().mirror_of +
-                                             ": --delete runs on the primary (a mirror's own store is not collected "
-                                             "yet); run without --delete for a report"));
+                                             " sharing its object store: --delete runs on the primary; run without "
+                                             "--delete for a report"));
   }
   const FormatRecord& f = (*meta)->format();
+  // A mirror's store opens reading through to the primary's; listings and deletes are its
+  // own store's alone (object/read_through_store.h).
   auto store = OpenStore(f);
   if (!store.ok()) return Fail("gc", store.status());
   if (a.delete_garbage) {
@@ -118,6 +120,7 @@ int Run(const Args& a) {
   opts.min_age_ns = *age;
   opts.repack_below = a.repack_below;
   opts.repack_grace_ns = *grace;
+  opts.mirror = mirror;
   opts.progress = [](const std::string& m) { std::cerr << "gc: " << m << std::endl; };
   auto r = CollectGarbage(meta->get(), store->get(), opts);
   if (!r.ok()) return Fail("gc", r.status());

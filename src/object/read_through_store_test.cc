@@ -18,13 +18,13 @@ std::unique_ptr<ObjectStore> Open(const StorageSpec& spec, bool raw = false) {
 
 // Checksummed mem stores as CreateObjectStore makes them (mem stores of one name share
 // their objects within the process), and raw views of the same objects.
-Stores Make(const std::string& name) {
+Stores Make(const std::string& name, WriteBoth both = WriteBoth::kNo) {
   Stores s;
   StorageSpec a, b;
   a.storage = b.storage = "mem";
   a.bucket = name + "-first";
   b.bucket = name + "-second";
-  s.store = WithReadThrough(Open(a), Open(b), [](const std::string& k) { return k != "own"; });
+  s.store = WithReadThrough(Open(a), Open(b), [](const std::string& k) { return k != "own"; }, both);
   s.second = Open(b);
   s.first_raw = Open(a, true);
   s.second_raw = Open(b, true);
@@ -70,4 +70,25 @@ TEST(ReadThroughStore, VerifiesWhatItReadsThroughAndDoesNotHideTheFirstStoresErr
 }
 
 }  // namespace
+// A mirror's gc deletes from the mirror's own store only; a mirror's writing client
+// (WriteBoth) writes and deletes the primary's copy first, and the mirror's too.
+TEST(ReadThroughStore, WritesAndDeletesReachTheSecondOnlyWhenAskedTo) {
+  Stores s = Make("rt3");
+  ASSERT_TRUE(s.second->Put("k", "primary's").ok());
+  ASSERT_TRUE(s.store->Put("k", "mirror's").ok());
+  ASSERT_TRUE(s.store->Delete("k").ok());
+  EXPECT_EQ(*s.second->Get("k"), "primary's");
+  EXPECT_EQ(*s.store->Get("k"), "primary's");  // read through again
+
+  Stores w = Make("rt4", WriteBoth::kYes);
+  ASSERT_TRUE(w.store->Put("blk", "data").ok());
+  EXPECT_EQ(*w.second->Get("blk"), "data");
+  EXPECT_TRUE(w.first_raw->Head("blk").ok());
+  ASSERT_TRUE(w.store->Put("own", "the mirror's alone").ok());  // not a block: first only
+  EXPECT_EQ(w.second->Get("own").status().code(), ENOENT);
+  ASSERT_TRUE(w.store->Delete("blk").ok());
+  EXPECT_EQ(w.second->Get("blk").status().code(), ENOENT);
+  EXPECT_EQ(w.first_raw->Head("blk").status().code(), ENOENT);
+}
+
 }  // namespace tierfs

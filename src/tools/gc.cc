@@ -185,7 +185,7 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
 
   // 3. Pending deletions (and the rest of the background cleanup) when deleting, and
   //    repacking.
-  if (opts.delete_garbage) {
+  if (opts.delete_garbage && !opts.mirror) {
     meta->SetSliceDeleter([store, volume, block_size](uint64_t id, uint32_t size) {
       return DeleteSliceObjects(store, volume, block_size, id, size);
     });
@@ -215,7 +215,7 @@ Result<GcReport> CollectGarbage(Meta* meta, ObjectStore* store, const GcOptions&
     meta->SetPackDeleter(nullptr);
     RETURN_IF_ERROR(st);
   }
-  if (opts.repack_below > 0) {
+  if (opts.repack_below > 0 && !opts.mirror) {
     RepackOptions ro;
     ro.below = opts.repack_below;
     ro.release_grace_ns = opts.repack_grace_ns;

@@ -28,6 +28,10 @@ struct GcOptions {
   // Packs whose live share is below this are rewritten (with delete_garbage); 0: never.
   double repack_below = 0.5;
   int64_t repack_grace_ns = 600LL * 1000000000;
+  // A mirror's own store (mirror/replicator.h): only its unreferenced objects are looked at
+  // and deleted; no cleanup rounds, trash expiry or repacking, which would write the
+  // mirror's metadata (its replicator's alone). The store given must be the mirror's own.
+  bool mirror = false;
 };
 
 struct GcReport {
