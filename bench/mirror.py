@@ -3,7 +3,8 @@
 costs the primary.
 
     sudo bench/mirror.py [--canaries N] [--burst N] [--gib G] [--rate 400mbit] [--delay-ms 30]
-                         [--creates N] [--rounds R] [--parts lag,burst,blocks,cost]
+                         [--creates N] [--rounds R] [--parts lag,burst,writes,blocks,cost]
+                         [--engines sqlite,redis,postgresql] [--write-ops N] [--store-on-disk]
 
 Region A is the root network namespace (Redis, PostgreSQL and Ceph with radosgw from
 tests/servers.py, the primary's mount); region B is a network namespace behind a veth pair
@@ -17,6 +18,9 @@ veth, shaped to --rate with tbf.
           with the replicator's default --interval (0.2 s)
   burst   --burst creates on the primary as fast as one writer goes; the mirror's lag when
           the burst ends (until it holds the primary's last commit)
+  writes  a mount of the mirror in region B writing through the primary (`mount --primary`)
+          against the primary's own mount: creates/s, a 1 KiB file written and read back at
+          once, a stat once the mirror caught up
   blocks  --gib GiB written to a primary on radosgw; `tierfs mirror --once` with a store of
           the mirror's own copies it across the link: MB/s against the link's rate measured
           the same way (one TCP stream of zeros... and 16 of them, A to B)
@@ -89,7 +93,8 @@ class Bench:
         os.chmod(self.work, 0o755)  # PostgreSQL's files are its own user's
         self.tmpfs = os.path.join(self.work, "b")
         os.makedirs(self.tmpfs)
-        sh("mount", "-t", "tmpfs", "-o", "size=%dg" % (a.gib + 2), "tierfs-mirror-bench", self.tmpfs)
+        if not a.store_on_disk:
+            sh("mount", "-t", "tmpfs", "-o", "size=%dg" % (a.gib + 2), "tierfs-mirror-bench", self.tmpfs)
         self.redis = servers.Redis(os.path.join(self.work, "srv")).start()
         self.pg = servers.Postgres(os.path.join(self.work, "srv")).start() if "cost" in a.parts else None
         self.ceph = servers.Ceph(os.path.join(self.work, "srv"), bluestore=True).start() if "blocks" in a.parts \
@@ -111,7 +116,8 @@ class Bench:
                 except Exception as e:  # noqa: BLE001
                     log("stopping a server:", e)
         if getattr(self, "tmpfs", None):
-            sh("umount", "-l", self.tmpfs, check=False)
+            if not self.a.store_on_disk:
+                sh("umount", "-l", self.tmpfs, check=False)
         self.link.close()
         if getattr(self, "work", None):
             shutil.rmtree(self.work, ignore_errors=True)
@@ -234,9 +240,62 @@ class Bench:
             self.rows.append(("burst of %d creates (%.0f creates/s on the primary)" % (self.a.burst, rate),
                               "mirror holds the last create %.2f s after the burst ended" % caught, ""))
         db.close()
+        if "writes" in self.a.parts:
+            self.writes(primary, mnt, mdb)
         r.terminate()
         r.wait()
         self.umount(mnt)
+
+    def writes(self, primary, pmnt, mdb):
+        """A mount of the mirror in region B writing through the primary (--primary, across
+        the slow link) against the primary's own mount: creates, a small file written and
+        read back at once, and a stat once the mirror caught up."""
+        wmnt = os.path.join(self.work, "mirror-writer")
+        os.makedirs(wmnt, exist_ok=True)
+        sh(*(self.link.prefix + [TIERFS, "mount", "-d", "sqlite3://" + mdb, wmnt, "--primary", self.remote(primary),
+                                  "--cache-dir", wmnt + ".cache", "--log", wmnt + ".log"]), env=self.env)
+        self.mounts.append(wmnt)
+        res = {}
+        for where, root in (("primary", pmnt), ("mirror", wmnt)):
+            d = os.path.join(root, "w-" + where)
+            os.mkdir(d)
+            n = self.a.write_ops
+            t0 = time.monotonic()
+            for i in range(n):
+                os.close(os.open(os.path.join(d, "e%05d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+            res[where, "creates"] = n / (time.monotonic() - t0)
+            wr, rd = [], []
+            for i in range(n // 4):
+                p = os.path.join(d, "s%05d" % i)
+                t0 = time.monotonic()
+                with open(p, "wb") as f:
+                    f.write(b"y" * 1024)
+                t1 = time.monotonic()
+                with open(p, "rb") as f:
+                    assert f.read() == b"y" * 1024
+                t2 = time.monotonic()
+                wr.append(t1 - t0)
+                rd.append(t2 - t1)
+            res[where, "write"], res[where, "read"] = statistics.median(wr), statistics.median(rd)
+            time.sleep(3)  # the mirror catches up; the kernel's entries (1 s) expire
+            st = []
+            for i in range(0, n, max(1, n // 50)):
+                t0 = time.monotonic()
+                os.stat(os.path.join(d, "e%05d" % i))
+                st.append(time.monotonic() - t0)
+            res[where, "stat"] = statistics.median(st)
+        log("writes: %r" % res)
+        self.rows.append(("creates/s: primary's mount / mirror's mount writing through it (--primary, %d ms away)" %
+                          self.a.delay_ms, "%.0f / %.1f" % (res["primary", "creates"], res["mirror", "creates"]), ""))
+        self.rows.append(("1 KiB file written and closed, then read back at once (median): primary's mount / "
+                          "mirror's", "%.1f ms + %.1f ms / %.1f ms + %.1f ms" %
+                          (1e3 * res["primary", "write"], 1e3 * res["primary", "read"], 1e3 * res["mirror", "write"],
+                           1e3 * res["mirror", "read"]), "reads its own writes"))
+        self.rows.append(("stat once the mirror caught up (median; the kernel's entry expired): primary's mount / "
+                          "mirror's",
+                          "%.2f ms / %.2f ms" % (1e3 * res["primary", "stat"], 1e3 * res["mirror", "stat"]),
+                          "reads stay local"))
+        self.umount(wmnt)
 
     def link_rate(self, streams):
         """MB/s of `streams` TCP streams of zeros from A to B for 5 s (the link as measured)."""
@@ -377,7 +436,11 @@ def main():
     ap.add_argument("--delay-ms", type=int, default=30)
     ap.add_argument("--creates", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--parts", default="lag,burst,blocks,cost")
+    ap.add_argument("--parts", default="lag,burst,writes,blocks,cost")
+    ap.add_argument("--write-ops", type=int, default=200, help="creates for the writes part (a quarter as many "
+                    "small files written and read back)")
+    ap.add_argument("--store-on-disk", action="store_true", help="the mirror's store on disk, not tmpfs (--gib "
+                    "larger than memory allows)")
     ap.add_argument("--engines", default="sqlite,redis,postgresql", help="the engines the cost part measures")
     a = ap.parse_args()
     a.parts = set(a.parts.split(","))
@@ -386,7 +449,7 @@ def main():
         sys.exit("run as root (network namespaces, tmpfs, mounts)")
     b = Bench(a)
     try:
-        if a.parts & {"lag", "burst"}:
+        if a.parts & {"lag", "burst", "writes"}:
             b.lag_and_burst()
         if "blocks" in a.parts:
             b.blocks()

@@ -114,6 +114,8 @@ bool UnloggedScope::active() { return unlogged_depth > 0; }
 uint64_t LastAppendedSeq() { return last_appended_seq; }
 void ResetLastAppendedSeq() { last_appended_seq = 0; }
 
+std::string ChangeSeqKey() { return SeqCounter(); }
+
 Result<uint64_t> ChangeSeqIn(KvTxn& t) {
   ASSIGN_OR_RETURN(auto v, t.Get(SeqCounter()));
   return v ? keys::DecodeU64(*v) : 0;

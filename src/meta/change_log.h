@@ -80,8 +80,9 @@ class UnloggedScope {
 // mirror/forward_writes.h).
 uint64_t LastAppendedSeq();
 void ResetLastAppendedSeq();
-// The last sequence given out, read in t (0: none yet).
+// The last sequence given out, read in t (0: none yet), and the key that holds it.
 Result<uint64_t> ChangeSeqIn(KvTxn& t);
+std::string ChangeSeqKey();
 
 // Whether a write to this key is logged (see above).
 bool IsLoggedKey(std::string_view key);
