@@ -12,6 +12,29 @@ namespace {
 
 constexpr int kDiverted = ECHILD;  // a read the mirror cannot answer: never returned to callers
 
+// Passes every call to the transaction it wraps; the wrappers below change a few.
+class PassThrough : public KvTxn {
+ public:
+  explicit PassThrough(KvTxn& in) : in_(in) {}
+  Result<std::optional<std::string>> Get(std::string_view key) override { return in_.Get(key); }
+  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
+    return in_.GetMany(keys);
+  }
+  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
+                                                              std::string_view indirect_prefix, size_t n,
+                                                              std::string_view indirect_suffix) override {
+    return in_.GetIndirect(direct, indirect_prefix, n, indirect_suffix);
+  }
+  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
+    return in_.Scan(begin, end, limit, fn);
+  }
+  Status Put(std::string_view key, std::string_view value) override { return in_.Put(key, value); }
+  Status Delete(std::string_view key) override { return in_.Delete(key); }
+
+ protected:
+  KvTxn& in_;
+};
+
 // A mirror transaction that stops at the first read of a key the mirror does not hold.
 class MirrorReads final : public KvTxn {
  public:
@@ -58,21 +81,9 @@ class MirrorReads final : public KvTxn {
 
 // A primary transaction of a mirror's client: everything but the keys that are the mirror's
 // own business or the primary's identity.
-class PrimaryWrites final : public KvTxn {
+class PrimaryWrites final : public PassThrough {
  public:
-  explicit PrimaryWrites(KvTxn& in) : in_(in) {}
-  Result<std::optional<std::string>> Get(std::string_view key) override { return in_.Get(key); }
-  Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
-    return in_.GetMany(keys);
-  }
-  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
-                                                              std::string_view indirect_prefix, size_t n,
-                                                              std::string_view indirect_suffix) override {
-    return in_.GetIndirect(direct, indirect_prefix, n, indirect_suffix);
-  }
-  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
-    return in_.Scan(begin, end, limit, fn);
-  }
+  explicit PrimaryWrites(KvTxn& in) : PassThrough(in) {}
   Status Put(std::string_view key, std::string_view value) override {
     RETURN_IF_ERROR(Allowed(key));
     return in_.Put(key, value);
@@ -90,15 +101,14 @@ class PrimaryWrites final : public KvTxn {
     }
     return Status::OK();
   }
-  KvTxn& in_;
 };
 
 // A read-only primary transaction that reads the change log's counter with its first read,
 // in the same round trip (GetMany: one on Redis and PostgreSQL), as the change log's own
 // transactions do: a read diverted to the primary pays the link once less.
-class PrimaryReads final : public KvTxn {
+class PrimaryReads final : public PassThrough {
  public:
-  explicit PrimaryReads(KvTxn& in) : in_(in) {}
+  explicit PrimaryReads(KvTxn& in) : PassThrough(in) {}
   Result<std::optional<std::string>> Get(std::string_view key) override {
     if (counter_) return in_.Get(key);
     ASSIGN_OR_RETURN(auto both, in_.GetMany({std::string(key), ChangeSeqKey()}));
@@ -114,16 +124,6 @@ class PrimaryReads final : public KvTxn {
     vals.pop_back();
     return vals;
   }
-  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
-                                                              std::string_view indirect_prefix, size_t n,
-                                                              std::string_view indirect_suffix) override {
-    return in_.GetIndirect(direct, indirect_prefix, n, indirect_suffix);
-  }
-  Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
-    return in_.Scan(begin, end, limit, fn);
-  }
-  Status Put(std::string_view key, std::string_view value) override { return in_.Put(key, value); }
-  Status Delete(std::string_view key) override { return in_.Delete(key); }
   // The counter as read with the first read, or now.
   Result<uint64_t> Seq() {
     if (!counter_) return ChangeSeqIn(in_);
@@ -131,7 +131,6 @@ class PrimaryReads final : public KvTxn {
   }
 
  private:
-  KvTxn& in_;
   std::optional<std::optional<std::string>> counter_;
 };
 
