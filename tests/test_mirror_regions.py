@@ -7,7 +7,10 @@ read transaction, and every namespace it sees must be one the primary had, in or
 consistent, monotonic prefix of the writer's states: no torn rename, no listing mixing two
 moments). Meanwhile the replicator is SIGKILLed and restarted again and again, and the link
 to the primary is cut for a while (the mirror keeps serving its last state and says how
-old it is). At the end the mirror equals the primary (trees, data, modes, xattrs)."""
+old it is). The mirror has a store of its own, and a mount of it in region B writes through
+the primary (`mount --primary`), reading each file back at once. At the end the mirror
+equals the primary (trees, data, modes, xattrs), also read from region B's store alone."""
+import hashlib
 import json
 import os
 import random
@@ -29,6 +32,17 @@ def status(url):
     rc, out, err = harness.tierfs("status", url, "--json")
     assert rc == 0, harness.msg(rc, out, err)
     return json.loads(out)
+
+
+def file_hashes(root):
+    out = {}
+    for dp, _, fs in os.walk(root):
+        for f in fs:
+            p = os.path.join(dp, f)
+            if not os.path.islink(p):
+                with open(p, "rb") as fh:
+                    out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
 
 
 def mirror_names(db_path, top):
@@ -171,9 +185,20 @@ class MirrorRegionsTest(harness.TierFSTestCase):
     def test_a_randomized_writer_and_a_checker_across_regions(self):
         top = os.path.join(self.primary.mnt, "w")
         os.mkdir(top)
+        # The mirror has a store of its own in region B: the replicator copies every block
+        # before it applies the commit naming it, killed or not.
+        self.mirror_bucket = os.path.join(self.tmp, "region-b-bucket")
         res = harness.run(self.link.prefix + [harness.tierfs_bin(), "mirror", self.remote_url, self.mirror_url,
-                                              "--once"])
+                                              "--once", "--storage", "file", "--bucket", self.mirror_bucket])
         self.assertEqual(res[0], 0, harness.msg(*res))
+        # A job in region B writes through the mirror (mount --primary) while the primary changes.
+        writer_mnt = os.path.join(self.tmp, "b-writer")
+        os.makedirs(writer_mnt)
+        res = self.mirror.mount_at(writer_mnt, "--primary", self.remote_url, prefix=self.link.prefix)
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        b_out = os.path.join(writer_mnt, "from-b")
+        os.mkdir(b_out)
+        b_files = {}
         writer = Writer(top, seed=int(os.environ.get("TIERFS_TEST_SEED", "25")))
         seen = []  # (names, applied) in the order the checker read them
         stop = threading.Event()
@@ -195,6 +220,14 @@ class MirrorRegionsTest(harness.TierFSTestCase):
                 for _ in range(5):
                     writer.step()
                     time.sleep(0.02)
+                if not cut_done:
+                    # Written in B, read back at once in B, whatever the mirror holds yet.
+                    name = "out%03d" % len(b_files)
+                    b_files[name] = os.urandom(random.randrange(1, 300000))
+                    with open(os.path.join(b_out, name), "wb") as f:
+                        f.write(b_files[name])
+                    with open(os.path.join(b_out, name), "rb") as f:
+                        self.assertEqual(f.read(), b_files[name])
                 if time.monotonic() > next_kill:
                     r.send_signal(signal.SIGKILL)  # anywhere: in a batch, a copy, a lease renewal
                     r.wait()
@@ -245,11 +278,27 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         print("%d writer states, %d checks, %d distinct states seen, %d replicator kills" %
               (len(writer.states), len(seen), len(distinct), kills), file=sys.stderr)
         self.assertGreater(len(distinct), 20, "the checker saw too few states to mean anything")
+        # What B wrote is on the primary, data and all.
+        self.assertGreater(len(b_files), 5)
+        for name, data in b_files.items():
+            with open(os.path.join(self.primary.mnt, "from-b", name), "rb") as f:
+                self.assertEqual(f.read(), data, name)
+        harness.run("umount", writer_mnt)
         # And the data, modes and xattrs.
         self.mirror.mount()
         diffs = harness.compare_trees(top, os.path.join(self.mirror.mnt, "w"), xattrs=True)
         self.assertEqual(diffs, [], "\n".join(diffs[:20]))
-
+        expected = file_hashes(self.primary.mnt)
+        self.mirror.umount()
+        # Region B on its own: every block is in its store (the primary's store away, no cache).
+        self.primary.umount()
+        os.rename(self.primary.bucket, self.primary.bucket + ".away")
+        try:
+            self.mirror.mount("--cache-size", "0")
+            self.assertEqual(file_hashes(self.mirror.mnt), expected)
+            self.mirror.umount()
+        finally:
+            os.rename(self.primary.bucket + ".away", self.primary.bucket)
 
 if __name__ == "__main__":
     harness.main()
