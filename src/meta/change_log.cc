@@ -296,34 +296,58 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
   return Status::OK();
 }
 
+Result<size_t> ReplaceUnchanged(KvEngine* engine, const std::vector<std::pair<std::string, std::string>>& expect,
+                                const std::pair<std::string, std::string>* put) {
+  size_t done = 0;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) -> Status {
+        done = 0;
+        std::vector<std::string> ks;
+        ks.reserve(expect.size());
+        for (const auto& kv : expect) ks.push_back(kv.first);
+        ASSIGN_OR_RETURN(auto now, t.GetMany(ks));
+        std::vector<bool> same(expect.size());
+        size_t n_same = 0;
+        for (size_t i = 0; i < expect.size(); ++i) n_same += (same[i] = now[i] && *now[i] == expect[i].second);
+        done = n_same;
+        if (put && n_same != expect.size()) return Status::OK();  // another client got there first
+        for (size_t i = 0; i < expect.size(); ++i) {
+          if (same[i] && !(put && expect[i].first == put->first)) RETURN_IF_ERROR(t.Delete(expect[i].first));
+        }
+        if (put) RETURN_IF_ERROR(t.Put(put->first, put->second));
+        return Status::OK();
+      },
+      false));
+  return done;
+}
+
 Result<uint64_t> TrimChangeLog(KvEngine* engine, int64_t cutoff_ns, uint64_t keep_from) {
+  // Which records may go is found in a read-only transaction; the read-write one then reads
+  // only those keys: a scan of the log (or a read of the counter) in it would conflict, on
+  // Redis, with every commit appending a record meanwhile, and a busy volume never trimmed.
   uint64_t removed = 0;
-  for (;;) {
-    size_t n = 0;
-    bool more = false;
+  for (int rounds = 0; rounds < 100000; ++rounds) {
+    std::vector<std::pair<std::string, std::string>> old;
     RETURN_IF_ERROR(engine->Txn(
         [&](KvTxn& t) -> Status {
-          n = 0;
-          more = false;
+          old.clear();
           ASSIGN_OR_RETURN(auto last, t.Get(SeqCounter()));
+          // Records appended later have larger sequences: the newest stays whatever comes.
           uint64_t newest = std::min(last ? keys::DecodeU64(*last) : 0, keep_from);
-          std::vector<std::string> old;
-          RETURN_IF_ERROR(t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), kBatch,
-                                 [&](std::string_view k, std::string_view v) {
-                                   if (k.size() != 9 || keys::DecodeU64(k.substr(1)) >= newest) return false;
-                                   if (LastTimeOfValue(v) >= cutoff_ns) return false;  // a block: its last record
-                                   old.emplace_back(k);
-                                   return true;
-                                 }));
-          for (const std::string& k : old) RETURN_IF_ERROR(t.Delete(k));
-          n = old.size();
-          more = n == kBatch;
-          return Status::OK();
+          return t.Scan(ChangeRecordKey(0), PrefixEnd(kLogPrefix), kBatch, [&](std::string_view k, std::string_view v) {
+            if (k.size() != 9 || keys::DecodeU64(k.substr(1)) >= newest) return false;
+            if (LastTimeOfValue(v) >= cutoff_ns) return false;  // a block: its last record
+            old.emplace_back(k, v);
+            return true;
+          });
         },
-        false));
+        true));
+    if (old.empty()) return removed;
+    ASSIGN_OR_RETURN(size_t n, ReplaceUnchanged(engine, old, nullptr));
     removed += n;
-    if (!more) return removed;
+    if (old.size() < kBatch) return removed;
   }
+  return removed;
 }
 
 }  // namespace tierfs

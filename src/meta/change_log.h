@@ -116,6 +116,13 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
 // changelog --compact`.
 Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns);
 
+// In one read-write transaction that reads only these keys: deletes each that still holds
+// the value given (put: only when all do, then puts it; a key of put's is overwritten, not
+// deleted). Returns how many held it. Trimming and compaction find their keys in a
+// read-only transaction first and use this (see TrimChangeLog).
+Result<size_t> ReplaceUnchanged(KvEngine* engine, const std::vector<std::pair<std::string, std::string>>& expect,
+                                const std::pair<std::string, std::string>* put);
+
 // The records a stored value holds (a record, or a block: those from `from` on), for the
 // key of sequence key_seq. EIO naming the sequence (or the block's range) when damaged.
 Status DecodeChangeValue(uint64_t key_seq, std::string_view v, uint64_t from, std::vector<ChangeRecord>* out);

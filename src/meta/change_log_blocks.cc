@@ -88,72 +88,64 @@ Status DecodeChangeValue(uint64_t key_seq, std::string_view v, uint64_t from, st
 Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns) {
   uint64_t packed = 0;
   uint64_t resume = 0;  // the scan goes on from here (the blocks before it are done)
-  for (;;) {
-    size_t n = 0;
-    bool more = false;
-    uint64_t next = resume;  // set by an attempt that packed a run; kept once it commits
+  for (int rounds = 0; rounds < 100000; ++rounds) {
+    // The first run of single old records, all seqs present, found in a read-only
+    // transaction (a scan in the read-write one would conflict on Redis with every append).
+    std::vector<std::pair<std::string, std::string>> run;  // key, value
     RETURN_IF_ERROR(engine->Txn(
         [&](KvTxn& t) -> Status {
-          n = 0;
-          more = false;
-          // The counter is not read: on Redis every commit would then conflict with this.
-          // The first run of single old records, all seqs present.
-          std::vector<std::pair<uint64_t, std::string>> run;
+          run.clear();
           size_t bytes = 0;
-          RETURN_IF_ERROR(t.Scan(ChangeRecordKey(resume), PrefixEnd(kLogPrefix), 0,
-                                 [&](std::string_view k, std::string_view v) {
-                                   if (k.size() != 9) return false;
-                                   const uint64_t seq = keys::DecodeU64(k.substr(1));
-                                   const bool single = !IsBlock(v) && v.size() >= 8;
-                                   const bool old = single && LastTimeOfValue(v) < cutoff_ns;
-                                   if (old && !run.empty() &&
-                                       (run.back().first + 1 != seq || run.size() >= kCompactRecords ||
-                                        bytes + v.size() > kCompactBytes)) {
-                                     if (run.size() >= kMinCompactRecords) return false;  // pack what we have
-                                     run.clear();
-                                     bytes = 0;
-                                   }
-                                   if (old) {
-                                     run.emplace_back(seq, std::string(v));
-                                     bytes += v.size() + 12;
-                                     return true;
-                                   }
-                                   if (run.size() >= kMinCompactRecords) return false;
-                                   run.clear();
-                                   bytes = 0;
-                                   // A block or a damaged record is passed; a new record ends the search.
-                                   return !single;
-                                 }));
-          if (run.size() < kMinCompactRecords) return Status::OK();
-          std::string payload;
-          payload.reserve(bytes);
-          for (const auto& [seq, v] : run) {
-            PutU64(&payload, seq);
-            PutStr(&payload, v);
-          }
-          ZstdWriter z;
-          {
-            std::ostream os(&z);
-            os.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-          }
-          RETURN_IF_ERROR(z.Finish());
-          std::string block(1, static_cast<char>(kBlockMark));
-          PutU64(&block, run.front().first);
-          PutU64(&block, run.back().first);
-          PutU64(&block, static_cast<uint64_t>(LastTimeOfValue(run.back().second)));
-          block += z.out();
-          for (size_t i = 0; i + 1 < run.size(); ++i) RETURN_IF_ERROR(t.Delete(ChangeRecordKey(run[i].first)));
-          RETURN_IF_ERROR(t.Put(ChangeRecordKey(run.back().first), block));
-          n = run.size();
-          more = true;
-          next = run.back().first + 1;
-          return Status::OK();
+          uint64_t last = 0;
+          return t.Scan(ChangeRecordKey(resume), PrefixEnd(kLogPrefix), 0, [&](std::string_view k, std::string_view v) {
+            if (k.size() != 9) return false;
+            const uint64_t seq = keys::DecodeU64(k.substr(1));
+            const bool single = !IsBlock(v) && v.size() >= 8;
+            const bool old = single && LastTimeOfValue(v) < cutoff_ns;
+            if (old && !run.empty() &&
+                (last + 1 != seq || run.size() >= kCompactRecords || bytes + v.size() > kCompactBytes)) {
+              if (run.size() >= kMinCompactRecords) return false;  // pack what we have
+              run.clear();
+              bytes = 0;
+            }
+            if (old) {
+              run.emplace_back(k, v);
+              bytes += v.size() + 12;
+              last = seq;
+              return true;
+            }
+            if (run.size() >= kMinCompactRecords) return false;
+            run.clear();
+            bytes = 0;
+            // A block or a damaged record is passed; a new record ends the search.
+            return !single;
+          });
         },
-        false));
-    packed += n;
-    resume = next;
-    if (!more) return packed;
+        true));
+    if (run.size() < kMinCompactRecords) return packed;
+    std::string payload;
+    for (const auto& [k, v] : run) {
+      payload.append(k, 1, 8);  // the seq, as PutU64 writes it
+      PutStr(&payload, v);
+    }
+    ZstdWriter z;
+    {
+      std::ostream os(&z);
+      os.write(payload.data(), static_cast<std::streamsize>(payload.size()));
+    }
+    RETURN_IF_ERROR(z.Finish());
+    const uint64_t first = keys::DecodeU64(std::string_view(run.front().first).substr(1));
+    const uint64_t last = keys::DecodeU64(std::string_view(run.back().first).substr(1));
+    std::pair<std::string, std::string> block{run.back().first, std::string(1, static_cast<char>(kBlockMark))};
+    PutU64(&block.second, first);
+    PutU64(&block.second, last);
+    PutU64(&block.second, static_cast<uint64_t>(LastTimeOfValue(run.back().second)));
+    block.second += z.out();
+    ASSIGN_OR_RETURN(size_t same, ReplaceUnchanged(engine, run, &block));
+    if (same == run.size()) packed += run.size();  // else another client packed or trimmed them first
+    resume = last + 1;
   }
+  return packed;
 }
 
 }  // namespace tierfs

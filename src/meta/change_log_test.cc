@@ -163,6 +163,39 @@ TYPED_TEST(MetaTest, ChangeLogBlocksReadAsTheRecordsTheyHold) {
       << st.ToString();
 }
 
+// Trimming and packing read only the keys they change in their read-write transaction: what
+// another client changed in between is left alone (a block it wrote is not deleted).
+TYPED_TEST(MetaTest, ChangeLogKeysChangedMeanwhileAreLeftAlone) {
+  KvEngine* e = this->m_->engine();
+  std::vector<std::pair<std::string, std::string>> seen;
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    seen.emplace_back(ChangeRecordKey(seq), "r" + std::to_string(seq));
+    ASSERT_TRUE(e->Txn([&](KvTxn& t) { return t.Put(seen.back().first, seen.back().second); }).ok());
+  }
+  // Another client rewrote record 3 (packed it, say) after these were read.
+  ASSERT_TRUE(e->Txn([&](KvTxn& t) { return t.Put(ChangeRecordKey(3), "block"); }).ok());
+  std::pair<std::string, std::string> put{ChangeRecordKey(3), "mine"};
+  auto r = ReplaceUnchanged(e, seen, &put);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 2u);  // not all: nothing written
+  std::optional<std::string> v;
+  ASSERT_TRUE(e->Txn([&](KvTxn& t) -> Status {
+                 ASSIGN_OR_RETURN(v, t.Get(ChangeRecordKey(1)));
+                 return Status::OK();
+               }).ok());
+  EXPECT_EQ(v, "r1");
+  r = ReplaceUnchanged(e, seen, nullptr);  // trimming: the unchanged ones go
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 2u);
+  ASSERT_TRUE(e->Txn([&](KvTxn& t) -> Status {
+                 ASSIGN_OR_RETURN(auto one, t.Get(ChangeRecordKey(1)));
+                 EXPECT_FALSE(one.has_value());
+                 ASSIGN_OR_RETURN(v, t.Get(ChangeRecordKey(3)));
+                 return Status::OK();
+               }).ok());
+  EXPECT_EQ(v, "block");
+}
+
 TYPED_TEST(MetaTest, NoChangeLogUnlessTheVolumeAsks) {
   this->Dir("d");
   auto bounds = ChangeLogRange(this->m_->engine());
