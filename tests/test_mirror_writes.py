@@ -5,16 +5,19 @@ primary while no replicator runs. What it writes is read back at once on the sam
 (from the primary until the mirror holds it), is on the primary's mount with its data
 (blocks in the primary's store, and in the mirror's own), conflicts with the primary's
 names as a primary client's write would, reaches a read-only mount of the mirror once the
-replicator applies it, and the mirror then equals the primary. Bad input: --primary on a
+replicator applies it, and the mirror then equals the primary. An S3 gateway on the mirror
+(`gateway --primary`) writes through the primary the same way. Bad input: --primary on a
 volume that is no mirror, the wrong primary, with --read-only or --writeback, an
 unreachable primary."""
 import errno
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from gateway_helpers import AK, AWS, SECRET, Gateway, aws_env  # noqa: E402
 
 
 def objects(bucket):
@@ -124,6 +127,27 @@ class MirrorWritesTest(harness.TierFSTestCase):
         self.write(os.path.join(m, "shared"), b"from the mirror")
         self.write(os.path.join(self.data, "shared"), b"from the primary")
         self.assertEqual(self.read(os.path.join(self.data, "shared")), b"from the primary")
+
+    def test_a_gateway_on_the_mirror_writes_through_the_primary(self):
+        if not os.path.exists(AWS):
+            self.skipTest("awscli is not installed (scripts/install-deps.sh installs it)")
+        gw = Gateway(self.mirror_url, self.tmp, "--primary", self.primary.meta_url)
+        self.addCleanup(gw.stop)
+        src, back = os.path.join(self.tmp, "obj"), os.path.join(self.tmp, "obj.back")
+        payload = os.urandom(300000)
+        self.write(src, payload)
+
+        def aws(*args):
+            p = subprocess.run([AWS, "--endpoint-url", gw.endpoint, "s3"] + list(args), capture_output=True,
+                               text=True, env=aws_env(AK, SECRET), timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr + "\ngateway log:\n" + gw.log()[-3000:])
+            return p.stdout
+
+        aws("cp", src, "s3://prim/data/from-s3")
+        aws("cp", "s3://prim/data/from-s3", back)  # at once, through the same gateway
+        self.assertEqual(self.read(back), payload)
+        self.assertIn("from-s3", aws("ls", "s3://prim/data/"))
+        self.assertEqual(self.read(os.path.join(self.data, "from-s3")), payload)
 
     def test_bad_input_is_refused_clearly(self):
         other = harness.Volume("other", base=self.tmp)

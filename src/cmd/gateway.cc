@@ -20,6 +20,7 @@ struct Args {
   std::string meta_url, listen, log_file, access_log;
   bool multi_buckets = false, anonymous = false;
   std::string subdir, domain, region = "us-east-1";
+  std::string primary;  // a mirror's writes go to this primary (mirror/forward_writes.h)
   std::string access_key, secret_key_file;
   int64_t uid = -1, gid = -1;
   std::string umask = "022";
@@ -92,6 +93,7 @@ int Run(const Args& a) {
   vo.cache = a.cache;
   vo.group = a.group;
   vo.subdir = a.subdir;
+  vo.primary_url = a.primary;
   vo.metrics = a.metrics.empty() ? "0" : a.metrics;
   vo.backup_meta = 0;  // the mounts take the backups
   auto volume = client::Volume::Open(vo);
@@ -132,6 +134,9 @@ void RegisterGateway(CLI::App& app, int* exit_code) {
   sub->add_flag("--multi-buckets", a->multi_buckets, "Each top-level directory is a bucket (else the volume is one "
                                                     "bucket named after it)");
   sub->add_option("--subdir", a->subdir, "Serve only this directory of the volume");
+  sub->add_option("--primary", a->primary,
+                  "A mirror volume only: write through the primary at this META-URL (as `mount --primary`); without "
+                  "it a mirror is served read-only");
   sub->add_option("--access-key", a->access_key,
                   "Access key of the gateway's own user (its secret from $TIERFS_GATEWAY_SECRET_KEY or "
                   "--secret-key-file)");
