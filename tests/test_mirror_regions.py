@@ -5,8 +5,9 @@ primary (creates and writes, mkdir, renames of files and directories, unlinks, r
 links, truncates, xattrs, overwrites). A checker reads the mirror's engine, each time in one
 read transaction, and every namespace it sees must be one the primary had, in order (a
 consistent, monotonic prefix of the writer's states: no torn rename, no listing mixing two
-moments). Meanwhile the replicator is SIGKILLed and restarted again and again, and the link
-to the primary is cut for a while (the mirror keeps serving its last state and says how
+moments). Meanwhile the replicator is SIGKILLed and restarted again and again, the link
+to the primary is cut for a while, then the primary's Redis (this test's own) is stopped
+for a while (the mirror keeps serving its last state and says how
 old it is). Each region has its own radosgw bucket, reached across the link (the blocks the
 replicator copies cross it), and a mount of the mirror in region B writes through the
 primary (`mount --primary`), reading each file back at once. At the end the mirror
@@ -23,6 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import servers  # noqa: E402
+from gateway_helpers import free_port  # noqa: E402
 from regions import RegionLink  # noqa: E402
 from replicators import Replicators  # noqa: E402
 
@@ -161,9 +164,12 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         super().setUp()
         srv = harness.servers()
         self.tmp = self.local_tmpdir()
-        base = srv["redis_url"].rstrip("/")
-        self.primary_url = base + "/%d" % harness.REDIS_DB["mirror_regions"]
-        harness.run("redis-cli", "-u", self.primary_url, "FLUSHDB")
+        # Region A's metadata server is this test's own: it is stopped for a while below.
+        self.redis_a = servers.Redis(os.path.join(self.tmp, "redis-a"), port=free_port())
+        self.addCleanup(self.redis_a.stop)
+        self.redis_a.start()
+        base = self.redis_a.url()
+        self.primary_url = base + "/1"
         self.link = RegionLink(delay_ms=30, rate="200mbit")
         self.addCleanup(self.link.close)
         # Region A's and region B's buckets on radosgw, each reached through a forward of the
@@ -180,7 +186,7 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         self.primary.format("--changelog-hours", "1")
         self.primary.mount()
         port = int(base.rsplit(":", 1)[1])
-        self.remote_url = "redis://%s/%d" % (self.link.forward(port), harness.REDIS_DB["mirror_regions"])
+        self.remote_url = "redis://%s/1" % self.link.forward(port)
         self.mirror_db = os.path.join(self.tmp, "mirror.db")
         self.mirror_url = "sqlite3://" + self.mirror_db
         self.mirror = harness.Volume("mirror", meta_url=self.mirror_url, base=self.tmp)
@@ -223,7 +229,7 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         try:
             deadline = time.monotonic() + 30
             kills = 0
-            cut_done = False
+            cut_done = stopped = False
             next_kill = time.monotonic() + 3
             rounds = 0
             while time.monotonic() < deadline:
@@ -245,6 +251,15 @@ class MirrorRegionsTest(harness.TierFSTestCase):
                     kills += 1
                     r = self.start_replicator()
                     next_kill = time.monotonic() + 4
+                if cut_done and not stopped and time.monotonic() > deadline - 6:
+                    # The primary's metadata server stopped: the mirror keeps serving, the
+                    # replicator retries, and both go on once it is back (its data kept).
+                    stopped = True
+                    self.redis_a.stop()
+                    time.sleep(3)
+                    self.assertIsNotNone(mirror_names(self.mirror_db, "w")[0])
+                    self.assertIn("lag", status(self.mirror_url)["mirror"])
+                    self.redis_a.start(fresh=False)
                 if not cut_done and time.monotonic() > deadline - 15:
                     # The primary unreachable: the mirror keeps serving, its lag grows.
                     cut_done = True
@@ -269,6 +284,7 @@ class MirrorRegionsTest(harness.TierFSTestCase):
             checker.join()
         self.assertEqual(res[0], 0, harness.msg(*res) + "\n" + self.replicators.log_of(r)[-3000:])
         self.assertGreaterEqual(kills, 4)
+        self.assertTrue(cut_done and stopped, "the cut and the stopped server both happened")
         final = mirror_names(self.mirror_db, "w")
         self.assertEqual(final[0], writer.states[-1])
         # Every namespace the checker saw is one of the writer's states, in order.
