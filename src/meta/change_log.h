@@ -113,8 +113,11 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
 // kMinCompactRecords (64). A block keyed by the newest record keeps the counter's value
 // readable from the log, as the single record did. Returns how many records went into blocks; the
 // caller runs it in the background (each client's, next to TrimChangeLog) and `tierfs
-// changelog --compact`.
-Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns);
+// changelog --compact`. resume, when given, is where the search starts and is left past
+// the last run packed: a caller that keeps it does not read the blocks before it again
+// (the search reads values, a block's too: a client's first pass over a long log reads
+// it all once).
+Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns, uint64_t* resume = nullptr);
 
 // In one read-write transaction that reads only these keys: deletes each that still holds
 // the value given (put: only when all do, then puts it; a key of put's is overwritten, not

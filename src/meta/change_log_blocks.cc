@@ -85,9 +85,10 @@ Status DecodeChangeValue(uint64_t key_seq, std::string_view v, uint64_t from, st
   return Status::OK();
 }
 
-Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns) {
+Result<uint64_t> CompactChangeLog(KvEngine* engine, int64_t cutoff_ns, uint64_t* resume_io) {
   uint64_t packed = 0;
-  uint64_t resume = 0;  // the scan goes on from here (the blocks before it are done)
+  uint64_t own = 0;
+  uint64_t& resume = resume_io ? *resume_io : own;  // the scan goes on from here (the blocks before it are done)
   for (int rounds = 0; rounds < 100000; ++rounds) {
     // The first run of single old records, all seqs present, found in a read-only
     // transaction (a scan in the read-write one would conflict on Redis with every append).

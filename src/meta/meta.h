@@ -718,6 +718,7 @@ class Meta {
   FormatRecord format_;
   std::atomic<int> trash_days_{0};
   int64_t trash_checked_mono_ns_ = 0;  // background thread: when it last refreshed and expired
+  uint64_t changelog_packed_to_ = 0;    // background thread: CompactChangeLog's resume
   std::atomic<uint64_t> sid_{0};
   // Monotonic time (CLOCK_BOOTTIME, so a suspended host counts the sleep) of the start of
   // the last heartbeat that committed (or of NewSession).

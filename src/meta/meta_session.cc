@@ -622,7 +622,7 @@ void Meta::BackgroundLoop() {
         if (!trimmed.ok()) spdlog::warn("trimming the change log failed: {}", trimmed.status().ToString());
         // Records a minute old into compressed blocks (change_log.h): a reader that keeps
         // up has read them by then.
-        auto packed = CompactChangeLog(engine_.get(), NowNanos() - 60'000'000'000);
+        auto packed = CompactChangeLog(engine_.get(), NowNanos() - 60'000'000'000, &changelog_packed_to_);
         if (!packed.ok()) spdlog::warn("compacting the change log failed: {}", packed.status().ToString());
       }
     }
