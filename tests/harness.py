@@ -617,6 +617,19 @@ def make_tree(root, seed=0, nfiles=150, max_size=3 << 20, xattrs=True, specials=
     return count
 
 
+def file_hashes(root):
+    """{path relative to root: sha256 of its content} of every regular file under root."""
+    import hashlib
+    out = {}
+    for dp, _, fs in os.walk(root):
+        for f in fs:
+            p = os.path.join(dp, f)
+            if not os.path.islink(p):
+                with open(p, "rb") as fh:
+                    out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
 def compare_trees(a, b, mtime=True, owner=True, xattrs=False, dir_mtime=True, content=True, hard_links=True):
     """Compares two trees entry by entry; returns a list of differences (empty if equal).
     Checks names, types, permission bits, sizes, contents, symlink targets, device

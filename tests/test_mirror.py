@@ -10,7 +10,6 @@ A mirror with an object store of its own: blocks copied (readable with the prima
 store gone), a block missing from it read through from the primary's (checksum
 verified); a lagging mirror keeps the primary from deleting the blocks it still needs
 (registered change-log reader), and `changelog --drop-consumer` lets them go."""
-import hashlib
 import json
 import os
 import signal
@@ -120,16 +119,6 @@ class MirrorTest(harness.TierFSTestCase):
         out = set()
         for dp, _, fs in os.walk(bucket):
             out.update(os.path.relpath(os.path.join(dp, f), bucket) for f in fs if "/chunks/" in os.path.join(dp, f))
-        return out
-
-    def file_hashes(self, root):
-        out = {}
-        for dp, _, fs in os.walk(root):
-            for f in fs:
-                p = os.path.join(dp, f)
-                if not os.path.islink(p):
-                    with open(p, "rb") as fh:
-                        out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
         return out
 
     # ----- tests -------------------------------------------------------------------------
@@ -333,13 +322,13 @@ class MirrorTest(harness.TierFSTestCase):
         self.assertEqual(json.loads(out)["deleted"], json.loads(out)["leaked"])
         rc, out, err = harness.tierfs("gc", self.mirror_url, "--min-age", "0", "--json")
         self.assertEqual(json.loads(out)["leaked"], 0, out)
-        expected = self.file_hashes(data)
+        expected = harness.file_hashes(data)
         # The primary's region is gone: the mirror serves everything from its own store.
         self.primary.umount()
         os.rename(self.primary.bucket, self.primary.bucket + ".away")
         try:
             self.mirror.mount()
-            self.assertEqual(self.file_hashes(os.path.join(self.mirror.mnt, "data")), expected)
+            self.assertEqual(harness.file_hashes(os.path.join(self.mirror.mnt, "data")), expected)
             self.mirror.umount()
         finally:
             os.rename(self.primary.bucket + ".away", self.primary.bucket)

@@ -12,7 +12,6 @@ old it is). Each region has its own radosgw bucket, reached across the link (the
 replicator copies cross it), and a mount of the mirror in region B writes through the
 primary (`mount --primary`), reading each file back at once. At the end the mirror
 equals the primary (trees, data, modes, xattrs), also read from region B's store alone."""
-import hashlib
 import json
 import os
 import random
@@ -36,17 +35,6 @@ def status(url):
     rc, out, err = harness.tierfs("status", url, "--json")
     assert rc == 0, harness.msg(rc, out, err)
     return json.loads(out)
-
-
-def file_hashes(root):
-    out = {}
-    for dp, _, fs in os.walk(root):
-        for f in fs:
-            p = os.path.join(dp, f)
-            if not os.path.islink(p):
-                with open(p, "rb") as fh:
-                    out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
 
 
 def mirror_names(db_path, top):
@@ -316,14 +304,14 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         self.mirror.mount()
         diffs = harness.compare_trees(top, os.path.join(self.mirror.mnt, "w"), xattrs=True)
         self.assertEqual(diffs, [], "\n".join(diffs[:20]))
-        expected = file_hashes(self.primary.mnt)
+        expected = harness.file_hashes(self.primary.mnt)
         self.mirror.umount()
         # Region B on its own: every block is in its store (the primary's store unreachable, no
         # disk cache).
         self.primary.umount()
         self.forward_a.close()
         self.mirror.mount("--cache-size", "0")
-        self.assertEqual(file_hashes(self.mirror.mnt), expected)
+        self.assertEqual(harness.file_hashes(self.mirror.mnt), expected)
         self.mirror.umount()
 
 if __name__ == "__main__":
