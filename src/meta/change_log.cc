@@ -186,8 +186,7 @@ Result<uint64_t> LastSeq(KvEngine* engine) {
   uint64_t last = 0;
   RETURN_IF_ERROR(engine->Txn(
       [&](KvTxn& t) -> Status {
-        ASSIGN_OR_RETURN(auto v, t.Get(SeqCounter()));
-        last = v ? keys::DecodeU64(*v) : 0;
+        ASSIGN_OR_RETURN(last, ChangeSeqIn(t));
         return Status::OK();
       },
       true));
@@ -205,15 +204,22 @@ bool Decode(std::string_view k, std::string_view v, uint64_t from, std::vector<C
 }
 
 // Up to `want` records from `from` on, whichever exist (the log's first may be past from).
-Status ScanBatch(KvEngine* engine, uint64_t from, size_t want, std::vector<ChangeRecord>* batch, Status* bad) {
+// in_block, when given, is set to whether the last key read was a block: the records after
+// it are likely packed too, and a scan finds them where reading by key does not.
+Status ScanBatch(KvEngine* engine, uint64_t from, size_t want, std::vector<ChangeRecord>* batch, Status* bad,
+                 bool* in_block) {
   return engine->Txn(
       [&](KvTxn& t) -> Status {
         batch->clear();
         *bad = Status::OK();
+        *in_block = false;
         // Each key holds at least one record from `from` on (a block, keyed by its last
         // record, holds many).
         return t.Scan(ChangeRecordKey(from), PrefixEnd(kLogPrefix), want, [&](std::string_view k, std::string_view v) {
-          return k.size() != 9 || (Decode(k, v, from, batch, bad) && batch->size() < want);
+          if (k.size() != 9) return true;
+          const uint64_t seq = keys::DecodeU64(k.substr(1));
+          *in_block = FirstSeqOfValue(seq, v) != seq;
+          return Decode(k, v, from, batch, bad) && batch->size() < want;
         });
       },
       true);
@@ -268,19 +274,22 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
   ASSIGN_OR_RETURN(const uint64_t last, LastSeq(engine));
   if (last_out) *last_out = last;
   size_t seen = 0;
+  bool in_block = false;  // the last batch ended in a block: scan first (packed keys are not found by key)
   while (from <= last) {
     const size_t want = limit ? std::min(kBatch, limit - seen) : kBatch;
     const size_t n = static_cast<size_t>(std::min<uint64_t>(std::min(want, kGetBatch), last - from + 1));
     std::vector<ChangeRecord> batch;
     Status bad;  // a damaged record: the records before it are still handed to fn
-    RETURN_IF_ERROR(GetBatch(engine, from, n, &batch, &bad));
+    if (!in_block) RETURN_IF_ERROR(GetBatch(engine, from, n, &batch, &bad));
     bool scanned = false;
     if (batch.empty() && bad.ok()) {
-      RETURN_IF_ERROR(ScanBatch(engine, from, want, &batch, &bad));
+      RETURN_IF_ERROR(ScanBatch(engine, from, want, &batch, &bad, &in_block));
       scanned = true;
     }
-    if (batch.size() > want) {  // the rest of a block is read again next time, and with it any damage
-      batch.resize(want);
+    // A block may give more than asked for: all of it is handed on, unless past the limit
+    // (the rest, and any damage after it, is read again by the next call).
+    if (limit && batch.size() > limit - seen) {
+      batch.resize(limit - seen);
       bad = Status::OK();
     }
     for (const ChangeRecord& r : batch) {
