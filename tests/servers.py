@@ -122,15 +122,24 @@ def _run(cmd, **kw):
 
 
 class Redis:
-    def __init__(self, root, port=REDIS_PORT, password=None):
+    """addr and prefix: a server in a network namespace (netns.Network.prefix) listening on
+    the namespace's address, as another region's own server (tests/regions.py)."""
+
+    def __init__(self, root, port=REDIS_PORT, password=None, addr="127.0.0.1", prefix=()):
         self.dir = os.path.join(root, "redis")
         self.port = port
         self.password = password
+        self.addr, self.prefix = addr, list(prefix)
         self.pidfile = os.path.join(self.dir, "redis.pid")
 
     def url(self):
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}"
+        return f"redis://{auth}{self.addr}:{self.port}"
+
+    def _open(self):
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            return s.connect_ex((self.addr, self.port)) == 0
 
     def running(self):
         return _pid_alive(self.pidfile) is not None
@@ -138,20 +147,23 @@ class Redis:
     def start(self, fresh=True):
         if self.running():
             return self
-        _need_free(self.port, "redis")
+        if not self.prefix:
+            _need_free(self.port, "redis")
         if fresh:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, exist_ok=True)
         bind = ["127.0.0.1"] + ([EXTRA_ADDR] if EXTRA_ADDR else [])
-        cmd = ["redis-server", "--bind"] + bind + ["--port", str(self.port), "--dir", self.dir,
+        if self.addr != "127.0.0.1":
+            bind.append(self.addr)
+        cmd = self.prefix + ["redis-server", "--bind"] + bind + ["--port", str(self.port), "--dir", self.dir,
                "--daemonize", "yes", "--pidfile", self.pidfile, "--logfile", os.path.join(self.dir, "redis.log"),
                "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "32"]
-        if EXTRA_ADDR:
+        if EXTRA_ADDR or self.addr != "127.0.0.1":
             cmd += ["--protected-mode", "no"]
         if self.password:
             cmd += ["--requirepass", self.password]
         _run(cmd)
-        _wait(f"redis on port {self.port}", lambda: _port_open(self.port) and self.running(), 20,
+        _wait(f"redis on {self.addr}:{self.port}", lambda: self._open() and self.running(), 20,
               os.path.join(self.dir, "redis.log"))
         return self
 
@@ -161,7 +173,7 @@ class Redis:
     def restart(self):
         """Stops and starts again on the same port, keeping the data (append-only file)."""
         self.stop()
-        _wait("redis to exit", lambda: not _port_open(self.port), 20)
+        _wait("redis to exit", lambda: not self._open(), 20)
         self.start(fresh=False)
 
 

@@ -2,21 +2,24 @@
 """A mirror in another region (tests/regions.py: a network namespace behind a link of 30 ms
 each way and 200 Mbit/s) follows a Redis primary while a randomized writer changes the
 primary (creates and writes, mkdir, renames of files and directories, unlinks, rmdir, hard
-links, truncates, xattrs, overwrites). A checker reads the mirror's engine, each time in one
-read transaction, and every namespace it sees must be one the primary had, in order (a
-consistent, monotonic prefix of the writer's states: no torn rename, no listing mixing two
-moments). Meanwhile the replicator is SIGKILLed and restarted again and again, the link
-to the primary is cut for a while, then the primary's Redis (this test's own) is stopped
-for a while (the mirror keeps serving its last state and says how
-old it is). Each region has its own radosgw bucket, reached across the link (the blocks the
-replicator copies cross it), and a mount of the mirror in region B writes through the
-primary (`mount --primary`), reading each file back at once. At the end the mirror
-equals the primary (trees, data, modes, xattrs), also read from region B's store alone."""
+links, truncates, xattrs, overwrites). Each region has its own Redis (region B's runs in its
+namespace) and its own radosgw bucket, reached across the link (the blocks the replicator
+copies cross it). Two checkers in region B: one reads the mirror's engine, each time in one
+atomic script (tests/mirror_snapshots.py), and every namespace it sees must be one the
+primary had, in order (a consistent, monotonic prefix of the writer's states: no torn
+rename, no listing mixing two moments); the other walks a read-only mount of the mirror,
+and every directory listing it reads must be that directory's listing in one of the
+primary's states, in order, and a file it opens must be readable. Meanwhile the replicator
+is SIGKILLed and restarted again and again, the link to the primary is cut for a while,
+then the primary's Redis is stopped for a while (the mirror keeps serving its last state
+and says how old it is), and a mount of the mirror in region B writes through the primary
+(`mount --primary`), reading each file back at once. At the end the mirror equals the
+primary (trees, data, modes, xattrs), also read from region B's store alone."""
 import json
 import os
 import random
 import signal
-import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -37,36 +40,25 @@ def status(url):
     return json.loads(out)
 
 
-def mirror_names(db_path, top):
-    """The namespace under /top in the mirror's engine, read in one transaction: a set of
-    (path, is_dir), and the primary commit it is. None when top is not there."""
-    db = sqlite3.connect(db_path, timeout=30, isolation_level=None)
-    try:
-        db.execute("BEGIN")
-        (ms,) = db.execute("SELECT v FROM kv WHERE k = ?", (b"MS",)).fetchone()
-        children = {}
-        for k, v in db.execute("SELECT k, v FROM kv WHERE k >= ? AND k < ?", (b"A", b"B")):
-            if len(k) > 10 and k[9:10] == b"D":
-                parent = int.from_bytes(k[1:9], "big")
-                children.setdefault(parent, []).append((k[10:].decode(), int.from_bytes(v[:8], "big"), v[8]))
-        db.execute("COMMIT")
-    finally:
-        db.close()
-    applied = json.loads(ms)["applied"]
-    top_ino = [c for n, c, t in children.get(ROOT_INO, []) if n == top]
-    if not top_ino:
-        return None, applied
-    out = set()
-    stack = [(top_ino[0], "")]
-    while stack:
-        ino, path = stack.pop()
-        for name, child, typ in children.get(ino, []):
-            p = path + "/" + name
-            is_dir = typ == (0o040000 >> 12)
-            out.add((p, is_dir))
-            if is_dir:
-                stack.append((child, p))
-    return frozenset(out), applied
+SNAPSHOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mirror_snapshots.py")
+
+
+def parse_snapshot(line):
+    """(frozenset of (path, is_dir) or None, applied) from a line of mirror_snapshots.py."""
+    d = json.loads(line)
+    names = None if d["names"] is None else frozenset((p, bool(x)) for p, x in d["names"])
+    return names, d["applied"]
+
+
+def listings(state):
+    """Directory path ("" for the top) -> frozenset of its entries' names, in a writer state."""
+    out = {"": set()}
+    for p, is_dir in state:
+        if is_dir:
+            out.setdefault(p, set())
+        parent, name = p.rsplit("/", 1)
+        out.setdefault(parent, set()).add(name)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 class Writer:
@@ -175,12 +167,32 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         self.primary.mount()
         port = int(base.rsplit(":", 1)[1])
         self.remote_url = "redis://%s/1" % self.link.forward(port)
-        self.mirror_db = os.path.join(self.tmp, "mirror.db")
-        self.mirror_url = "sqlite3://" + self.mirror_db
+        # Region B's metadata server, in its namespace: the replicator and region B's mounts
+        # reach it there, untouched by a cut link; this host reaches it across the veth.
+        self.redis_b = servers.Redis(os.path.join(self.tmp, "redis-b"), port=free_port(), addr=self.link.b_addr,
+                                     prefix=self.link.prefix)
+        self.addCleanup(self.redis_b.stop)
+        self.redis_b.start()
+        self.mirror_url = self.redis_b.url() + "/1"
         self.mirror = harness.Volume("mirror", meta_url=self.mirror_url, base=self.tmp)
         self.addCleanup(self.mirror.cleanup)
         self.replicators = Replicators(self.tmp)
         self.addCleanup(self.replicators.stop_all)
+
+    def in_b(self, *args):
+        """A tierfs command run in region B."""
+        return harness.run(*(self.link.prefix + [harness.tierfs_bin()] + list(args)))
+
+    def status_in_b(self):
+        rc, out, err = self.in_b("status", self.mirror_url, "--json")
+        self.assertEqual(rc, 0, harness.msg(rc, out, err))
+        return json.loads(out)
+
+    def snapshot_in_b(self):
+        rc, out, err = harness.run(*(self.link.prefix + [sys.executable, SNAPSHOTS, "%s:%d" % (self.link.b_addr,
+                                                          self.redis_b.port), "1", "w", "--once"]))
+        self.assertEqual(rc, 0, harness.msg(rc, out, err))
+        return parse_snapshot(out)
 
     def start_replicator(self):
         return self.replicators.start(self.link.prefix + [harness.tierfs_bin(), "mirror", self.remote_url,
@@ -203,16 +215,64 @@ class MirrorRegionsTest(harness.TierFSTestCase):
         os.mkdir(b_out)
         b_files = {}
         writer = Writer(top, seed=int(os.environ.get("TIERFS_TEST_SEED", "25")))
-        seen = []  # (names, applied) in the order the checker read them
+        # A read-only mount of the mirror in region B, with no kernel caches (a cached entry
+        # would show a path the directory has left): its walker lists every directory under
+        # w/, each listing kept when the path named the same directory before and after it.
+        reader_mnt = os.path.join(self.tmp, "b-reader")
+        os.makedirs(reader_mnt)
+        res = self.mirror.mount_at(reader_mnt, "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0",
+                                   prefix=self.link.prefix)
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        seen = []  # (names, applied) in the order the engine's checker read them
+        listed = []  # (path under w, names) in the order the mount's walker read them
+        unreadable = []
         stop = threading.Event()
+        snaps = subprocess.Popen(self.link.prefix + [sys.executable, SNAPSHOTS, "%s:%d" % (self.link.b_addr,
+                                 self.redis_b.port), "1", "w"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        self.addCleanup(lambda: snaps.poll() is not None or snaps.kill())
 
         def check():
+            for line in snaps.stdout:
+                seen.append(parse_snapshot(line))
+
+        def walk():
+            rng = random.Random(7)
             while not stop.is_set():
-                seen.append(mirror_names(self.mirror_db, "w"))
+                stack, files = [""], []
+                while stack:
+                    rel = stack.pop()
+                    path = os.path.join(reader_mnt, "w") + rel
+                    try:
+                        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue
+                    try:
+                        entries = list(os.scandir(fd))
+                        same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                    except FileNotFoundError:
+                        continue
+                    finally:
+                        os.close(fd)
+                    if same:
+                        listed.append((rel, frozenset(e.name for e in entries)))
+                    for e in entries:
+                        (stack if e.is_dir() else files).append(rel + "/" + e.name)
+                if files:  # a file the mirror shows has its data readable
+                    name = rng.choice(files)
+                    try:
+                        with open(os.path.join(reader_mnt, "w") + name, "rb") as f:
+                            f.read()
+                    except FileNotFoundError:
+                        pass
+                    except OSError as e:
+                        unreadable.append("%s: %s" % (name, e))
                 time.sleep(0.02)
 
         checker = threading.Thread(target=check)
         checker.start()
+        walker = threading.Thread(target=walk)
+        walker.start()
         r = self.start_replicator()
         try:
             deadline = time.monotonic() + 30
@@ -245,14 +305,14 @@ class MirrorRegionsTest(harness.TierFSTestCase):
                     stopped = True
                     self.redis_a.stop()
                     time.sleep(3)
-                    self.assertIsNotNone(mirror_names(self.mirror_db, "w")[0])
-                    self.assertIn("lag", status(self.mirror_url)["mirror"])
+                    self.assertIsNotNone(self.snapshot_in_b()[0])
+                    self.assertIn("lag", self.status_in_b()["mirror"])
                     self.redis_a.start(fresh=False)
                 if not cut_done and time.monotonic() > deadline - 15:
                     # The primary unreachable: the mirror keeps serving, its lag grows.
                     cut_done = True
                     self.link.cut(True)
-                    before = mirror_names(self.mirror_db, "w")
+                    before = self.snapshot_in_b()
                     for _ in range(40):
                         writer.step()
                     r.send_signal(signal.SIGKILL)  # and the replicator dies while the primary is away
@@ -260,8 +320,8 @@ class MirrorRegionsTest(harness.TierFSTestCase):
                     kills += 1
                     r = self.start_replicator()
                     time.sleep(4)
-                    self.assertEqual(mirror_names(self.mirror_db, "w")[1], before[1])
-                    lag = status(self.mirror_url)["mirror"]["lag"]["seconds"]
+                    self.assertEqual(self.snapshot_in_b()[1], before[1])
+                    lag = self.status_in_b()["mirror"]["lag"]["seconds"]
                     self.assertGreater(lag, 3)
                     self.link.cut(False)
         finally:
@@ -269,11 +329,14 @@ class MirrorRegionsTest(harness.TierFSTestCase):
             last = status(self.primary_url)["changelog"]["last_seq"]
             res = harness.tierfs("mirror-wait", self.mirror_url, "--seq", str(last), "--timeout", "90")
             stop.set()
+            snaps.stdin.close()
             checker.join()
+            walker.join()
+            snaps.wait()
         self.assertEqual(res[0], 0, harness.msg(*res) + "\n" + self.replicators.log_of(r)[-3000:])
         self.assertGreaterEqual(kills, 4)
         self.assertTrue(cut_done and stopped, "the cut and the stopped server both happened")
-        final = mirror_names(self.mirror_db, "w")
+        final = self.snapshot_in_b()
         self.assertEqual(final[0], writer.states[-1])
         # Every namespace the checker saw is one of the writer's states, in order.
         positions = {}
@@ -294,12 +357,28 @@ class MirrorRegionsTest(harness.TierFSTestCase):
               (len(writer.states), len(seen), len(distinct), kills), file=sys.stderr)
         # About 25 here: each batch waits for its blocks to cross the link first.
         self.assertGreater(len(distinct), 10, "the checker saw too few states to mean anything")
+        # Every listing the mount showed is its directory's in one of the writer's states, in
+        # order (the walker reads one directory at a time: each listing is its own moment).
+        self.assertEqual(unreadable, [], "files the mirror's mount listed but could not read")
+        by_state = [listings(st) for st in writer.states]
+        at = 0
+        moments = set()
+        for rel, names in listed:
+            later = [i for i in range(at, len(by_state)) if by_state[i].get(rel) == names]
+            self.assertTrue(later, "the mirror's mount listed w%s as %s: no state of the primary from %d of %d on "
+                                   "has it" % (rel or "/", sorted(names), at, len(by_state)))
+            at = later[0]
+            moments.add(at)
+        print("%d listings read through the mirror's mount, %d distinct states" % (len(listed), len(moments)),
+              file=sys.stderr)
+        self.assertGreater(len(moments), 10, "the mount's walker saw too few states to mean anything")
         # What B wrote is on the primary, data and all.
         self.assertGreater(len(b_files), 5)
         for name, data in b_files.items():
             with open(os.path.join(self.primary.mnt, "from-b", name), "rb") as f:
                 self.assertEqual(f.read(), data, name)
         harness.run("umount", writer_mnt)
+        harness.run("umount", reader_mnt)
         # And the data, modes and xattrs.
         self.mirror.mount()
         diffs = harness.compare_trees(top, os.path.join(self.mirror.mnt, "w"), xattrs=True)
