@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Throwaway Redis, PostgreSQL, Ceph (mon + memstore OSD + radosgw) and Azurite (the Azure
-Blob Storage emulator) servers on 127.0.0.1.
+"""Throwaway Redis, PostgreSQL, Ceph (mon + memstore OSD + radosgw), Azurite (the Azure
+Blob Storage emulator) and etcd (a cluster of three members) servers on 127.0.0.1.
 
 Each server keeps all its state under its own directory and listens on its own ports, so
 tests never touch a system-wide server. ctest starts them once per run as fixtures and
 passes their addresses to the tests through the environment (see env()):
 
-    python3 tests/servers.py up   redis|postgres|ceph|azurite|all  --dir DIR
-    python3 tests/servers.py down redis|postgres|ceph|azurite|all  --dir DIR
+    python3 tests/servers.py up   redis|postgres|ceph|azurite|etcd|all  --dir DIR
+    python3 tests/servers.py down redis|postgres|ceph|azurite|etcd|all  --dir DIR
     python3 tests/servers.py env  --dir DIR      # prints TIERFS_TEST_* assignments
 
 The Ceph OSD keeps its data in RAM (memstore) by default. Benchmarks that store GiBs use
@@ -37,6 +37,7 @@ CEPH_MON_V2 = 23300 + _OFF
 CEPH_MON_V1 = 26789 + _OFF
 RGW_PORT = 27480 + _OFF
 AZURITE_PORT = 27500 + _OFF
+ETCD_PORT = 22379 + _OFF  # member i: client port ETCD_PORT + 2i, peer port one above
 S3_ACCESS_KEY = "TIERFSTESTACCESSKEY1"
 S3_SECRET_KEY = "tierfs-test-secret-key-0000000000000001"
 RADOS_POOL = "tierfs"
@@ -456,6 +457,97 @@ class Azurite:
         self.start(fresh=False)
 
 
+class Etcd:
+    """A cluster of `members` etcd members (Debian's etcd-server) on 127.0.0.1, each with its
+    own data directory under the cluster's folder; members can be killed and restarted one
+    by one (a leader's loss). Default cluster settings but a short heartbeat and election
+    timeout, so that a test's failover takes well under a second."""
+
+    def __init__(self, root, port=ETCD_PORT, members=3, name="etcd"):
+        self.dir = os.path.join(root, name)
+        self.port, self.n = port, members
+        self.token = "tierfs-%s-%d" % (name, port)
+
+    def client_port(self, i):
+        return self.port + 2 * i
+
+    def peer_port(self, i):
+        return self.port + 2 * i + 1
+
+    def endpoints(self):
+        return ",".join("127.0.0.1:%d" % self.client_port(i) for i in range(self.n))
+
+    def url(self, prefix=""):
+        return "etcd://%s/%s" % (self.endpoints(), prefix)
+
+    def _pidfile(self, i):
+        return os.path.join(self.dir, "m%d.pid" % i)
+
+    def _log(self, i):
+        return os.path.join(self.dir, "m%d.log" % i)
+
+    def running(self, i=0):
+        return _pid_alive(self._pidfile(i)) is not None
+
+    def start_member(self, i, fresh=False):
+        if self.running(i):
+            return
+        exe = shutil.which("etcd")
+        if not exe:
+            raise RuntimeError("cannot start etcd: it is not installed (scripts/install-deps.sh installs etcd-server)")
+        data = os.path.join(self.dir, "m%d" % i)
+        if fresh:
+            shutil.rmtree(data, ignore_errors=True)
+        cluster = ",".join("m%d=http://127.0.0.1:%d" % (j, self.peer_port(j)) for j in range(self.n))
+        cmd = [exe, "--name", "m%d" % i, "--data-dir", data,
+               "--listen-client-urls", "http://127.0.0.1:%d" % self.client_port(i),
+               "--advertise-client-urls", "http://127.0.0.1:%d" % self.client_port(i),
+               "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer_port(i),
+               "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer_port(i),
+               "--initial-cluster", cluster, "--initial-cluster-state", "new",
+               "--initial-cluster-token", self.token,
+               "--heartbeat-interval", "50", "--election-timeout", "500",
+               # What TierFS needs of a cluster (README): a metadata operation is one
+               # transaction, however many keys it writes; history compacted hourly.
+               "--max-txn-ops", "100000", "--max-request-bytes", str(32 << 20),
+               "--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1h",
+               "--quota-backend-bytes", str(2 << 30), "--logger", "zap", "--log-outputs", self._log(i)]
+        with open(self._log(i) + ".out", "ab") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=self.dir, start_new_session=True)
+        with open(self._pidfile(i), "w") as f:
+            f.write(f"{proc.pid}\n")
+
+    def healthy(self, i):
+        import urllib.request
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/health" % self.client_port(i), timeout=1) as r:
+                return b'"health":"true"' in r.read()
+        except Exception:
+            return False
+
+    def start(self, fresh=True):
+        if all(self.running(i) for i in range(self.n)):
+            return self
+        for i in range(self.n):
+            _need_free(self.client_port(i), "etcd")
+        if fresh:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir, exist_ok=True)
+        for i in range(self.n):
+            self.start_member(i, fresh=fresh)
+        _wait("etcd cluster on ports %s" % self.endpoints(), lambda: all(self.healthy(i) for i in range(self.n)), 60,
+              self._log(0))
+        return self
+
+    def kill_member(self, i, sig=signal.SIGKILL):
+        _kill_pidfile(self._pidfile(i), sig)
+
+    def stop(self):
+        for i in range(self.n):
+            _kill_pidfile(self._pidfile(i))
+
+
 def env(root):
     """The environment variables through which tests find the servers."""
     ceph = Ceph(root)
@@ -471,12 +563,13 @@ def env(root):
         "TIERFS_TEST_AZURE_ENDPOINT": Azurite(root).endpoint(),
         "TIERFS_TEST_AZURE_ACCOUNT": AZURE_ACCOUNT,
         "TIERFS_TEST_AZURE_KEY": AZURE_KEY,
+        "TIERFS_TEST_ETCD_URL": Etcd(root).url(),
     }
 
 
 def _servers(root, which, bluestore=None):
     table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root, bluestore=bluestore),
-             "azurite": Azurite(root)}
+             "azurite": Azurite(root), "etcd": Etcd(root)}
     names = list(table) if which == "all" else [which]
     return [(n, table[n]) for n in names]
 
@@ -484,7 +577,7 @@ def _servers(root, which, bluestore=None):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["up", "down", "env"])
-    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "azurite", "all"])
+    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "azurite", "etcd", "all"])
     p.add_argument("--dir", required=True, help="state directory of the servers")
     p.add_argument("--cmake", action="store_true", help="env: print a CMake list of K=V")
     p.add_argument("--bluestore", action="store_true",

@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "common/url.h"
+#include "meta/etcd_engine.h"
 #include "meta/mem_engine.h"
 #include "meta/postgres_engine.h"
 #include "meta/redis_engine.h"
@@ -14,7 +15,8 @@ namespace {
 
 constexpr char kExpectedForms[] =
     "expected sqlite3://PATH (for example sqlite3:///var/lib/tierfs/vol.db), "
-    "redis://[USER:PASSWORD@]HOST:PORT/DB, postgres://USER:PASSWORD@HOST:PORT/DB or mem://NAME";
+    "redis://[USER:PASSWORD@]HOST:PORT/DB, postgres://USER:PASSWORD@HOST:PORT/DB, "
+    "etcd://[USER:PASSWORD@]HOST1:2379,HOST2:2379,.../PREFIX or mem://NAME";
 
 }  // namespace
 
@@ -38,6 +40,7 @@ Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url, Miss
   }
   if (url.scheme == "redis" || url.scheme == "rediss") return OpenRedisEngine(url);
   if (url.scheme == "postgres" || url.scheme == "postgresql") return OpenPostgresEngine(url);
+  if (url.scheme == "etcd" || url.scheme == "etcds") return OpenEtcdEngine(url);
   // Redacted: the URL may carry a password, and this message ends up in logs.
   return Status::Err(EINVAL, "unknown metadata engine '" + url.scheme + "' in '" + url.Redacted() +
                                  "'; " + kExpectedForms);

@@ -61,7 +61,8 @@ class KvEngine {
 };
 
 // Opens an engine from a META-URL: "mem://name", "sqlite3://PATH",
-// "redis://[USER:PASSWORD@]HOST:PORT/DB", "postgres://USER:PASSWORD@HOST:PORT/DB". A
+// "redis://[USER:PASSWORD@]HOST:PORT/DB", "postgres://USER:PASSWORD@HOST:PORT/DB",
+// "etcd://[USER:PASSWORD@]HOST1:PORT,HOST2:PORT,.../PREFIX". A
 // password missing from the URL comes from $TIERFS_META_PASSWORD or the file named by
 // $TIERFS_META_PASSWORD_FILE. Errors never include the password.
 // A sqlite3:// database file that does not exist is created with kCreate (format, load,

@@ -51,6 +51,10 @@ struct PostgresKind {
   static std::string Url(const TempDir&) { return ServerUrl("TIERFS_TEST_PG_URL", "/tierfs_kv_test"); }
 };
 
+struct EtcdKind {
+  static std::string Url(const TempDir&) { return ServerUrl("TIERFS_TEST_ETCD_URL", "kv_test"); }
+};
+
 class KindNames {
  public:
   template <typename T>
@@ -58,6 +62,7 @@ class KindNames {
     if (std::is_same_v<T, MemKind>) return "Mem";
     if (std::is_same_v<T, RedisKind>) return "Redis";
     if (std::is_same_v<T, PostgresKind>) return "Postgres";
+    if (std::is_same_v<T, EtcdKind>) return "Etcd";
     return "Sqlite";
   }
 };
@@ -84,7 +89,7 @@ class KvEngineTest : public ::testing::Test {
   std::unique_ptr<KvEngine> engine_;
 };
 
-using EngineKinds = ::testing::Types<MemKind, SqliteKind, RedisKind, PostgresKind>;
+using EngineKinds = ::testing::Types<MemKind, SqliteKind, RedisKind, PostgresKind, EtcdKind>;
 TYPED_TEST_SUITE(KvEngineTest, EngineKinds, KindNames);
 
 TYPED_TEST(KvEngineTest, DescribeIsTheUrlWithoutPassword) {

@@ -63,6 +63,11 @@ struct PostgresEngineKind {
   static std::string Url() { return ServerUrl("TIERFS_TEST_PG_URL", "/tierfs_meta_test"); }
 };
 
+struct EtcdEngineKind {
+  // Prefix meta_test/ of the test cluster (three members); kv_engine_test uses kv_test/.
+  static std::string Url() { return ServerUrl("TIERFS_TEST_ETCD_URL", "meta_test"); }
+};
+
 template <typename Kind>
 class MetaTest : public ::testing::Test {
  protected:
@@ -138,7 +143,8 @@ class MetaTest : public ::testing::Test {
   Ctx root_ = Ctx::Root();
 };
 
-using Engines = ::testing::Types<MemEngineKind, SqliteEngineKind, RedisEngineKind, PostgresEngineKind>;
+using Engines =
+    ::testing::Types<MemEngineKind, SqliteEngineKind, RedisEngineKind, PostgresEngineKind, EtcdEngineKind>;
 TYPED_TEST_SUITE(MetaTest, Engines);
 
 }  // namespace tierfs::meta_testing

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "meta/engine_retry.h"
 #include "meta/redis_conn.h"
 #include "meta/redis_options.h"
 #include "meta/redis_txn.h"
@@ -63,15 +64,6 @@ bool Retryable(const Status& st) {
   }
 }
 
-// What one attempt of a transaction (or of Reset) came to.
-struct Attempt {
-  enum Kind { kDone, kConflict, kUnavailable } kind = kDone;
-  Status status;
-  static Attempt Done(Status s) { return {kDone, std::move(s)}; }
-  static Attempt Conflict() { return {kConflict, Status::OK()}; }
-  static Attempt Unavailable(Status s) { return {kUnavailable, std::move(s)}; }
-};
-
 class RedisEngine final : public KvEngine {
  public:
   explicit RedisEngine(redis::Options options) : o_(std::move(options)) {}
@@ -119,44 +111,13 @@ class RedisEngine final : public KvEngine {
  private:
   template <typename F>
   Status WithRetry(const char* what, Clock::time_point deadline, F&& attempt_fn) {
-    auto start = Clock::now();
-    bool warned = false;
-    int conflicts = 0, outages = 0;
-    for (;;) {
-      Attempt a = attempt_fn();
-      if (a.kind == Attempt::kDone) return a.status;
-      bool conflict = a.kind == Attempt::kConflict;
-      // The first retry after a lost connection reconnects at once: usually just that
-      // connection died (or the server restarted) and a new one works.
-      auto wait = conflict       ? JitteredBackoff(conflicts, kConflictBase, kConflictCap)
-                  : outages == 0 ? std::chrono::microseconds(0)
-                                 : JitteredBackoff(outages - 1, kServerBase, kServerCap);
-      (conflict ? conflicts : outages)++;
-      auto now = Clock::now();
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-      if (now + wait > deadline) {
-        if (conflict) {
-          return Status::Err(EIO, "metadata engine " + Describe() + ": " + what +
-                                      " still conflicted after " + std::to_string(conflicts) +
-                                      " retries in " + std::to_string(waited.count()) +
-                                      " ms (other clients keep changing the same keys); try again");
-        }
-        return Status::Err(EIO, a.status.message() + "; gave up after " +
-                                    std::to_string(waited.count()) +
-                                    " ms (the META-URL option ?timeout= sets how long to wait)");
-      }
-      if (!warned && now - start > kRetryWarnAfter) {
-        warned = true;
-        if (conflict) {
-          spdlog::warn("metadata engine {}: {} keeps conflicting ({} retries so far)", Describe(),
-                       what, conflicts);
-        } else {
-          spdlog::warn("metadata engine {}: {} is waiting for the server: {}", Describe(), what,
-                       a.status.message());
-        }
-      }
-      std::this_thread::sleep_for(wait);
-    }
+    RetryPolicy p;
+    p.conflict_base = kConflictBase;
+    p.conflict_cap = kConflictCap;
+    p.server_base = kServerBase;
+    p.server_cap = kServerCap;
+    p.warn_after = kRetryWarnAfter;
+    return RetryAttempts(Describe(), what, deadline, std::forward<F>(attempt_fn), p);
   }
 
   Attempt RunOnce(const std::function<Status(KvTxn&)>& fn, bool read_only,

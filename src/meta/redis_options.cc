@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/duration.h"
 #include "common/secret.h"
 
 namespace tierfs::redis {
@@ -11,29 +12,6 @@ namespace tierfs::redis {
 namespace {
 
 constexpr char kForm[] = "expected redis://[USER:PASSWORD@]HOST[:PORT][/DB][?timeout=30s]";
-
-// "30s", "500ms", "2m", "1h" or plain seconds.
-bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
-  char* end = nullptr;
-  double v = strtod(text.c_str(), &end);
-  if (end == text.c_str() || v < 0) return false;
-  std::string unit(end);
-  double ms;
-  if (unit.empty() || unit == "s") {
-    ms = v * 1000;
-  } else if (unit == "ms") {
-    ms = v;
-  } else if (unit == "m") {
-    ms = v * 60000;
-  } else if (unit == "h") {
-    ms = v * 3600000;
-  } else {
-    return false;
-  }
-  if (ms < 1 || ms > 86400000.0 * 365) return false;
-  *out = std::chrono::milliseconds(static_cast<int64_t>(ms));
-  return true;
-}
 
 }  // namespace
 

@@ -1,0 +1,269 @@
+#include "meta/etcd_client.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include <nlohmann/json.hpp>
+
+#include "common/base64.h"
+#include "object/http_client.h"
+
+namespace tierfs::etcd {
+
+namespace {
+
+using json = nlohmann::json;
+
+// gRPC status codes etcd's gateway answers with.
+constexpr int kInvalidArgument = 3, kDeadlineExceeded = 4, kNotFound = 5, kPermissionDenied = 7,
+              kResourceExhausted = 8, kOutOfRange = 11, kUnavailable = 14, kUnauthenticated = 16;
+
+int64_t Int(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return 0;
+  if (it->is_string()) return std::stoll(it->get<std::string>());
+  return it->get<int64_t>();
+}
+
+std::string Bytes(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end() || !it->is_string()) return "";
+  auto v = Base64Decode(it->get<std::string>());
+  return v ? *v : "";
+}
+
+json RangeJson(const Op& r) {
+  json j{{"key", Base64Encode(r.key)}};
+  if (!r.range_end.empty()) j["range_end"] = Base64Encode(r.range_end);
+  if (r.limit) j["limit"] = std::to_string(r.limit);
+  if (r.revision) j["revision"] = std::to_string(r.revision);
+  return j;
+}
+
+json OpJson(const Op& op) {
+  switch (op.kind) {
+    case Op::kRange:
+      return json{{"request_range", RangeJson(op)}};
+    case Op::kPut: {
+      json p{{"key", Base64Encode(op.key)}, {"value", Base64Encode(op.value)}};
+      if (op.lease) p["lease"] = std::to_string(op.lease);
+      return json{{"request_put", p}};
+    }
+    case Op::kDelete: {
+      json d{{"key", Base64Encode(op.key)}};
+      if (!op.range_end.empty()) d["range_end"] = Base64Encode(op.range_end);
+      return json{{"request_delete_range", d}};
+    }
+  }
+  return json::object();
+}
+
+RangeReply ParseRange(const json& j) {
+  RangeReply r;
+  if (auto h = j.find("header"); h != j.end()) r.revision = Int(*h, "revision");
+  if (auto kvs = j.find("kvs"); kvs != j.end() && kvs->is_array()) {
+    r.kvs.reserve(kvs->size());
+    for (const auto& kv : *kvs) r.kvs.push_back(Kv{Bytes(kv, "key"), Bytes(kv, "value"), Int(kv, "mod_revision")});
+  }
+  auto more = j.find("more");
+  r.more = more != j.end() && more->is_boolean() && more->get<bool>();
+  return r;
+}
+
+// The error an answer of etcd's carries, as a Status; OK when it carries none.
+Status ServerError(const json& j, const std::string& where) {
+  auto c = j.find("code");
+  if (c == j.end() || !c->is_number()) return Status::OK();
+  int code = c->get<int>();
+  std::string msg = j.value("error", j.value("message", std::string("error code ") + std::to_string(code)));
+  std::string said = "etcd " + where + ": " + msg;
+  switch (code) {
+    case kOutOfRange:
+      return Status::Err(ESTALE, said);
+    case kInvalidArgument:
+      if (msg.find("too many operations") != std::string::npos) {
+        return Status::Err(EFBIG, said + " (one metadata operation needs more keys in a transaction than the "
+                                         "cluster allows: start every member with a larger --max-txn-ops)");
+      }
+      if (msg.find("too large") != std::string::npos) {
+        return Status::Err(EFBIG, said + " (start every member with a larger --max-request-bytes)");
+      }
+      return Status::Err(EINVAL, said);
+    case kResourceExhausted:
+      if (msg.find("space") != std::string::npos) {
+        return Status::Err(ENOSPC, said + " (the cluster's --quota-backend-bytes is used up: compact, "
+                                          "defragment, then `etcdctl alarm disarm`)");
+      }
+      return Status::Err(EFBIG, said + " (start every member with a larger --max-request-bytes)");
+    case kPermissionDenied:
+    case kUnauthenticated:
+      return Status::Err(EACCES, said);
+    case kNotFound:
+      return Status::Err(ENOENT, said);
+    case kUnavailable:
+    case kDeadlineExceeded:
+      return Status::Err(EAGAIN, said);
+    default:
+      return Status::Err(EIO, said);
+  }
+}
+
+}  // namespace
+
+Client::Client(ClientOptions options) : o_(std::move(options)) {
+  HttpClientOptions h;
+  h.connect_timeout_ms = std::min<long>(1000, o_.request_timeout.count());
+  h.io_timeout_s = std::max<long>(1, (o_.request_timeout.count() + 999) / 1000);
+  h.total_timeout_ms = o_.request_timeout.count();
+  h.max_idle_handles = 16;
+  http_ = std::make_unique<HttpClient>(h);
+}
+
+Client::~Client() = default;
+
+Status Client::Authenticate(const std::string& endpoint) {
+  HttpRequest req;
+  req.method = "POST";
+  req.url = "http://" + endpoint + "/v3/auth/authenticate";
+  std::string body = json{{"name", o_.user}, {"password", o_.password}}.dump();
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = {body};
+  ASSIGN_OR_RETURN(auto resp, http_->Perform(req));
+  json j = json::parse(resp.body, nullptr, false);
+  if (j.is_discarded()) return Status::Err(EIO, "etcd " + endpoint + ": unreadable answer to authentication");
+  RETURN_IF_ERROR(ServerError(j, endpoint));
+  std::lock_guard<std::mutex> l(token_mu_);
+  token_ = j.value("token", "");
+  return Status::OK();
+}
+
+Result<std::string> Client::Post(const std::string& path, const std::string& body, bool* sent) {
+  std::string reasons;
+  bool all_refused = true;
+  const size_t n = o_.endpoints.size();
+  const size_t start = current_.load();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t idx = (start + i) % n;
+    const std::string& ep = o_.endpoints[idx];
+    auto note = [&](const std::string& why) { reasons += (reasons.empty() ? "" : "; ") + ep + ": " + why; };
+    for (int auth_try = 0; auth_try < 2; ++auth_try) {
+      std::string token;
+      if (!o_.user.empty()) {
+        {
+          std::lock_guard<std::mutex> l(token_mu_);
+          token = token_;
+        }
+        if (token.empty()) {
+          Status st = Authenticate(ep);
+          if (st.code() == EACCES) return st;
+          if (!st.ok()) {
+            if (st.code() != ECONNREFUSED) all_refused = false;
+            note(st.message());
+            break;
+          }
+          std::lock_guard<std::mutex> l(token_mu_);
+          token = token_;
+        }
+      }
+      HttpRequest req;
+      req.method = "POST";
+      req.url = "http://" + ep + path;
+      req.headers = {{"Content-Type", "application/json"}};
+      if (!token.empty()) req.headers.emplace_back("Authorization", token);
+      req.body = {body};
+      auto resp = http_->Perform(req);
+      if (!resp.ok()) {
+        // Refused: nothing reached the member. Anything else may have.
+        if (resp.status().code() != ECONNREFUSED) *sent = true, all_refused = false;
+        note(resp.status().message());
+        break;
+      }
+      json j = json::parse(resp->body, nullptr, false);
+      if (j.is_discarded()) {
+        return Status::Err(EIO, "etcd " + ep + ": unreadable answer (HTTP " + std::to_string(resp->status) +
+                                    "): " + resp->body.substr(0, 200));
+      }
+      Status st = ServerError(j, ep);
+      if (st.code() == EACCES && !o_.user.empty() && auth_try == 0 &&
+          st.message().find("token") != std::string::npos) {
+        std::lock_guard<std::mutex> l(token_mu_);
+        token_.clear();  // expired: authenticate again
+        continue;
+      }
+      all_refused = false;
+      if (st.code() == EAGAIN) {
+        *sent = true;
+        note(st.message());
+        break;
+      }
+      if (!st.ok()) return st;
+      if (resp->status != 200) {
+        return Status::Err(EIO, "etcd " + ep + ": HTTP " + std::to_string(resp->status) + ": " +
+                                    resp->body.substr(0, 200));
+      }
+      current_.store(idx);
+      return std::move(resp->body);
+    }
+  }
+  current_.store((start + 1) % n);
+  return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
+                     "etcd " + o_.describe + ": no member served the request (" + reasons + ")");
+}
+
+Result<RangeReply> Client::Range(const Op& range) {
+  bool sent = false;
+  ASSIGN_OR_RETURN(auto body, Post("/v3/kv/range", RangeJson(range).dump(), &sent));
+  return ParseRange(json::parse(body));
+}
+
+Result<TxnReply> Client::Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
+                             const std::vector<Op>& failure, bool* maybe_applied) {
+  json j = json::object();
+  json cmp = json::array();
+  for (const auto& c : compare) {
+    json e{{"key", Base64Encode(c.key)}, {"target", "MOD"}, {"result", c.less ? "LESS" : "EQUAL"},
+           {"mod_revision", std::to_string(c.mod_revision)}};
+    if (!c.range_end.empty()) e["range_end"] = Base64Encode(c.range_end);
+    cmp.push_back(std::move(e));
+  }
+  bool writes = false;
+  auto ops = [&](const std::vector<Op>& in) {
+    json a = json::array();
+    for (const auto& op : in) {
+      writes |= op.kind != Op::kRange;
+      a.push_back(OpJson(op));
+    }
+    return a;
+  };
+  j["compare"] = std::move(cmp);
+  j["success"] = ops(success);
+  j["failure"] = ops(failure);
+  bool sent = false;
+  auto body = Post("/v3/kv/txn", j.dump(), &sent);
+  if (!body.ok()) {
+    if (writes && sent && maybe_applied) *maybe_applied = true;
+    return body.status();
+  }
+  json r = json::parse(*body);
+  TxnReply out;
+  if (auto h = r.find("header"); h != r.end()) out.revision = Int(*h, "revision");
+  auto s = r.find("succeeded");
+  out.succeeded = s != r.end() && s->is_boolean() && s->get<bool>();
+  if (auto rs = r.find("responses"); rs != r.end() && rs->is_array()) {
+    for (const auto& one : *rs) {
+      if (auto rr = one.find("response_range"); rr != one.end()) out.ranges.push_back(ParseRange(*rr));
+    }
+  }
+  return out;
+}
+
+Result<int64_t> Client::GrantLease(int64_t ttl_s) {
+  bool sent = false;
+  ASSIGN_OR_RETURN(auto body, Post("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}.dump(), &sent));
+  json r = json::parse(body);
+  int64_t id = Int(r, "ID");
+  if (id == 0) return Status::Err(EIO, "etcd " + o_.describe + ": lease grant answered no lease: " + body.substr(0, 200));
+  return id;
+}
+
+}  // namespace tierfs::etcd

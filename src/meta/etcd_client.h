@@ -1,0 +1,121 @@
+// A client of etcd's v3 API through its JSON gateway: POST /v3/kv/range, /v3/kv/txn,
+// /v3/lease/grant and /v3/auth/authenticate on every member, keys and values in base64,
+// 64-bit numbers as strings, false and zero fields left out of replies. It rides on the
+// HTTP client the object stores use (object/http_client.h: libcurl, pooled connections),
+// so the engine needs no generated gRPC code; docs/design.md has the choice and its cost.
+//
+// Members: the URL names some or all of the cluster's members. A request goes to the
+// member that answered last; one that refuses the connection, stalls past the request
+// timeout, or answers Unavailable (no leader, leader changed, request timed out: code 14)
+// sends it to the next, once around. Any member serves any request (a follower forwards
+// writes to the leader, and reads are linearizable), so the client never has to find the
+// leader; a member cut off in a minority answers no leader and is passed over.
+//
+// Errors (Status codes):
+//   EAGAIN    no member served the request this time round (each one's reason is in the
+//             message): the caller retries until its deadline.
+//   ECONNREFUSED  every member refused the connection (nothing listens: a wrong URL, or
+//             the whole cluster down).
+//   ESTALE    the revision asked for was compacted away (or is in the future): the caller
+//             starts its transaction again at a newer one.
+//   EFBIG     the request exceeds the cluster's limits (--max-txn-ops,
+//             --max-request-bytes): retrying cannot help; the message says which flag.
+//   ENOSPC    the cluster's space quota is exhausted (an alarm; etcd needs compaction and
+//             defragmentation, then `etcdctl alarm disarm`).
+//   EACCES    authentication failed or the user lacks permission on the prefix.
+//   EIO       anything else the server answered.
+// A Txn that writes and whose request reached a member but got no answer (a stall, a
+// reset connection, Unavailable after it was sent) may still be applied later: Txn says so
+// through *maybe_applied, and the caller resolves it (etcd_engine.h: commit markers).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tierfs {
+class HttpClient;
+}
+
+namespace tierfs::etcd {
+
+struct Kv {
+  std::string key, value;
+  int64_t mod_revision = 0;
+};
+
+struct RangeReply {
+  int64_t revision = 0;  // the store's revision the reply was read at
+  std::vector<Kv> kvs;
+  bool more = false;  // keys beyond the limit remain in the range
+};
+
+// A comparison of the mod revision of a key, or of every key in [key, range_end) when
+// range_end is set (an empty range compares true): equal to, or less than, mod_revision.
+// A missing key's mod revision is 0.
+struct Compare {
+  std::string key, range_end;
+  bool less = false;
+  int64_t mod_revision = 0;
+};
+
+struct Op {
+  enum Kind { kRange, kPut, kDelete } kind = kRange;
+  std::string key;
+  std::string range_end;  // kRange, kDelete: [key, range_end) when set; "\0": every key >= key
+  std::string value;      // kPut
+  int64_t lease = 0;      // kPut: attached to this lease when non-zero
+  int64_t revision = 0;   // kRange: read at this revision when non-zero
+  int64_t limit = 0;      // kRange: at most this many keys when non-zero
+};
+
+struct TxnReply {
+  bool succeeded = false;
+  int64_t revision = 0;
+  std::vector<RangeReply> ranges;  // the replies of the branch's kRange ops, in order
+};
+
+struct ClientOptions {
+  std::vector<std::string> endpoints;  // "host:port"
+  std::string user, password;          // etcd's own authentication, when user is set
+  std::string describe;                // for messages: the URL without the password
+  std::chrono::milliseconds request_timeout{3000};
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Result<RangeReply> Range(const Op& range);
+  // maybe_applied (required when success or failure writes) is set when the outcome is
+  // unknown (see above); it is left false on every error that proves nothing was applied.
+  Result<TxnReply> Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
+                       const std::vector<Op>& failure, bool* maybe_applied);
+  // A lease of ttl seconds; its id.
+  Result<int64_t> GrantLease(int64_t ttl_s);
+
+  const std::string& describe() const { return o_.describe; }
+
+ private:
+  // Posts body to path on one member after another; the reply's JSON text. sent is set
+  // once a request reached a member without an answer that proves it was not applied.
+  Result<std::string> Post(const std::string& path, const std::string& body, bool* sent);
+  Status Authenticate(const std::string& endpoint);
+
+  ClientOptions o_;
+  std::unique_ptr<HttpClient> http_;
+  std::atomic<size_t> current_{0};
+  std::mutex token_mu_;
+  std::string token_;
+};
+
+}  // namespace tierfs::etcd

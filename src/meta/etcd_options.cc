@@ -1,0 +1,84 @@
+#include "meta/etcd_options.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/duration.h"
+#include "common/secret.h"
+
+namespace tierfs::etcd {
+
+namespace {
+
+constexpr char kForm[] =
+    "expected etcd://[USER:PASSWORD@]HOST1[:PORT],HOST2[:PORT],.../PREFIX[?timeout=30s&request-timeout=3s&"
+    "max-txn-ops=128]";
+
+}  // namespace
+
+Result<Options> ParseOptions(const Url& url) {
+  Options o;
+  if (url.scheme == "etcds") {
+    return Status::Err(EPROTONOSUPPORT, "TLS to etcd (" + url.Redacted() +
+                                            ") is not supported by this build; use etcd:// over a trusted "
+                                            "network or a TLS tunnel");
+  }
+  // The parser took the last ":PORT" as the port: put it back and split the members.
+  std::string hosts = url.host + (url.port ? ":" + std::to_string(url.port) : "");
+  size_t pos = 0;
+  while (pos <= hosts.size()) {
+    size_t comma = hosts.find(',', pos);
+    std::string h = hosts.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (h.empty()) return Status::Err(EINVAL, "an empty host in " + url.Redacted() + "; " + kForm);
+    if (h.find(':') == std::string::npos) h += ":2379";
+    o.client.endpoints.push_back(h);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  std::string prefix = url.path;
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  std::string who = url.user.empty() ? "" : url.user + "@";
+  std::string members;
+  for (const auto& e : o.client.endpoints) members += (members.empty() ? "" : ",") + e;
+  o.describe = "etcd://" + who + members + "/" + prefix;
+  if (prefix.empty()) {
+    return Status::Err(EINVAL, "no PREFIX in " + o.describe +
+                                   ": the volume needs a prefix of its own in the cluster (etcd://" + members +
+                                   "/myvolume); " + kForm);
+  }
+  o.prefix = prefix + "/";
+  for (const auto& [key, value] : url.query) {
+    if (key == "timeout" || key == "request-timeout") {
+      auto* d = key == "timeout" ? &o.deadline : &o.client.request_timeout;
+      if (!ParseDuration(value, d)) {
+        return Status::Err(EINVAL, "bad " + key + " '" + value + "' in " + o.describe +
+                                       ": expected a duration such as 30s, 500ms or 2m");
+      }
+    } else if (key == "max-txn-ops") {
+      char* end = nullptr;
+      long n = strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end || n < 8 || n > 1000000) {
+        return Status::Err(EINVAL, "bad max-txn-ops '" + value + "' in " + o.describe +
+                                       ": expected the cluster's --max-txn-ops, 8 or more");
+      }
+      o.max_txn_ops = static_cast<size_t>(n);
+    } else {
+      return Status::Err(EINVAL, "unknown option '" + key + "' in " + o.describe +
+                                     "; the etcd engine knows: timeout, request-timeout, max-txn-ops");
+    }
+  }
+  // One request never waits longer than the whole transaction may.
+  o.client.request_timeout = std::min(o.client.request_timeout, o.deadline);
+  o.client.user = url.user;
+  auto password = ResolveSecret(url.password, kMetaPasswordEnv);
+  if (!password.ok()) return password.status();
+  o.client.password = *password;
+  if (!o.client.user.empty() && o.client.password.empty()) {
+    return Status::Err(EINVAL, "the META-URL " + o.describe + " names user '" + o.client.user +
+                                   "' but no password is given (in the URL or $" + kMetaPasswordEnv + "); " + kForm);
+  }
+  o.client.describe = o.describe;
+  return o;
+}
+
+}  // namespace tierfs::etcd
