@@ -266,4 +266,10 @@ Result<int64_t> Client::GrantLease(int64_t ttl_s) {
   return id;
 }
 
+Status Client::Compact(int64_t revision) {
+  bool sent = false;
+  return Post("/v3/kv/compaction", json{{"revision", std::to_string(revision)}, {"physical", true}}.dump(), &sent)
+      .status();
+}
+
 }  // namespace tierfs::etcd

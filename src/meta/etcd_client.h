@@ -102,6 +102,8 @@ class Client {
                        const std::vector<Op>& failure, bool* maybe_applied);
   // A lease of ttl seconds; its id.
   Result<int64_t> GrantLease(int64_t ttl_s);
+  // Drops the history before revision (what --auto-compaction does on a schedule).
+  Status Compact(int64_t revision);
 
   const std::string& describe() const { return o_.describe; }
 

@@ -1,0 +1,196 @@
+// etcd engine specifics against the shared three-member test cluster named by
+// TIERFS_TEST_ETCD_URL (prefixes etcd_test_*): URLs, foreign prefixes, an unreachable
+// cluster, a snapshot compacted under a transaction, and what a commit compares: keys and
+// ranges read, or one version for a read set larger than the cluster's --max-txn-ops.
+// Losing members and leaders: tests/test_etcd_failover.py.
+#include "meta/etcd_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "common/url.h"
+#include "meta/engine_for_test.h"
+#include "meta/etcd_client.h"
+#include "meta/etcd_options.h"
+#include "meta/kv_engine.h"
+
+namespace tierfs {
+namespace {
+
+using testing_engines::ServerUrl;
+
+std::string Base() {
+  const char* b = getenv("TIERFS_TEST_ETCD_URL");
+  return b ? b : "";
+}
+
+etcd::Options OptionsOf(const std::string& url) {
+  auto parsed = ParseUrl(url);
+  EXPECT_TRUE(parsed.ok());
+  auto o = etcd::ParseOptions(*parsed);
+  EXPECT_TRUE(o.ok()) << o.status().ToString();
+  return *o;
+}
+
+Status Put(KvEngine& e, const std::string& k, const std::string& v) {
+  return e.Txn([&](KvTxn& t) { return t.Put(k, v); });
+}
+
+TEST(EtcdOptions, MembersPrefixAndOptions) {
+  auto o = OptionsOf("etcd://u:secret@h1,h2:2381,h3:2383/vol?timeout=5s&max-txn-ops=1000");
+  EXPECT_EQ(o.client.endpoints, (std::vector<std::string>{"h1:2379", "h2:2381", "h3:2383"}));
+  EXPECT_EQ(o.prefix, "vol/");
+  EXPECT_EQ(o.deadline, std::chrono::seconds(5));
+  EXPECT_EQ(o.max_txn_ops, 1000u);
+  EXPECT_EQ(o.client.user, "u");
+  EXPECT_EQ(o.client.password, "secret");
+  EXPECT_EQ(o.describe.find("secret"), std::string::npos);
+  EXPECT_NE(o.describe.find("h3:2383/vol"), std::string::npos);
+}
+
+TEST(EtcdOptions, BadUrlsSayWhatIsExpected) {
+  auto no_prefix = OpenKvEngine("etcd://127.0.0.1:1");
+  ASSERT_FALSE(no_prefix.ok());
+  EXPECT_EQ(no_prefix.status().code(), EINVAL);
+  EXPECT_NE(no_prefix.status().message().find("PREFIX"), std::string::npos) << no_prefix.status().message();
+  auto tls = OpenKvEngine("etcds://127.0.0.1:1/v");
+  ASSERT_FALSE(tls.ok());
+  EXPECT_EQ(tls.status().code(), EPROTONOSUPPORT);
+  auto opt = OpenKvEngine("etcd://127.0.0.1:1/v?retries=3");
+  ASSERT_FALSE(opt.ok());
+  EXPECT_NE(opt.status().message().find("timeout, request-timeout, max-txn-ops"), std::string::npos);
+  auto user = OpenKvEngine("etcd://someone@127.0.0.1:1/v");
+  ASSERT_FALSE(user.ok());
+  EXPECT_NE(user.status().message().find("no password"), std::string::npos);
+}
+
+TEST(EtcdEngine, NothingListeningIsReportedAtOnceNamingEveryMember) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto e = OpenKvEngine("etcd://127.0.0.1:1,127.0.0.1:2/v?timeout=20s");
+  ASSERT_FALSE(e.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_NE(e.status().message().find("127.0.0.1:1"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("127.0.0.1:2"), std::string::npos) << e.status().message();
+}
+
+TEST(EtcdEngine, AForeignPrefixIsRefusedAndLeftAlone) {
+  if (Base().empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto o = OptionsOf(Base() + "etcd_test_foreign");
+  etcd::Client c(o.client);
+  etcd::Op put;
+  put.kind = etcd::Op::kPut;
+  put.key = "etcd_test_foreign/someone-elses";
+  put.value = "data";
+  bool maybe = false;
+  ASSERT_TRUE(c.Txn({}, {put}, {}, &maybe).ok());
+  auto e = OpenKvEngine(Base() + "etcd_test_foreign");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EINVAL);
+  EXPECT_NE(e.status().message().find("not a TierFS volume"), std::string::npos) << e.status().message();
+  etcd::Op get;
+  get.key = put.key;
+  auto still = c.Range(get);
+  ASSERT_TRUE(still.ok());
+  ASSERT_EQ(still->kvs.size(), 1u);
+  EXPECT_EQ(still->kvs[0].value, "data");
+}
+
+TEST(EtcdEngine, ASnapshotCompactedUnderATransactionStartsItAgain) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_compact");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto a = OpenKvEngine(url), b = OpenKvEngine(url);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(Put(**a, "x", "1").ok());
+  ASSERT_TRUE(Put(**a, "y", "1").ok());
+  etcd::Client c(OptionsOf(url).client);
+  int attempts = 0;
+  std::optional<std::string> x, y;
+  ASSERT_TRUE((*a)->Txn(
+                     [&](KvTxn& t) -> Status {
+                       ++attempts;
+                       ASSIGN_OR_RETURN(x, t.Get("x"));
+                       if (attempts == 1) {
+                         // Another client changes both, and the cluster drops the history
+                         // this attempt's snapshot needs.
+                         EXPECT_TRUE((*b)->Txn([](KvTxn& u) {
+                                           RETURN_IF_ERROR(u.Put("x", "2"));
+                                           return u.Put("y", "2");
+                                         })
+                                         .ok());
+                         etcd::Op any;
+                         any.key = "etcd_test_compact/";
+                         auto now = c.Range(any);
+                         EXPECT_TRUE(now.ok());
+                         EXPECT_TRUE(c.Compact(now->revision).ok());
+                       }
+                       ASSIGN_OR_RETURN(y, t.Get("y"));
+                       return Status::OK();
+                     },
+                     true)
+                  .ok());
+  EXPECT_EQ(attempts, 2);
+  EXPECT_EQ(x, "2");  // one snapshot: never x from before and y from after
+  EXPECT_EQ(y, "2");
+}
+
+// Runs a write transaction on `a` whose first attempt first calls meanwhile (another
+// client's change); returns how many attempts it took.
+int AttemptsWith(KvEngine& a, const std::function<Status(KvTxn&)>& body, const std::function<void()>& meanwhile) {
+  int attempts = 0;
+  EXPECT_TRUE(a.Txn([&](KvTxn& t) -> Status {
+                 RETURN_IF_ERROR(body(t));
+                 if (++attempts == 1) meanwhile();
+                 return t.Put("result", std::to_string(attempts));
+               })
+                  .ok());
+  return attempts;
+}
+
+TEST(EtcdEngine, ACommitComparesTheKeysAndRangesItRead) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_compare");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto a = OpenKvEngine(url), b = OpenKvEngine(url);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(Put(**b, "d/1", "x").ok());
+  ASSERT_TRUE(Put(**b, "k", "x").ok());
+  auto scan = [](KvTxn& t) { return t.Scan("d/", "d0", 0, [](std::string_view, std::string_view) { return true; }); };
+  auto get = [](KvTxn& t) { return t.Get("k").status(); };
+  // Something the transaction did not read changes: no conflict.
+  EXPECT_EQ(AttemptsWith(**a, scan, [&] { EXPECT_TRUE(Put(**b, "elsewhere", "1").ok()); }), 1);
+  // A key created in the range scanned, a key scanned deleted, a key read changed: each a conflict.
+  EXPECT_EQ(AttemptsWith(**a, scan, [&] { EXPECT_TRUE(Put(**b, "d/2", "new").ok()); }), 2);
+  EXPECT_EQ(AttemptsWith(**a, scan, [&] {
+              EXPECT_TRUE((*b)->Txn([](KvTxn& t) { return t.Delete("d/1"); }).ok());
+            }),
+            2);
+  EXPECT_EQ(AttemptsWith(**a, get, [&] { EXPECT_TRUE(Put(**b, "k", "y").ok()); }), 2);
+  // A scan that stopped early compares only what it covered.
+  ASSERT_TRUE(Put(**b, "d/1", "x").ok());
+  auto first = [](KvTxn& t) { return t.Scan("d/", "d0", 1, [](std::string_view, std::string_view) { return true; }); };
+  EXPECT_EQ(AttemptsWith(**a, first, [&] { EXPECT_TRUE(Put(**b, "d/9", "after").ok()); }), 1);
+}
+
+TEST(EtcdEngine, AReadSetBeyondMaxTxnOpsComparesOneVersion) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_many");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto b = OpenKvEngine(url);
+  auto a = OpenKvEngine(url + "?max-txn-ops=128");
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto read = [](int n) {
+    return [n](KvTxn& t) -> Status {
+      std::vector<std::string> keys;
+      for (int i = 0; i < n; ++i) keys.push_back("r" + std::to_string(i));
+      return t.GetMany(keys).status();
+    };
+  };
+  auto unrelated = [&] { EXPECT_TRUE(Put(**b, "unrelated", "1").ok()); };
+  EXPECT_EQ(AttemptsWith(**a, read(100), unrelated), 1);  // 100 compares: within the limit
+  EXPECT_EQ(AttemptsWith(**a, read(200), unrelated), 2);  // one version: any commit conflicts
+}
+
+}  // namespace
+}  // namespace tierfs
