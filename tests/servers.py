@@ -80,12 +80,17 @@ def _port_open(port):
 
 
 def _pid_alive(pidfile):
+    """The pid in pidfile when that process runs (a zombie, dead but not yet reaped by the
+    process that started it, does not)."""
     try:
         with open(pidfile) as f:
             pid = int(f.readline().strip())
         os.kill(pid, 0)
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
         return pid
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -99,9 +104,7 @@ def _kill_pidfile(pidfile, sig=signal.SIGTERM, timeout=20):
         return
     end = time.time() + timeout
     while time.time() < end:
-        try:
-            os.kill(pid, 0)
-        except OSError:
+        if _pid_alive(pidfile) != pid:  # gone, or a zombie of this process's
             return
         time.sleep(0.05)
     try:
@@ -467,6 +470,7 @@ class Etcd:
         self.dir = os.path.join(root, name)
         self.port, self.n = port, members
         self.token = "tierfs-%s-%d" % (name, port)
+        self.procs = {}  # member -> Popen, when this process started it
 
     def client_port(self, i):
         return self.port + 2 * i
@@ -517,6 +521,7 @@ class Etcd:
                                     cwd=self.dir, start_new_session=True)
         with open(self._pidfile(i), "w") as f:
             f.write(f"{proc.pid}\n")
+        self.procs[i] = proc
 
     def healthy(self, i):
         import urllib.request
@@ -542,10 +547,13 @@ class Etcd:
 
     def kill_member(self, i, sig=signal.SIGKILL):
         _kill_pidfile(self._pidfile(i), sig)
+        proc = self.procs.pop(i, None)
+        if proc is not None:
+            proc.wait()  # reaped: a test process that restarts members leaves no zombies
 
     def stop(self):
         for i in range(self.n):
-            _kill_pidfile(self._pidfile(i))
+            self.kill_member(i, signal.SIGTERM)
 
 
 def env(root):

@@ -61,6 +61,11 @@ class SharedCliTest(harness.TierFSTestCase):
 
     # ---- each engine with each shared store -------------------------------------------
 
+    def test_etcd_with_s3(self):
+        # The shared three-member test cluster, a prefix of this test's own.
+        url = harness.servers()["etcd_url"] + harness.unique("cli").replace("-", "_")
+        self.roundtrip(self.volume(url, harness.s3_storage_args(harness.unique("cli"))))
+
     def test_redis_with_s3(self):
         self.roundtrip(self.volume(redis_url(), harness.s3_storage_args(harness.unique("cli"))))
 

@@ -138,6 +138,11 @@ class EtcdEngine final : public KvEngine {
     lease_ = 0;
   }
 
+  // Whether a Txn's failure branch read the commit marker as set by the commit itself.
+  static bool Applied(const etcd::TxnReply& r) {
+    return !r.ranges.empty() && !r.ranges[0].kvs.empty() && r.ranges[0].kvs[0].value == kCommitted;
+  }
+
   static std::string NewMarker() {
     char buf[40];
     snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(ThreadRng()()),
@@ -167,9 +172,17 @@ class EtcdEngine final : public KvEngine {
     put_marker.value = kCommitted;
     put_marker.lease = *lease;
     ops.push_back(std::move(put_marker));
+    // On a failed compare, the marker is read back: present, it is this very commit, sent
+    // again (libcurl resends a request once by itself when a reused connection dies before
+    // any answer) after an earlier copy applied.
+    Op read_marker;
+    read_marker.key = marker;
     bool maybe = false;
-    auto r = c_.Txn(compares, ops, {}, &maybe);
-    if (r.ok()) return r->succeeded ? Attempt::Done(Status::OK()) : Attempt::Conflict();
+    auto r = c_.Txn(compares, ops, {read_marker}, &maybe);
+    if (r.ok()) {
+      if (r->succeeded || Applied(*r)) return Attempt::Done(Status::OK());
+      return Attempt::Conflict();
+    }
     if (maybe) return Resolve(marker, r.status(), deadline);
     if (r.status().code() == ENOENT) {  // the lease expired (a process stopped for long)
       ForgetLease();
@@ -196,8 +209,7 @@ class EtcdEngine final : public KvEngine {
         auto r = c_.Txn({Compare{marker, "", false, 0}}, {lost}, {read}, &maybe);
         if (r.ok()) {
           if (r->succeeded) return Attempt::Unavailable(why);  // planted "lost": never applies
-          bool applied = !r->ranges.empty() && !r->ranges[0].kvs.empty() && r->ranges[0].kvs[0].value == kCommitted;
-          if (applied) {
+          if (Applied(*r)) {
             spdlog::debug("metadata engine {}: a commit whose answer was lost had applied", Describe());
             return Attempt::Done(Status::OK());
           }

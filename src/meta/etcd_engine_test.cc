@@ -5,12 +5,18 @@
 // Losing members and leaders: tests/test_etcd_failover.py.
 #include "meta/etcd_engine.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/url.h"
 #include "meta/engine_for_test.h"
@@ -191,6 +197,136 @@ TEST(EtcdEngine, AReadSetBeyondMaxTxnOpsComparesOneVersion) {
   EXPECT_EQ(AttemptsWith(**a, read(100), unrelated), 1);  // 100 compares: within the limit
   EXPECT_EQ(AttemptsWith(**a, read(200), unrelated), 2);  // one version: any commit conflicts
 }
+
+// A TCP proxy to one etcd member that loses a commit: the first `losses` requests to
+// /v3/kv/txn that write (their JSON holds "request_put") are each either passed on and
+// their answer dropped (kAfter: the commit applies, the client never hears of it), or
+// dropped before they reach the member (kBefore: nothing applies); the connection is
+// closed either way. libcurl sends a request again, once, by itself when a reused
+// connection dies before any answer: one loss is that resend meeting the commit applied,
+// two the engine left to find out.
+class LosingProxy {
+ public:
+  enum Mode { kAfter, kBefore };
+  LosingProxy(int upstream_port, Mode mode, int losses) : upstream_(upstream_port), mode_(mode), losses_(losses) {
+    listen_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(listen_, 16);
+    accept_ = std::thread([this] {
+      for (;;) {
+        int c = accept(listen_, nullptr, nullptr);
+        if (c < 0) return;
+        threads_.emplace_back([this, c] { Serve(c); });
+      }
+    });
+  }
+  ~LosingProxy() {
+    shutdown(listen_, SHUT_RDWR);
+    close(listen_);
+    accept_.join();
+    for (auto& t : threads_) t.join();
+  }
+  int port() const { return port_; }
+  int lost() const { return lost_.load(); }
+
+ private:
+  void Serve(int c) {
+    int u = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(upstream_);
+    if (connect(u, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      close(c);
+      close(u);
+      return;
+    }
+    std::atomic<bool> cut{false};
+    std::thread back([&] {  // answers, unless cut
+      char buf[65536];
+      for (;;) {
+        ssize_t n = read(u, buf, sizeof(buf));
+        if (n <= 0 || cut.load()) break;
+        if (write(c, buf, n) != n) break;
+      }
+      shutdown(c, SHUT_RDWR);
+    });
+    char buf[65536];
+    std::string seen;
+    for (;;) {
+      ssize_t n = read(c, buf, sizeof(buf));
+      if (n <= 0) break;
+      seen.append(buf, n);
+      bool target = seen.find("/v3/kv/txn") != std::string::npos && seen.find("request_put") != std::string::npos;
+      if (target && lost_.fetch_add(1) < losses_) {
+        cut.store(true);
+        if (mode_ == kAfter) {
+          EXPECT_EQ(write(u, buf, n), n);
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // applied by then
+        }
+        break;
+      }
+      if (write(u, buf, n) != n) break;
+      if (seen.size() > (1 << 20)) seen.erase(0, seen.size() - 4096);
+    }
+    shutdown(u, SHUT_RDWR);
+    shutdown(c, SHUT_RDWR);
+    back.join();
+    close(u);
+    close(c);
+  }
+
+  int upstream_, port_ = 0, listen_ = -1;
+  Mode mode_;
+  int losses_;
+  std::atomic<int> lost_{0};
+  std::thread accept_;
+  std::vector<std::thread> threads_;
+};
+
+// A commit whose answer is lost applied once and is reported once (kAfter), or did not
+// apply and is run again (kBefore): counted by an increment that must come out exact.
+void LoseOneCommit(LosingProxy::Mode mode, int losses, int want_attempts) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_lost_" + std::to_string(mode) + "_" +
+                                                          std::to_string(losses));
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto o = OptionsOf(url);
+  int member = std::stoi(o.client.endpoints[0].substr(o.client.endpoints[0].rfind(':') + 1));
+  LosingProxy proxy(member, mode, losses);
+  auto e = OpenKvEngine("etcd://127.0.0.1:" + std::to_string(proxy.port()) + "/" + o.prefix);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  int attempts = 0;
+  Status st = (*e)->Txn([&](KvTxn& t) -> Status {
+    ++attempts;
+    ASSIGN_OR_RETURN(auto v, t.Get("n"));
+    return t.Put("n", std::to_string(v ? std::stoi(*v) + 1 : 1));
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GE(proxy.lost(), losses);
+  EXPECT_EQ(attempts, want_attempts);
+  auto direct = OpenKvEngine(url);
+  ASSERT_TRUE(direct.ok());
+  std::optional<std::string> n;
+  ASSERT_TRUE((*direct)->Txn([&](KvTxn& t) -> Status {
+                         ASSIGN_OR_RETURN(n, t.Get("n"));
+                         return Status::OK();
+                       },
+                       true)
+                  .ok());
+  EXPECT_EQ(n, "1");  // never twice
+}
+
+TEST(EtcdEngine, ACommitSentAgainAfterItAppliedIsReportedOnce) { LoseOneCommit(LosingProxy::kAfter, 1, 1); }
+
+TEST(EtcdEngine, ACommitWhoseAnswerWasLostIsReportedOnce) { LoseOneCommit(LosingProxy::kAfter, 2, 1); }
+
+TEST(EtcdEngine, ACommitLostOnTheWayIsRunAgain) { LoseOneCommit(LosingProxy::kBefore, 2, 2); }
 
 }  // namespace
 }  // namespace tierfs
