@@ -1,7 +1,9 @@
 #include "meta/etcd_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -70,12 +72,42 @@ RangeReply ParseRange(const json& j) {
   return r;
 }
 
-// The error an answer of etcd's carries, as a Status; OK when it carries none.
-Status ServerError(const json& j, const std::string& where) {
+// The error an answer of etcd's gateway carries, as a Status; OK when it carries none.
+Status JsonError(const json& j, const std::string& where) {
   auto c = j.find("code");
   if (c == j.end() || !c->is_number()) return Status::OK();
   int code = c->get<int>();
-  std::string msg = j.value("error", j.value("message", std::string("error code ") + std::to_string(code)));
+  return ServerError(code, j.value("error", j.value("message", std::string("error code ") + std::to_string(code))),
+                     where);
+}
+
+class JsonClient final : public Client {
+ public:
+  explicit JsonClient(ClientOptions options);
+  Result<RangeReply> Range(const Op& range, bool serializable) override;
+  Result<TxnReply> Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
+                       const std::vector<Op>& failure, bool* maybe_applied, bool serializable) override;
+  Result<int64_t> GrantLease(int64_t ttl_s) override;
+  Status Compact(int64_t revision) override;
+  const std::string& describe() const override { return o_.describe; }
+
+ private:
+  // Posts body to path on one member after another; the reply's JSON text. sent is set
+  // once a request reached a member without an answer that proves it was not applied.
+  Result<std::string> Post(const std::string& path, const std::string& body, bool* sent);
+  Status Authenticate(const std::string& endpoint);
+
+  ClientOptions o_;
+  std::unique_ptr<HttpClient> http_;
+  std::atomic<size_t> current_{0};
+  std::mutex token_mu_;
+  std::string token_;
+};
+
+}  // namespace
+
+Status ServerError(int code, const std::string& msg, const std::string& where) {
+  if (code == 0) return Status::OK();
   std::string said = "etcd " + where + ": " + msg;
   switch (code) {
     case kOutOfRange:
@@ -108,9 +140,8 @@ Status ServerError(const json& j, const std::string& where) {
   }
 }
 
-}  // namespace
 
-Client::Client(ClientOptions options) : o_(std::move(options)) {
+JsonClient::JsonClient(ClientOptions options) : o_(std::move(options)) {
   HttpClientOptions h;
   h.connect_timeout_ms = std::min<long>(1000, o_.request_timeout.count());
   h.io_timeout_s = std::max<long>(1, (o_.request_timeout.count() + 999) / 1000);
@@ -119,9 +150,7 @@ Client::Client(ClientOptions options) : o_(std::move(options)) {
   http_ = std::make_unique<HttpClient>(h);
 }
 
-Client::~Client() = default;
-
-Status Client::Authenticate(const std::string& endpoint) {
+Status JsonClient::Authenticate(const std::string& endpoint) {
   HttpRequest req;
   req.method = "POST";
   req.url = "http://" + endpoint + "/v3/auth/authenticate";
@@ -131,13 +160,13 @@ Status Client::Authenticate(const std::string& endpoint) {
   ASSIGN_OR_RETURN(auto resp, http_->Perform(req));
   json j = json::parse(resp.body, nullptr, false);
   if (j.is_discarded()) return Status::Err(EIO, "etcd " + endpoint + ": unreadable answer to authentication");
-  RETURN_IF_ERROR(ServerError(j, endpoint));
+  RETURN_IF_ERROR(JsonError(j, endpoint));
   std::lock_guard<std::mutex> l(token_mu_);
   token_ = j.value("token", "");
   return Status::OK();
 }
 
-Result<std::string> Client::Post(const std::string& path, const std::string& body, bool* sent) {
+Result<std::string> JsonClient::Post(const std::string& path, const std::string& body, bool* sent) {
   std::string reasons;
   bool all_refused = true;
   const size_t n = o_.endpoints.size();
@@ -183,7 +212,7 @@ Result<std::string> Client::Post(const std::string& path, const std::string& bod
         return Status::Err(EIO, "etcd " + ep + ": unreadable answer (HTTP " + std::to_string(resp->status) +
                                     "): " + resp->body.substr(0, 200));
       }
-      Status st = ServerError(j, ep);
+      Status st = JsonError(j, ep);
       if (st.code() == EACCES && !o_.user.empty() && auth_try == 0 &&
           st.message().find("token") != std::string::npos) {
         std::lock_guard<std::mutex> l(token_mu_);
@@ -210,14 +239,16 @@ Result<std::string> Client::Post(const std::string& path, const std::string& bod
                      "etcd " + o_.describe + ": no member served the request (" + reasons + ")");
 }
 
-Result<RangeReply> Client::Range(const Op& range) {
+Result<RangeReply> JsonClient::Range(const Op& range, bool serializable) {
   bool sent = false;
-  ASSIGN_OR_RETURN(auto body, Post("/v3/kv/range", RangeJson(range).dump(), &sent));
+  json j = RangeJson(range);
+  if (serializable) j["serializable"] = true;
+  ASSIGN_OR_RETURN(auto body, Post("/v3/kv/range", j.dump(), &sent));
   return ParseRange(json::parse(body));
 }
 
-Result<TxnReply> Client::Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
-                             const std::vector<Op>& failure, bool* maybe_applied) {
+Result<TxnReply> JsonClient::Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
+                                 const std::vector<Op>& failure, bool* maybe_applied, bool serializable) {
   json j = json::object();
   json cmp = json::array();
   for (const auto& c : compare) {
@@ -231,7 +262,9 @@ Result<TxnReply> Client::Txn(const std::vector<Compare>& compare, const std::vec
     json a = json::array();
     for (const auto& op : in) {
       writes |= op.kind != Op::kRange;
-      a.push_back(OpJson(op));
+      json one = OpJson(op);
+      if (serializable && op.kind == Op::kRange) one["request_range"]["serializable"] = true;
+      a.push_back(std::move(one));
     }
     return a;
   };
@@ -257,7 +290,7 @@ Result<TxnReply> Client::Txn(const std::vector<Compare>& compare, const std::vec
   return out;
 }
 
-Result<int64_t> Client::GrantLease(int64_t ttl_s) {
+Result<int64_t> JsonClient::GrantLease(int64_t ttl_s) {
   bool sent = false;
   ASSIGN_OR_RETURN(auto body, Post("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}.dump(), &sent));
   json r = json::parse(body);
@@ -266,10 +299,18 @@ Result<int64_t> Client::GrantLease(int64_t ttl_s) {
   return id;
 }
 
-Status Client::Compact(int64_t revision) {
+Status JsonClient::Compact(int64_t revision) {
   bool sent = false;
   return Post("/v3/kv/compaction", json{{"revision", std::to_string(revision)}, {"physical", true}}.dump(), &sent)
       .status();
+}
+
+std::unique_ptr<Client> NewJsonClient(const ClientOptions& options) {
+  return std::make_unique<JsonClient>(options);
+}
+
+std::unique_ptr<Client> NewClient(const ClientOptions& options) {
+  return options.api == ClientOptions::Api::kJson ? NewJsonClient(options) : NewGrpcClient(options);
 }
 
 }  // namespace tierfs::etcd

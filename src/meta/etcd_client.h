@@ -1,15 +1,16 @@
-// A client of etcd's v3 API through its JSON gateway: POST /v3/kv/range, /v3/kv/txn,
-// /v3/lease/grant and /v3/auth/authenticate on every member, keys and values in base64,
-// 64-bit numbers as strings, false and zero fields left out of replies. It rides on the
-// HTTP client the object stores use (object/http_client.h: libcurl, pooled connections),
-// so the engine needs no generated gRPC code; docs/design.md has the choice and its cost.
+// A client of etcd's v3 API, over gRPC (etcd_grpc.cc: the project's own definitions of
+// the few RPCs it calls, etcd_rpc.proto) or over etcd's JSON gateway (etcd_client.cc:
+// POST /v3/kv/range and the like, keys and values in base64, on the HTTP client the
+// object stores use); `?api=` in the META-URL picks, gRPC by default. Measured on one
+// machine (docs/benchmarks.md): the gateway costs about a millisecond a request more,
+// since etcd serves it by calling its own gRPC service.
 //
 // Members: the URL names some or all of the cluster's members. A request goes to the
 // member that answered last; one that refuses the connection, stalls past the request
-// timeout, or answers Unavailable (no leader, leader changed, request timed out: code 14)
-// sends it to the next, once around. Any member serves any request (a follower forwards
-// writes to the leader, and reads are linearizable), so the client never has to find the
-// leader; a member cut off in a minority answers no leader and is passed over.
+// timeout, or answers Unavailable (no leader, leader changed, request timed out) sends it
+// to the next, once around. Any member serves any request (a follower forwards writes to
+// the leader, and reads are linearizable), so the client never has to find the leader; a
+// member cut off in a minority answers no leader and is passed over.
 //
 // Errors (Status codes):
 //   EAGAIN    no member served the request this time round (each one's reason is in the
@@ -23,25 +24,20 @@
 //   ENOSPC    the cluster's space quota is exhausted (an alarm; etcd needs compaction and
 //             defragmentation, then `etcdctl alarm disarm`).
 //   EACCES    authentication failed or the user lacks permission on the prefix.
+//   ENOENT    a lease that expired.
 //   EIO       anything else the server answered.
 // A Txn that writes and whose request reached a member but got no answer (a stall, a
 // reset connection, Unavailable after it was sent) may still be applied later: Txn says so
 // through *maybe_applied, and the caller resolves it (etcd_engine.h: commit markers).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
-
-namespace tierfs {
-class HttpClient;
-}
 
 namespace tierfs::etcd {
 
@@ -82,6 +78,7 @@ struct TxnReply {
 };
 
 struct ClientOptions {
+  enum class Api { kGrpc, kJson } api = Api::kGrpc;
   std::vector<std::string> endpoints;  // "host:port"
   std::string user, password;          // etcd's own authentication, when user is set
   std::string describe;                // for messages: the URL without the password
@@ -90,34 +87,30 @@ struct ClientOptions {
 
 class Client {
  public:
-  explicit Client(ClientOptions options);
-  ~Client();
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
+  virtual ~Client() = default;
 
-  Result<RangeReply> Range(const Op& range);
+  // serializable reads (with a revision) are served by the member asked, without a
+  // round of the cluster; a member behind that revision answers ESTALE.
+  virtual Result<RangeReply> Range(const Op& range, bool serializable = false) = 0;
   // maybe_applied (required when success or failure writes) is set when the outcome is
   // unknown (see above); it is left false on every error that proves nothing was applied.
-  Result<TxnReply> Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
-                       const std::vector<Op>& failure, bool* maybe_applied);
+  // serializable: every op is a read at a revision, served as above.
+  virtual Result<TxnReply> Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
+                               const std::vector<Op>& failure, bool* maybe_applied, bool serializable = false) = 0;
   // A lease of ttl seconds; its id.
-  Result<int64_t> GrantLease(int64_t ttl_s);
+  virtual Result<int64_t> GrantLease(int64_t ttl_s) = 0;
   // Drops the history before revision (what --auto-compaction does on a schedule).
-  Status Compact(int64_t revision);
+  virtual Status Compact(int64_t revision) = 0;
 
-  const std::string& describe() const { return o_.describe; }
-
- private:
-  // Posts body to path on one member after another; the reply's JSON text. sent is set
-  // once a request reached a member without an answer that proves it was not applied.
-  Result<std::string> Post(const std::string& path, const std::string& body, bool* sent);
-  Status Authenticate(const std::string& endpoint);
-
-  ClientOptions o_;
-  std::unique_ptr<HttpClient> http_;
-  std::atomic<size_t> current_{0};
-  std::mutex token_mu_;
-  std::string token_;
+  virtual const std::string& describe() const = 0;
 };
+
+std::unique_ptr<Client> NewClient(const ClientOptions& options);
+std::unique_ptr<Client> NewJsonClient(const ClientOptions& options);
+std::unique_ptr<Client> NewGrpcClient(const ClientOptions& options);
+
+// An error etcd answered (a gRPC status code and its message) as a Status (see above);
+// OK for code 0. where: the member, for the message.
+Status ServerError(int grpc_code, const std::string& message, const std::string& where);
 
 }  // namespace tierfs::etcd

@@ -35,7 +35,7 @@ bool Retryable(const Status& st) { return st.code() == EAGAIN || st.code() == EC
 
 class EtcdEngine final : public KvEngine {
  public:
-  explicit EtcdEngine(etcd::Options options) : o_(std::move(options)), c_(o_.client) {}
+  explicit EtcdEngine(etcd::Options options) : o_(std::move(options)), client_(etcd::NewClient(o_.client)), c_(*client_) {}
 
   Status Init() {
     auto deadline = Clock::now() + o_.deadline;
@@ -231,7 +231,8 @@ class EtcdEngine final : public KvEngine {
   }
 
   etcd::Options o_;
-  etcd::Client c_;
+  std::unique_ptr<etcd::Client> client_;
+  etcd::Client& c_;
   std::mutex lease_mu_;
   int64_t lease_ = 0;
   Clock::time_point lease_granted_;

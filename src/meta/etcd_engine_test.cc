@@ -68,7 +68,7 @@ TEST(EtcdOptions, BadUrlsSayWhatIsExpected) {
   EXPECT_EQ(tls.status().code(), EPROTONOSUPPORT);
   auto opt = OpenKvEngine("etcd://127.0.0.1:1/v?retries=3");
   ASSERT_FALSE(opt.ok());
-  EXPECT_NE(opt.status().message().find("timeout, request-timeout, max-txn-ops"), std::string::npos);
+  EXPECT_NE(opt.status().message().find("timeout, request-timeout, max-txn-ops, api"), std::string::npos);
   auto user = OpenKvEngine("etcd://someone@127.0.0.1:1/v");
   ASSERT_FALSE(user.ok());
   EXPECT_NE(user.status().message().find("no password"), std::string::npos);
@@ -86,7 +86,8 @@ TEST(EtcdEngine, NothingListeningIsReportedAtOnceNamingEveryMember) {
 TEST(EtcdEngine, AForeignPrefixIsRefusedAndLeftAlone) {
   if (Base().empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
   auto o = OptionsOf(Base() + "etcd_test_foreign");
-  etcd::Client c(o.client);
+  auto client = etcd::NewClient(o.client);
+  etcd::Client& c = *client;
   etcd::Op put;
   put.kind = etcd::Op::kPut;
   put.key = "etcd_test_foreign/someone-elses";
@@ -112,7 +113,8 @@ TEST(EtcdEngine, ASnapshotCompactedUnderATransactionStartsItAgain) {
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(Put(**a, "x", "1").ok());
   ASSERT_TRUE(Put(**a, "y", "1").ok());
-  etcd::Client c(OptionsOf(url).client);
+  auto client = etcd::NewClient(OptionsOf(url).client);
+  etcd::Client& c = *client;
   int attempts = 0;
   std::optional<std::string> x, y;
   ASSERT_TRUE((*a)->Txn(
@@ -198,8 +200,9 @@ TEST(EtcdEngine, AReadSetBeyondMaxTxnOpsComparesOneVersion) {
   EXPECT_EQ(AttemptsWith(**a, read(200), unrelated), 2);  // one version: any commit conflicts
 }
 
-// A TCP proxy to one etcd member that loses a commit: the first `losses` requests to
-// /v3/kv/txn that write (their JSON holds "request_put") are each either passed on and
+// A TCP proxy to one etcd member that loses a commit: the first `losses` requests that
+// carry `needle` (a commit's: its marker key over gRPC; "request_put" in a Txn of the
+// JSON gateway, whose keys travel in base64) are each either passed on and
 // their answer dropped (kAfter: the commit applies, the client never hears of it), or
 // dropped before they reach the member (kBefore: nothing applies); the connection is
 // closed either way. libcurl sends a request again, once, by itself when a reused
@@ -208,7 +211,8 @@ TEST(EtcdEngine, AReadSetBeyondMaxTxnOpsComparesOneVersion) {
 class LosingProxy {
  public:
   enum Mode { kAfter, kBefore };
-  LosingProxy(int upstream_port, Mode mode, int losses) : upstream_(upstream_port), mode_(mode), losses_(losses) {
+  LosingProxy(int upstream_port, Mode mode, int losses, std::string needle)
+      : upstream_(upstream_port), mode_(mode), losses_(losses), needle_(std::move(needle)) {
     listen_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -263,7 +267,7 @@ class LosingProxy {
       ssize_t n = read(c, buf, sizeof(buf));
       if (n <= 0) break;
       seen.append(buf, n);
-      bool target = seen.find("/v3/kv/txn") != std::string::npos && seen.find("request_put") != std::string::npos;
+      bool target = seen.find(needle_) != std::string::npos;
       if (target && lost_.fetch_add(1) < losses_) {
         cut.store(true);
         if (mode_ == kAfter) {
@@ -285,6 +289,7 @@ class LosingProxy {
   int upstream_, port_ = 0, listen_ = -1;
   Mode mode_;
   int losses_;
+  std::string needle_;
   std::atomic<int> lost_{0};
   std::thread accept_;
   std::vector<std::thread> threads_;
@@ -293,33 +298,39 @@ class LosingProxy {
 // A commit whose answer is lost applied once and is reported once (kAfter), or did not
 // apply and is run again (kBefore): counted by an increment that must come out exact.
 void LoseOneCommit(LosingProxy::Mode mode, int losses, int want_attempts) {
-  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_lost_" + std::to_string(mode) + "_" +
-                                                          std::to_string(losses));
-  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
-  auto o = OptionsOf(url);
-  int member = std::stoi(o.client.endpoints[0].substr(o.client.endpoints[0].rfind(':') + 1));
-  LosingProxy proxy(member, mode, losses);
-  auto e = OpenKvEngine("etcd://127.0.0.1:" + std::to_string(proxy.port()) + "/" + o.prefix);
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
-  int attempts = 0;
-  Status st = (*e)->Txn([&](KvTxn& t) -> Status {
-    ++attempts;
-    ASSIGN_OR_RETURN(auto v, t.Get("n"));
-    return t.Put("n", std::to_string(v ? std::stoi(*v) + 1 : 1));
-  });
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_GE(proxy.lost(), losses);
-  EXPECT_EQ(attempts, want_attempts);
-  auto direct = OpenKvEngine(url);
-  ASSERT_TRUE(direct.ok());
-  std::optional<std::string> n;
-  ASSERT_TRUE((*direct)->Txn([&](KvTxn& t) -> Status {
-                         ASSIGN_OR_RETURN(n, t.Get("n"));
-                         return Status::OK();
-                       },
-                       true)
-                  .ok());
-  EXPECT_EQ(n, "1");  // never twice
+  for (const char* api : {"json", "grpc"}) {
+    SCOPED_TRACE(api);
+    std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_lost_" + std::to_string(mode) + "_" +
+                                                            std::to_string(losses) + "_" + api);
+    if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+    auto o = OptionsOf(url);
+    int member = std::stoi(o.client.endpoints[0].substr(o.client.endpoints[0].rfind(':') + 1));
+    // JSON: a Txn that writes (resends included). gRPC: the commit marker's key, in the
+    // commit and in the Txns that settle it.
+    std::string needle = std::string(api) == "json" ? "request_put" : o.prefix + "x";
+    LosingProxy proxy(member, mode, losses, needle);
+    auto e = OpenKvEngine("etcd://127.0.0.1:" + std::to_string(proxy.port()) + "/" + o.prefix + "?api=" + api);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    int attempts = 0;
+    Status st = (*e)->Txn([&](KvTxn& t) -> Status {
+      ++attempts;
+      ASSIGN_OR_RETURN(auto v, t.Get("n"));
+      return t.Put("n", std::to_string(v ? std::stoi(*v) + 1 : 1));
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_GE(proxy.lost(), losses);
+    EXPECT_EQ(attempts, want_attempts);
+    auto direct = OpenKvEngine(url);
+    ASSERT_TRUE(direct.ok());
+    std::optional<std::string> n;
+    ASSERT_TRUE((*direct)->Txn([&](KvTxn& t) -> Status {
+                           ASSIGN_OR_RETURN(n, t.Get("n"));
+                           return Status::OK();
+                         },
+                         true)
+                    .ok());
+    EXPECT_EQ(n, "1");  // never twice
+  }
 }
 
 TEST(EtcdEngine, ACommitSentAgainAfterItAppliedIsReportedOnce) { LoseOneCommit(LosingProxy::kAfter, 1, 1); }

@@ -12,7 +12,7 @@ namespace {
 
 constexpr char kForm[] =
     "expected etcd://[USER:PASSWORD@]HOST1[:PORT],HOST2[:PORT],.../PREFIX[?timeout=30s&request-timeout=3s&"
-    "max-txn-ops=128]";
+    "max-txn-ops=128&api=grpc|json]";
 
 }  // namespace
 
@@ -54,6 +54,14 @@ Result<Options> ParseOptions(const Url& url) {
         return Status::Err(EINVAL, "bad " + key + " '" + value + "' in " + o.describe +
                                        ": expected a duration such as 30s, 500ms or 2m");
       }
+    } else if (key == "api") {
+      if (value == "grpc") {
+        o.client.api = ClientOptions::Api::kGrpc;
+      } else if (value == "json") {
+        o.client.api = ClientOptions::Api::kJson;
+      } else {
+        return Status::Err(EINVAL, "bad api '" + value + "' in " + o.describe + ": expected grpc or json");
+      }
     } else if (key == "max-txn-ops") {
       char* end = nullptr;
       long n = strtol(value.c_str(), &end, 10);
@@ -64,7 +72,7 @@ Result<Options> ParseOptions(const Url& url) {
       o.max_txn_ops = static_cast<size_t>(n);
     } else {
       return Status::Err(EINVAL, "unknown option '" + key + "' in " + o.describe +
-                                     "; the etcd engine knows: timeout, request-timeout, max-txn-ops");
+                                     "; the etcd engine knows: timeout, request-timeout, max-txn-ops, api");
     }
   }
   // One request never waits longer than the whole transaction may.

@@ -1,5 +1,6 @@
 // META-URL parsing for the etcd metadata engine:
-//   etcd://[USER:PASSWORD@]HOST1[:PORT],HOST2[:PORT],.../PREFIX[?timeout=30s&request-timeout=3s&max-txn-ops=128]
+//   etcd://[USER:PASSWORD@]HOST1[:PORT],HOST2[:PORT],.../PREFIX
+//       [?timeout=30s&request-timeout=3s&max-txn-ops=128&api=grpc|json]
 // HOSTs: some or all members of the cluster (port 2379 when left out). PREFIX: the volume's
 // keys live under "PREFIX/", so that one cluster holds several volumes beside other users'
 // keys (Patroni's, for example); it is required.

@@ -45,7 +45,7 @@ Result<std::optional<std::string>> EtcdTxn::Get(std::string_view key) {
   Op range;
   range.key = ValueKey(o_, key);
   range.revision = rev_;
-  auto reply = c_.Range(range);
+  auto reply = c_.Range(range, rev_ != 0);
   if (!reply.ok()) return Fail(reply.status());
   Snapshot(reply->revision);
   return Remember(std::string(key), reply->kvs.empty() ? nullptr : &reply->kvs[0]);
@@ -81,7 +81,7 @@ Result<std::vector<std::optional<std::string>>> EtcdTxn::GetMany(const std::vect
       r.revision = rev_;
       ops.push_back(std::move(r));
     }
-    auto reply = c_.Txn({}, ops, {}, nullptr);
+    auto reply = c_.Txn({}, ops, {}, nullptr, rev_ != 0);
     if (!reply.ok()) return Fail(reply.status());
     if (reply->ranges.size() != ops.size()) {
       return Fail(Status::Err(EIO, "etcd " + c_.describe() + ": a read of " + std::to_string(ops.size()) +
@@ -116,7 +116,7 @@ Status EtcdTxn::Scan(std::string_view begin, std::string_view end, size_t limit,
     range.range_end = range_end;
     range.revision = rev_;
     range.limit = kScanBatch;
-    auto reply = c_.Range(range);
+    auto reply = c_.Range(range, rev_ != 0);
     if (!reply.ok()) return Fail(reply.status());
     Snapshot(reply->revision);
     std::optional<std::string> upper;

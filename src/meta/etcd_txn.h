@@ -1,8 +1,10 @@
 // One attempt of a transaction on the etcd engine (etcd_engine.h: layout, retries, commit).
 //
 // Reads are all at one revision of the store: the one the attempt's first read was served
-// at (linearizable), then every later read asks for that revision. The attempt thus reads
-// a snapshot, so a read-only transaction is consistent whatever its number of round trips
+// at (linearizable), then every later read asks for that revision, served by the member
+// asked without a round of the cluster (serializable: that member has applied the
+// revision, or answers ESTALE and the attempt starts again). The attempt thus reads a
+// snapshot, so a read-only transaction is consistent whatever its number of round trips
 // and needs no validation. A Get is one Range; GetMany one etcd Txn of Range ops per
 // max_txn_ops keys; a Scan one Range per kScanBatch keys. Values read are kept for the
 // attempt, and buffered writes are merged into every read.

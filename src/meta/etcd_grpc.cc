@@ -1,0 +1,252 @@
+// The etcd client over gRPC (etcd_client.h has the contract; etcd_rpc.proto the RPCs).
+// One channel per member, made at first use, reconnecting within a second once a member
+// is back (gRPC's default backoff grows to two minutes); calls fail fast while a member is
+// unreachable, so the next member is asked at once.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+
+#include "meta/etcd_client.h"
+#include "meta/etcd_rpc.grpc.pb.h"  // generated (src/meta/CMakeLists.txt)
+
+namespace tierfs::etcd {
+
+namespace {
+
+namespace pb = ::etcdserverpb;
+
+RangeReply FromPb(const pb::RangeResponse& r) {
+  RangeReply out;
+  out.revision = r.header().revision();
+  out.more = r.more();
+  out.kvs.reserve(r.kvs_size());
+  for (const auto& kv : r.kvs()) out.kvs.push_back(Kv{kv.key(), kv.value(), kv.mod_revision()});
+  return out;
+}
+
+void ToPb(const Op& op, bool serializable, pb::RequestOp* out) {
+  switch (op.kind) {
+    case Op::kRange: {
+      auto* r = out->mutable_request_range();
+      r->set_key(op.key);
+      r->set_range_end(op.range_end);
+      r->set_limit(op.limit);
+      r->set_revision(op.revision);
+      r->set_serializable(serializable);
+      break;
+    }
+    case Op::kPut: {
+      auto* p = out->mutable_request_put();
+      p->set_key(op.key);
+      p->set_value(op.value);
+      p->set_lease(op.lease);
+      break;
+    }
+    case Op::kDelete: {
+      auto* d = out->mutable_request_delete_range();
+      d->set_key(op.key);
+      d->set_range_end(op.range_end);
+      break;
+    }
+  }
+}
+
+struct Member {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::KV::Stub> kv;
+  std::unique_ptr<pb::Lease::Stub> lease;
+  std::unique_ptr<pb::Auth::Stub> auth;
+};
+
+class GrpcClient final : public Client {
+ public:
+  explicit GrpcClient(ClientOptions options) : o_(std::move(options)), members_(o_.endpoints.size()) {}
+
+  Result<RangeReply> Range(const Op& range, bool serializable) override {
+    pb::RangeRequest req;
+    req.set_key(range.key);
+    req.set_range_end(range.range_end);
+    req.set_limit(range.limit);
+    req.set_revision(range.revision);
+    req.set_serializable(serializable);
+    pb::RangeResponse resp;
+    bool sent = false;
+    RETURN_IF_ERROR(Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Range(ctx, req, &resp); }, &sent));
+    return FromPb(resp);
+  }
+
+  Result<TxnReply> Txn(const std::vector<Compare>& compare, const std::vector<Op>& success,
+                       const std::vector<Op>& failure, bool* maybe_applied, bool serializable) override {
+    pb::TxnRequest req;
+    bool writes = false;
+    for (const auto& c : compare) {
+      auto* pc = req.add_compare();
+      pc->set_result(c.less ? pb::Compare::LESS : pb::Compare::EQUAL);
+      pc->set_target(pb::Compare::MOD);
+      pc->set_key(c.key);
+      pc->set_mod_revision(c.mod_revision);
+      if (!c.range_end.empty()) pc->set_range_end(c.range_end);
+    }
+    for (const auto& op : success) {
+      writes |= op.kind != Op::kRange;
+      ToPb(op, serializable, req.add_success());
+    }
+    for (const auto& op : failure) {
+      writes |= op.kind != Op::kRange;
+      ToPb(op, serializable, req.add_failure());
+    }
+    pb::TxnResponse resp;
+    bool sent = false;
+    Status st = Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Txn(ctx, req, &resp); }, &sent);
+    if (!st.ok()) {
+      if (writes && sent && maybe_applied) *maybe_applied = true;
+      return st;
+    }
+    TxnReply out;
+    out.revision = resp.header().revision();
+    out.succeeded = resp.succeeded();
+    for (const auto& r : resp.responses()) {
+      if (r.has_response_range()) out.ranges.push_back(FromPb(r.response_range()));
+    }
+    return out;
+  }
+
+  Result<int64_t> GrantLease(int64_t ttl_s) override {
+    pb::LeaseGrantRequest req;
+    req.set_ttl(ttl_s);
+    pb::LeaseGrantResponse resp;
+    bool sent = false;
+    RETURN_IF_ERROR(
+        Call([&](Member& m, grpc::ClientContext* ctx) { return m.lease->LeaseGrant(ctx, req, &resp); }, &sent));
+    if (resp.id() == 0) {
+      return Status::Err(EIO, "etcd " + o_.describe + ": lease grant answered no lease: " + resp.error());
+    }
+    return resp.id();
+  }
+
+  Status Compact(int64_t revision) override {
+    pb::CompactionRequest req;
+    req.set_revision(revision);
+    req.set_physical(true);
+    pb::CompactionResponse resp;
+    bool sent = false;
+    return Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Compact(ctx, req, &resp); }, &sent);
+  }
+
+  const std::string& describe() const override { return o_.describe; }
+
+ private:
+  Member& MemberAt(size_t i) {
+    std::lock_guard<std::mutex> l(mu_);
+    Member& m = members_[i];
+    if (!m.channel) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(-1);
+      args.SetMaxSendMessageSize(-1);
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+      m.channel = grpc::CreateCustomChannel(o_.endpoints[i], grpc::InsecureChannelCredentials(), args);
+      m.kv = pb::KV::NewStub(m.channel);
+      m.lease = pb::Lease::NewStub(m.channel);
+      m.auth = pb::Auth::NewStub(m.channel);
+    }
+    return m;
+  }
+
+  void SetUp(grpc::ClientContext* ctx, const std::string& token) {
+    ctx->set_deadline(std::chrono::system_clock::now() + o_.request_timeout);
+    if (!token.empty()) ctx->AddMetadata("token", token);
+  }
+
+  Status Authenticate(Member& m, const std::string& endpoint) {
+    pb::AuthenticateRequest req;
+    req.set_name(o_.user);
+    req.set_password(o_.password);
+    pb::AuthenticateResponse resp;
+    grpc::ClientContext ctx;
+    SetUp(&ctx, "");
+    grpc::Status st = m.auth->Authenticate(&ctx, req, &resp);
+    if (!st.ok()) return ServerError(st.error_code(), st.error_message(), endpoint);
+    std::lock_guard<std::mutex> l(mu_);
+    token_ = resp.token();
+    return Status::OK();
+  }
+
+  // Calls rpc on one member after another until one answers (etcd_client.h).
+  template <typename Rpc>
+  Status Call(Rpc&& rpc, bool* sent) {
+    std::string reasons;
+    bool all_refused = true;
+    const size_t n = o_.endpoints.size();
+    const size_t start = current_.load();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t idx = (start + i) % n;
+      const std::string& ep = o_.endpoints[idx];
+      Member& m = MemberAt(idx);
+      auto note = [&](const std::string& why) { reasons += (reasons.empty() ? "" : "; ") + ep + ": " + why; };
+      for (int auth_try = 0; auth_try < 2; ++auth_try) {
+        std::string token;
+        if (!o_.user.empty()) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            token = token_;
+          }
+          if (token.empty()) {
+            Status st = Authenticate(m, ep);
+            if (st.code() == EACCES) return st;
+            if (!st.ok()) {
+              if (st.message().find("Connection refused") == std::string::npos) all_refused = false;
+              note(st.message());
+              break;
+            }
+            std::lock_guard<std::mutex> l(mu_);
+            token = token_;
+          }
+        }
+        grpc::ClientContext ctx;
+        SetUp(&ctx, token);
+        grpc::Status st = rpc(m, &ctx);
+        if (st.ok()) {
+          current_.store(idx);
+          return Status::OK();
+        }
+        const std::string& msg = st.error_message();
+        bool refused = st.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                       (msg.find("Connection refused") != std::string::npos ||
+                        msg.find("failed to connect") != std::string::npos);
+        if (!refused) all_refused = false;
+        if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED && !o_.user.empty() && auth_try == 0) {
+          std::lock_guard<std::mutex> l(mu_);
+          token_.clear();  // expired: authenticate again
+          continue;
+        }
+        if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+            st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+            st.error_code() == grpc::StatusCode::CANCELLED) {
+          if (!refused) *sent = true;
+          note(msg);
+          break;
+        }
+        return ServerError(st.error_code(), msg, ep);
+      }
+    }
+    current_.store((start + 1) % n);
+    return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
+                       "etcd " + o_.describe + ": no member served the request (" + reasons + ")");
+  }
+
+  ClientOptions o_;
+  std::mutex mu_;
+  std::vector<Member> members_;
+  std::atomic<size_t> current_{0};
+  std::string token_;
+};
+
+}  // namespace
+
+std::unique_ptr<Client> NewGrpcClient(const ClientOptions& options) { return std::make_unique<GrpcClient>(options); }
+
+}  // namespace tierfs::etcd
