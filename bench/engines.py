@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Metadata engines side by side, and an etcd leader's loss as an application sees it.
+
+    sudo bench/engines.py [--ops 1000] [--kills 10]
+
+1. Metadata operations per engine, in process (bench/meta_bench: create, lookup, getattr,
+   slice commit, rename, unlink), with 1 and 16 client threads: SQLite, Redis (append-only
+   file, fsync every second), PostgreSQL (fsync off, as the test server), a three-member
+   etcd cluster over gRPC and over its JSON gateway (the client's two APIs, measured
+   against each other as the etcd engine's choice).
+2. A mount on the etcd cluster creating files in a loop while its leader is SIGKILLed
+   (and restarted) --kills times: from each kill to the next create that completes
+   (writes succeed again), median and max.
+
+Servers are throwaway ones on loopback (tests/servers.py, ports moved by 600). Writes the
+"engines" section of docs/benchmarks.md."""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+os.environ["TIERFS_TEST_PORT_OFFSET"] = "600"
+import servers  # noqa: E402  (reads the offset above)
+from doc_section import write_section  # noqa: E402
+
+TIERFS = os.environ.get("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", "tierfs"))
+META_BENCH = os.path.join(REPO, "build", "bench", "meta_bench")
+BEGIN, END = "<!-- BEGIN engines (bench/engines.py) -->", "<!-- END engines (bench/engines.py) -->"
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def meta_bench(urls, ops, threads):
+    out = subprocess.run([META_BENCH, "-n", str(ops // threads), "-t", str(threads)] + urls, check=True,
+                         capture_output=True, text=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == len(urls) + 1 and re.search(r"/s$", cells[1]):
+            rows[cells[0]] = [int(re.search(r"(\d+)/s$", c).group(1)) for c in cells[1:]]
+    return rows
+
+
+def leader(etcd):
+    ids, lead = {}, None
+    for i in range(etcd.n):
+        try:
+            req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % etcd.client_port(i),
+                                         data=b"{}", method="POST")
+            with urllib.request.urlopen(req, timeout=2) as r:
+                st = json.loads(r.read())
+        except Exception:
+            continue
+        ids[st["header"]["member_id"]] = i
+        lead = st.get("leader", lead)
+    return ids.get(lead)
+
+
+def kills(etcd, work, n):
+    url = etcd.url("killbench")
+    subprocess.run([TIERFS, "format", url, "killbench", "--force", "--storage", "file", "--bucket",
+                    os.path.join(work, "kb")], check=True, capture_output=True)
+    mnt = os.path.join(work, "kmnt")
+    os.makedirs(mnt)
+    subprocess.run([TIERFS, "mount", "-d", url, mnt, "--log", mnt + ".log"], check=True)
+    done = []
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            try:
+                os.close(os.open(os.path.join(mnt, "f%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+                done.append(time.monotonic())
+            except OSError:
+                pass
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    back = []
+    try:
+        for _ in range(n):
+            time.sleep(2)
+            i = leader(etcd)
+            if i is None:
+                continue
+            t0 = time.monotonic()
+            etcd.kill_member(i, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(x > t0 for x in done[-5:]):
+                time.sleep(0.005)
+            after = [x for x in done[-50:] if x > t0]
+            back.append(after[0] - t0 if after else float("inf"))
+            log("leader %d killed: creates again after %.3f s" % (i, back[-1]))
+            etcd.start_member(i)
+    finally:
+        stop.set()
+        t.join()
+        subprocess.run([TIERFS, "umount", mnt])
+    return back
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", type=int, default=1000, help="operations of each kind per engine and thread count")
+    ap.add_argument("--kills", type=int, default=10)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="tierfs-engines-bench-")
+    os.chmod(work, 0o755)
+    srv = os.path.join(work, "srv")
+    redis, pg, etcd = servers.Redis(srv), servers.Postgres(srv), servers.Etcd(srv)
+    try:
+        for s in (redis, pg, etcd):
+            s.start()
+        engines = [("SQLite", "sqlite3://" + os.path.join(work, "b.db")), ("Redis", redis.url() + "/5"),
+                   ("PostgreSQL", pg.url("tierfs_bench")), ("etcd, 3 members (gRPC)", etcd.url("b1") + "?api=grpc"),
+                   ("etcd, 3 members (JSON gateway)", etcd.url("b2") + "?api=json")]
+        results = {}
+        for threads in (1, 16):
+            log("meta_bench, %d thread(s)" % threads)
+            results[threads] = meta_bench([u for _, u in engines], a.ops, threads)
+        back = kills(etcd, work, a.kills)
+    finally:
+        for s in (etcd, pg, redis):
+            s.stop()
+        subprocess.run(["rm", "-rf", work])
+    cmd = "sudo bench/engines.py " + " ".join(sys.argv[1:])
+    lines = [BEGIN, "## Metadata engines side by side, and an etcd leader's loss", "",
+             "`%s` (%s, %d cores). Operations per second of all client threads, in process"
+             " (bench/meta_bench, no FUSE; %d operations of each kind per column), servers on loopback"
+             " (tests/servers.py): Redis with its append-only file fsync'd every second, PostgreSQL with fsync"
+             " off, etcd 3.4 with three members on this machine (each fsyncs its log)." %
+             (cmd, time.strftime("%Y-%m-%d"), os.cpu_count(), a.ops), "",
+             "| operation, threads | " + " | ".join(n for n, _ in engines) + " |",
+             "|---|" + "---:|" * len(engines)]
+    for op in ("create", "lookup", "getattr", "slice commit", "rename", "unlink"):
+        for threads in (1, 16):
+            lines.append("| %s, %d | %s |" % (op, threads, " | ".join("%d/s" % v for v in results[threads][op])))
+    finite = [b for b in back if b != float("inf")]
+    lines += ["", "etcd leader SIGKILLed %d times under a mount creating files in a loop (each restarted after):"
+              " creates completed again after median %.2f s, max %.2f s%s." %
+              (len(back), statistics.median(finite) if finite else float("nan"), max(back) if back else float("nan"),
+               "" if len(finite) == len(back) else " (%d never within 30 s)" % (len(back) - len(finite))), END]
+    write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, "\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
