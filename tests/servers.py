@@ -113,6 +113,17 @@ def _kill_pidfile(pidfile, sig=signal.SIGTERM, timeout=20):
         pass
 
 
+def free_ports(n):
+    """A base port with n consecutive free ports from it on (an etcd member takes two)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n < 65000 and all(not _port_open(base + i) for i in range(n)):
+            return base
+    raise RuntimeError("no %d consecutive free ports" % n)
+
+
 def _need_free(port, what):
     if _port_open(port):
         raise RuntimeError(f"cannot start {what}: 127.0.0.1:{port} is already in use by another process")
@@ -544,6 +555,25 @@ class Etcd:
         _wait("etcd cluster on ports %s" % self.endpoints(), lambda: all(self.healthy(i) for i in range(self.n)), 60,
               self._log(0))
         return self
+
+    def leader(self):
+        """The index of the member that leads now, as the running members report it (None:
+        none says)."""
+        import urllib.request
+        ids, lead = {}, None
+        for i in range(self.n):
+            if not self.running(i):
+                continue
+            try:
+                req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % self.client_port(i),
+                                             data=b"{}", method="POST")
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    st = json.loads(r.read())
+            except Exception:
+                continue
+            ids[st["header"]["member_id"]] = i
+            lead = st.get("leader", lead)
+        return ids.get(lead)
 
     def kill_member(self, i, sig=signal.SIGKILL):
         _kill_pidfile(self._pidfile(i), sig)

@@ -12,29 +12,17 @@ kept making progress after every kill, and no operation took longer than the MET
 
 An operation that failed is allowed to have applied or not; none failed in the runs so
 far (an election takes well under a second here)."""
-import json
 import os
 import signal
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import servers  # noqa: E402
-from gateway_helpers import free_port  # noqa: E402
 
 TIMEOUT_S = 15  # ?timeout= of the volume's META-URL
-
-
-def free_ports(n):
-    """A base port with n consecutive free ports above it."""
-    for _ in range(50):
-        base = free_port()
-        if base + n < 65000 and all(not servers._port_open(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no %d consecutive free ports" % n)
 
 
 class Writer:
@@ -110,31 +98,13 @@ class EtcdFailoverTest(harness.TierFSTestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.local_tmpdir()
-        self.etcd = servers.Etcd(self.tmp, port=free_ports(6), name="etcd-own")
+        self.etcd = servers.Etcd(self.tmp, port=servers.free_ports(6), name="etcd-own")
         self.addCleanup(self.etcd.stop)
         self.etcd.start()
         url = self.etcd.url("failover") + "?timeout=%ds" % TIMEOUT_S
         self.vol = harness.Volume("etcdvol", meta_url=url, base=self.tmp)
         self.addCleanup(self.vol.cleanup)
         self.vol.format()
-
-    def leader(self):
-        """The index of the member that is the leader now (None: no member says)."""
-        ids = {}
-        leader = None
-        for i in range(self.etcd.n):
-            if not self.etcd.running(i):
-                continue
-            try:
-                req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % self.etcd.client_port(i),
-                                             data=b"{}", method="POST")
-                with urllib.request.urlopen(req, timeout=2) as r:
-                    st = json.loads(r.read())
-            except Exception:
-                continue
-            ids[st["header"]["member_id"]] = i
-            leader = st.get("leader", leader)
-        return ids.get(leader)
 
     def test_writers_lose_nothing_while_the_leader_is_killed(self):
         self.vol.mount()
@@ -157,7 +127,7 @@ class EtcdFailoverTest(harness.TierFSTestCase):
             deadline = time.monotonic() + 35
             time.sleep(2)
             while time.monotonic() < deadline:
-                i = self.leader()
+                i = self.etcd.leader()
                 if i is None:
                     time.sleep(0.2)
                     continue

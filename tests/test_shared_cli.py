@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import harness
+import servers
 from harness import msg, run, tierfs
 
 MiB = 1 << 20
@@ -140,6 +141,41 @@ class SharedCliTest(harness.TierFSTestCase):
         for c in contains:
             self.assertIn(c, err, msg(rc, out, err))
         return err
+
+    def test_meta_durability_is_reported_and_can_be_required(self):
+        """`tierfs status` says what one server's loss could lose, from each engine's servers;
+        `mount --require-safe-meta` refuses an engine that is not safe, saying why."""
+        own = servers.Etcd(self.new_volume().dir, port=servers.free_ports(2), members=1, name="etcd-single")
+        self.addCleanup(own.stop)
+        own.start()
+        cases = [
+            (None, False, ["one file on this machine"]),  # the embedded default
+            (redis_url(1), False, ["appendfsync everysec", "no replica"]),
+            (pg_url(), False, ["fsync off", "no synchronous standby"]),
+            (own.url(harness.unique("one").replace("-", "_")), False, ["one voting member"]),
+            (harness.servers()["etcd_url"] + harness.unique("three").replace("-", "_"), True, []),
+            (harness.servers()["etcd_url"] + harness.unique("json").replace("-", "_") + "?api=json", True, []),
+        ]
+        for url, safe, risks in cases:
+            with self.subTest(url=url):
+                vol = self.volume(url, None) if url else self.new_volume()
+                vol.format("--force")
+                d = vol.status_json()["meta_durability"]
+                self.assertEqual(d["safe"], safe, d)
+                for r in risks:
+                    self.assertTrue(any(r in x for x in d["risks"]), (r, d))
+                if safe:
+                    self.assertIn("3 voting", d["summary"])
+                    vol.mount("--require-safe-meta")
+                    vol.umount()
+                else:
+                    res = vol.mount("--require-safe-meta", check=False)
+                    self.assertNotEqual(res[0], 0)
+                    self.assertIn("--require-safe-meta", res[2], msg(*res))
+                    self.assertIn(risks[0], res[2], msg(*res))
+                    vol.mount()  # without it: a warning in the log
+                    vol.umount()
+                    self.assertIn("not safe against one server's loss", vol.log_tail())
 
     def test_unreachable_servers(self):
         bucket = os.path.join(self.new_volume().dir, "b")

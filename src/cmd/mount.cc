@@ -29,6 +29,33 @@
 namespace tierfs::cmd {
 namespace {
 
+// What one server's loss could lose, as the engine's servers say: a warning in the log, or
+// with --require-safe-meta a refusal that lists it.
+Status CheckMetaDurability(KvEngine* engine, bool require) {
+  auto d = engine->Durability();
+  if (!d.ok()) {
+    if (require) {
+      return Status::Err(EINVAL, "--require-safe-meta: cannot tell how " + engine->Describe() +
+                                     " keeps a commit: " + d.status().message());
+    }
+    spdlog::warn("metadata engine {}: cannot tell how it keeps a commit: {}", engine->Describe(), d.status().message());
+    return Status::OK();
+  }
+  if (d->safe) {
+    spdlog::info("metadata engine: {} (safe against one server's loss)", d->summary);
+    return Status::OK();
+  }
+  std::string risks;
+  for (const auto& r : d->risks) risks += "; " + r;
+  if (require) {
+    return Status::Err(EINVAL, "--require-safe-meta: " + d->summary + " is not safe against one server's loss" +
+                                   risks);
+  }
+  spdlog::warn("metadata engine: {} is not safe against one server's loss{}", d->summary, risks);
+  return Status::OK();
+}
+
+
 // A mount point that holds entries: the mount hides them until it is unmounted (as any
 // mount does). Returns the warning to give, or "" when there is none (an empty directory,
 // or one that cannot be read: the checks before mounting report what is wrong with it).
@@ -112,6 +139,9 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   vo.compact_grace = a.compact_grace;
   auto volume = client::Volume::Open(vo);
   if (!volume.ok()) return fail(volume.status());
+  if (Status safe = CheckMetaDurability((*volume)->meta()->engine(), a.require_safe_meta); !safe.ok()) {
+    return fail(safe);
+  }
   const FormatRecord& fmt = (*volume)->format();
   int rc = 0;
   FuseOptions fopts;

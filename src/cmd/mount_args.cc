@@ -49,6 +49,9 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
   AddGroupOptions(sub, &a->group);
   sub->add_option("-o", a->options, "FUSE mount options: allow_other, default_permissions, ro, ...");
   sub->add_flag("--read-only", a->read_only, "Mount read-only");
+  sub->add_flag("--require-safe-meta", a->require_safe_meta,
+                "Refuse to mount unless the metadata engine's servers keep every acknowledged commit through "
+                "one server's loss (tierfs status shows what they say)");
   sub->add_option("--primary", a->primary,
                   "A mirror volume only: write through the primary at this META-URL (its metadata engine and object "
                   "store); reads stay on the mirror, and this mount sees its own writes at once (docs/design.md, "

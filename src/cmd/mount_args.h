@@ -22,6 +22,7 @@ struct MountArgs {
   std::string metrics;  // "": the default address, and no error when it cannot be used
   double slow_op = 1.0;
   bool background = false;
+  bool require_safe_meta = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   std::string buffer_size = "300M";
   client::CacheArgs cache;

@@ -209,6 +209,14 @@ int Run(const std::string& meta_url, bool json) {
   if (!f.access_key.empty()) j["access_key"] = f.access_key;
   if (!f.secret_key.empty()) j["secret_key"] = Redact(f.secret_key);
   if (!f.ceph_conf.empty()) j["ceph_conf"] = f.ceph_conf;
+  // What a server's loss could lose, as the engine's servers say now (mount
+  // --require-safe-meta refuses an engine that is not safe).
+  auto durability = (*meta)->engine()->Durability();
+  if (durability.ok()) {
+    j["meta_durability"] = {{"safe", durability->safe}, {"summary", durability->summary}, {"risks", durability->risks}};
+  } else {
+    j["meta_durability"] = {{"safe", false}, {"error", durability.status().message()}};
+  }
   if (json) {
     std::cout << j.dump(2) << std::endl;
     return 0;
@@ -239,7 +247,16 @@ int Run(const std::string& meta_url, bool json) {
             << (f.source_storage.empty() ? std::string()
                                          : "blocks:     copied from " + f.source_storage + " " + f.source_bucket +
                                                " (read through when not copied yet)\n")
-            << mirror_line << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
+            << mirror_line
+            << "metadata:   "
+            << (durability.ok() ? durability->summary + (durability->safe ? ": safe against one server's loss"
+                                                                          : ": not safe against one server's loss")
+                                : "durability unknown (" + durability.status().message() + ")")
+            << "\n";
+  if (durability.ok()) {
+    for (const auto& r : durability->risks) std::cout << "  - " << r << "\n";
+  }
+  std::cout << "quotas:     " << quotas->size() << " (tierfs quota list)\n"
             << "sessions:   " << sessions->size() << "\n";
   for (const auto& s : *sessions) {
     std::cout << "  #" << s.sid << " " << s.host << " pid " << s.pid << " on " << s.mountpoint << " (tierfs "

@@ -89,6 +89,7 @@ class JsonClient final : public Client {
                        const std::vector<Op>& failure, bool* maybe_applied, bool serializable) override;
   Result<int64_t> GrantLease(int64_t ttl_s) override;
   Status Compact(int64_t revision) override;
+  Result<std::vector<MemberInfo>> Members() override;
   const std::string& describe() const override { return o_.describe; }
 
  private:
@@ -303,6 +304,17 @@ Status JsonClient::Compact(int64_t revision) {
   bool sent = false;
   return Post("/v3/kv/compaction", json{{"revision", std::to_string(revision)}, {"physical", true}}.dump(), &sent)
       .status();
+}
+
+Result<std::vector<MemberInfo>> JsonClient::Members() {
+  bool sent = false;
+  ASSIGN_OR_RETURN(auto body, Post("/v3/cluster/member/list", "{}", &sent));
+  json r = json::parse(body);
+  std::vector<MemberInfo> out;
+  if (auto ms = r.find("members"); ms != r.end() && ms->is_array()) {
+    for (const auto& m : *ms) out.push_back(MemberInfo{m.value("name", ""), m.value("isLearner", false)});
+  }
+  return out;
 }
 
 std::unique_ptr<Client> NewJsonClient(const ClientOptions& options) {

@@ -77,6 +77,11 @@ struct TxnReply {
   std::vector<RangeReply> ranges;  // the replies of the branch's kRange ops, in order
 };
 
+struct MemberInfo {
+  std::string name;
+  bool learner = false;  // a learner does not vote: it counts for no majority
+};
+
 struct ClientOptions {
   enum class Api { kGrpc, kJson } api = Api::kGrpc;
   std::vector<std::string> endpoints;  // "host:port"
@@ -101,6 +106,8 @@ class Client {
   virtual Result<int64_t> GrantLease(int64_t ttl_s) = 0;
   // Drops the history before revision (what --auto-compaction does on a schedule).
   virtual Status Compact(int64_t revision) = 0;
+  // The cluster's members, as the member asked knows them.
+  virtual Result<std::vector<MemberInfo>> Members() = 0;
 
   virtual const std::string& describe() const = 0;
 };

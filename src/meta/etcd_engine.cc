@@ -60,6 +60,24 @@ class EtcdEngine final : public KvEngine {
                          [&]() { return RunOnce(fn, read_only, deadline); });
   }
 
+  // A commit is on a majority of the voting members: safe once there are three or more
+  // (two lose nothing, but the loss of either stops writes).
+  Result<DurabilityReport> Durability() override {
+    ASSIGN_OR_RETURN(auto members, c_.Members());
+    size_t voting = 0;
+    for (const auto& m : members) voting += m.learner ? 0 : 1;
+    DurabilityReport d;
+    d.summary = "etcd, " + std::to_string(members.size()) + " member(s), " + std::to_string(voting) + " voting";
+    if (voting <= 1) {
+      d.risks.push_back("one voting member: its disk is the only copy, and its loss loses the volume (run three)");
+    } else if (voting == 2) {
+      d.risks.push_back("two voting members: a commit is on both, but the loss of either stops every write "
+                        "(run three)");
+    }
+    d.safe = voting >= 3;
+    return d;
+  }
+
   Status Reset() override {
     auto deadline = Clock::now() + o_.deadline;
     return RetryAttempts(Describe(), "emptying the volume", deadline, [&]() {

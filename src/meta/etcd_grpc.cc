@@ -58,6 +58,7 @@ struct Member {
   std::unique_ptr<pb::KV::Stub> kv;
   std::unique_ptr<pb::Lease::Stub> lease;
   std::unique_ptr<pb::Auth::Stub> auth;
+  std::unique_ptr<pb::Cluster::Stub> cluster;
 };
 
 class GrpcClient final : public Client {
@@ -135,6 +136,17 @@ class GrpcClient final : public Client {
     return Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Compact(ctx, req, &resp); }, &sent);
   }
 
+  Result<std::vector<MemberInfo>> Members() override {
+    pb::MemberListRequest req;
+    pb::MemberListResponse resp;
+    bool sent = false;
+    RETURN_IF_ERROR(
+        Call([&](Member& m, grpc::ClientContext* ctx) { return m.cluster->MemberList(ctx, req, &resp); }, &sent));
+    std::vector<MemberInfo> out;
+    for (const auto& m : resp.members()) out.push_back(MemberInfo{m.name(), m.islearner()});
+    return out;
+  }
+
   const std::string& describe() const override { return o_.describe; }
 
  private:
@@ -152,6 +164,7 @@ class GrpcClient final : public Client {
       m.kv = pb::KV::NewStub(m.channel);
       m.lease = pb::Lease::NewStub(m.channel);
       m.auth = pb::Auth::NewStub(m.channel);
+      m.cluster = pb::Cluster::NewStub(m.channel);
     }
     return m;
   }

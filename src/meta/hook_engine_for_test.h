@@ -48,6 +48,7 @@ class HookEngine : public KvEngine {
   explicit HookEngine(std::unique_ptr<KvEngine> inner) : inner_(std::move(inner)) {}
   std::string Describe() const override { return inner_->Describe(); }
   Status Reset() override { return inner_->Reset(); }
+  Result<DurabilityReport> Durability() override { return inner_->Durability(); }
   Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
     bool scanned = false;
     Status st = inner_->Txn(

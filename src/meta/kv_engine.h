@@ -43,6 +43,15 @@ class KvTxn {
   virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
 };
 
+// How the engine's servers keep an acknowledged commit, read from them when asked (`tierfs
+// status`, `mount --require-safe-meta`). safe: no single server's or machine's loss can
+// lose one. risks: what such a loss could lose, each naming the setting that decides it.
+struct DurabilityReport {
+  bool safe = false;
+  std::string summary;  // one line: "3 etcd members, 3 voting"
+  std::vector<std::string> risks;
+};
+
 class KvEngine {
  public:
   virtual ~KvEngine() = default;
@@ -58,6 +67,10 @@ class KvEngine {
   // Makes every committed transaction durable against a power loss (fsync). Engines on a
   // server leave durability to the server's own configuration.
   virtual Status Sync() { return Status::OK(); }
+  // See DurabilityReport. Engines that cannot tell say so (not safe).
+  virtual Result<DurabilityReport> Durability() {
+    return DurabilityReport{false, "unknown", {"this metadata engine cannot say how it keeps a commit"}};
+  }
 };
 
 // Opens an engine from a META-URL: "mem://name", "sqlite3://PATH",

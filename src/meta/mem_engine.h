@@ -25,6 +25,9 @@ class MemEngine final : public KvEngine {
   std::string Describe() const override;
   Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only = false) override;
   Status Reset() override;
+  Result<DurabilityReport> Durability() override {
+    return DurabilityReport{false, "in memory (tests)", {"everything is lost when the process ends"}};
+  }
 
   struct State;
 

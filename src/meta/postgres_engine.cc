@@ -72,6 +72,7 @@ class PostgresEngine final : public KvEngine {
   std::string Describe() const override { return params_.redacted; }
   Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override;
   Status Reset() override;
+  Result<DurabilityReport> Durability() override;
 
  private:
   // Gives a connection back to the pool when an attempt ends; a connection whose state is
@@ -200,6 +201,42 @@ Status PostgresEngine::Init() {
     if (st.ok()) Release(std::move(*conn));
     return Attempt::Done(st);
   });
+}
+
+// Safe when a synchronous standby is streaming and a commit waits for it to flush
+// (synchronous_commit on or remote_apply): the primary's loss then loses no acknowledged
+// commit once a standby is promoted.
+Result<DurabilityReport> PostgresEngine::Durability() {
+  ASSIGN_OR_RETURN(auto conn, Acquire());
+  std::vector<pg::ResultPtr> results;
+  size_t i = conn->QueueSql(
+      "SELECT current_setting('synchronous_commit'), current_setting('synchronous_standby_names'), "
+      "current_setting('fsync'), (SELECT count(*) FROM pg_stat_replication), "
+      "(SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))");
+  Status st = conn->RoundTrip(&results);
+  if (!st.ok()) return st.With("reading the server's replication settings");
+  Release(std::move(conn));
+  const PGresult* r = results[i].get();
+  if (PQntuples(r) != 1) return Status::Err(EIO, Server() + ": no answer to the replication settings query");
+  std::string commit = PQgetvalue(r, 0, 0), names = PQgetvalue(r, 0, 1), fsync = PQgetvalue(r, 0, 2);
+  long standbys = atol(PQgetvalue(r, 0, 3)), sync = atol(PQgetvalue(r, 0, 4));
+  DurabilityReport d;
+  d.summary = "PostgreSQL, synchronous_commit " + commit + ", " + std::to_string(standbys) + " standby(s) streaming, " +
+              std::to_string(sync) + " synchronous";
+  if (fsync == "off") d.risks.push_back("fsync off: a crash of the server's machine can lose or corrupt anything");
+  if (sync == 0) {
+    d.risks.push_back(names.empty() ? "no synchronous standby (synchronous_standby_names is empty): the "
+                                      "primary's disk is the only sure copy of a commit"
+                                    : "synchronous_standby_names is set but no synchronous standby is streaming: "
+                                      "commits wait for none");
+  }
+  if (commit == "off" || commit == "local") {
+    d.risks.push_back("synchronous_commit " + commit + ": a commit returns before a standby has it");
+  } else if (commit == "remote_write") {
+    d.risks.push_back("synchronous_commit remote_write: a standby has a commit in memory, not on disk");
+  }
+  d.safe = d.risks.empty();
+  return d;
 }
 
 Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {

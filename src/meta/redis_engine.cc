@@ -310,6 +310,62 @@ class RedisEngine final : public KvEngine {
     return Status::OK();
   }
 
+  // Reads the server's persistence and replication settings. Redis replicates
+  // asynchronously: a failover to a replica may lose what the master acknowledged and the
+  // replica had not received, so no Redis set-up is safe by DurabilityReport's measure.
+  Result<DurabilityReport> Durability() override {
+    ASSIGN_OR_RETURN(auto conn, Acquire());
+    std::vector<Cmd> cmds;
+    for (const char* name : {"appendonly", "appendfsync", "min-replicas-to-write"}) {
+      cmds.push_back(std::move(Cmd("CONFIG").Arg("GET").Arg(name)));
+    }
+    cmds.push_back(std::move(Cmd("INFO").Arg("replication")));
+    std::vector<Reply> replies;
+    Status st = conn->Exchange(cmds, &replies);
+    Release(std::move(conn));
+    RETURN_IF_ERROR(st);
+    auto config = [&](size_t i) -> std::string {
+      const redisReply* r = replies[i].get();
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
+        return std::string(redis::Str(r->element[1]));
+      }
+      return "";  // CONFIG renamed or refused
+    };
+    std::string aof = config(0), fsync = config(1), min_replicas = config(2);
+    std::string info = replies[3]->type == REDIS_REPLY_STRING
+                           ? std::string(redis::Str(replies[3].get()))
+                           : "";
+    auto field = [&](const std::string& name) {
+      size_t at = info.find(name + ":");
+      if (at == std::string::npos) return std::string();
+      size_t end = info.find_first_of("\r\n", at);
+      return info.substr(at + name.size() + 1, end == std::string::npos ? std::string::npos : end - at - name.size() - 1);
+    };
+    std::string replicas = field("connected_slaves");
+    DurabilityReport d;
+    d.summary = "Redis " + field("role") + ", appendonly " + (aof.empty() ? "?" : aof) + ", appendfsync " +
+                (fsync.empty() ? "?" : fsync) + ", " + (replicas.empty() ? "?" : replicas) + " replica(s)";
+    if (aof.empty()) d.risks.push_back("the server refuses CONFIG GET: its persistence settings are unknown");
+    if (aof == "no") {
+      d.risks.push_back("appendonly no: a restart of the server loses every write since its last snapshot");
+    } else if (!fsync.empty() && fsync != "always") {
+      d.risks.push_back("appendfsync " + fsync + ": a crash of the server's machine loses up to a second of "
+                        "acknowledged writes (appendfsync always keeps them)");
+    }
+    if (replicas.empty() || replicas == "0") {
+      d.risks.push_back("no replica: the server's disk is the only copy, and its loss loses the volume");
+    } else {
+      d.risks.push_back("replication is asynchronous" +
+                        std::string(min_replicas.empty() || min_replicas == "0"
+                                        ? ""
+                                        : " (min-replicas-to-write " + min_replicas + " only refuses writes "
+                                          "when replicas are missing)") +
+                        ": a failover to a replica loses acknowledged writes it had not received");
+    }
+    d.safe = false;
+    return d;
+  }
+
   Result<std::unique_ptr<Conn>> Acquire() {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -220,6 +220,13 @@ SqliteEngine::Attempt SqliteEngine::OpenMain() {
   return OpenConn(true, &main_);
 }
 
+Result<DurabilityReport> SqliteEngine::Durability() {
+  return DurabilityReport{false, "embedded SQLite at " + path_ + " (WAL, synchronous=NORMAL)",
+                          {"the database is one file on this machine: losing the machine or its disk loses the "
+                           "volume's metadata (mount --backup-meta keeps copies in the object store; a shared "
+                           "volume belongs on a replicated engine such as etcd)"}};
+}
+
 Status SqliteEngine::Sync() {
   // Through SQLite's own file handles: opening and closing the files here would drop every
   // POSIX lock this process holds on them (fcntl locks belong to the process and file, not

@@ -54,6 +54,8 @@ class SqliteEngine final : public KvEngine {
   // fdatasync of the write-ahead log and the database file (commits run with
   // synchronous=NORMAL, which syncs only at checkpoints).
   Status Sync() override;
+  // One copy, on this machine's disk: not safe against that machine's loss.
+  Result<DurabilityReport> Durability() override;
 
   struct Conn;
   class Lease;

@@ -64,6 +64,7 @@ class TimedEngine final : public KvEngine {
   }
   Status Reset() override { return in_->Reset(); }
   Status Sync() override { return in_->Sync(); }
+  Result<DurabilityReport> Durability() override { return in_->Durability(); }
 
  private:
   std::unique_ptr<KvEngine> in_;

@@ -205,6 +205,8 @@ class ForwardingEngine final : public KvEngine {
     return Status::Err(EPERM, "a mirror's client does not reset the primary's metadata engine");
   }
   Status Sync() override { return primary_->Sync(); }
+  // A commit is kept where it is written: by the primary.
+  Result<DurabilityReport> Durability() override { return primary_->Durability(); }
 
  private:
   static void Raise(std::atomic<uint64_t>* a, uint64_t v) {
