@@ -15,7 +15,6 @@
 Servers are throwaway ones on loopback (tests/servers.py, ports moved by 600). Writes the
 "engines" section of docs/benchmarks.md."""
 import argparse
-import json
 import os
 import re
 import signal
@@ -25,7 +24,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -54,21 +52,6 @@ def meta_bench(urls, ops, threads):
     return rows
 
 
-def leader(etcd):
-    ids, lead = {}, None
-    for i in range(etcd.n):
-        try:
-            req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % etcd.client_port(i),
-                                         data=b"{}", method="POST")
-            with urllib.request.urlopen(req, timeout=2) as r:
-                st = json.loads(r.read())
-        except Exception:
-            continue
-        ids[st["header"]["member_id"]] = i
-        lead = st.get("leader", lead)
-    return ids.get(lead)
-
-
 def kills(etcd, work, n):
     url = etcd.url("killbench")
     subprocess.run([TIERFS, "format", url, "killbench", "--force", "--storage", "file", "--bucket",
@@ -95,7 +78,7 @@ def kills(etcd, work, n):
     try:
         for _ in range(n):
             time.sleep(2)
-            i = leader(etcd)
+            i = etcd.leader()
             if i is None:
                 continue
             t0 = time.monotonic()
