@@ -474,12 +474,15 @@ class Azurite:
 class Etcd:
     """A cluster of `members` etcd members (Debian's etcd-server) on 127.0.0.1, each with its
     own data directory under the cluster's folder; members can be killed and restarted one
-    by one (a leader's loss). Default cluster settings but a short heartbeat and election
+    by one (a leader's loss). addrs and prefixes: member i listens on addrs[i] and runs under
+    prefixes[i] (a network namespace of its own, netns.Network: its link can be cut). Default cluster settings but a short heartbeat and election
     timeout, so that a test's failover takes well under a second."""
 
-    def __init__(self, root, port=ETCD_PORT, members=3, name="etcd"):
+    def __init__(self, root, port=ETCD_PORT, members=3, name="etcd", addrs=None, prefixes=None):
         self.dir = os.path.join(root, name)
         self.port, self.n = port, members
+        self.addrs = addrs or ["127.0.0.1"] * members
+        self.prefixes = prefixes or [[]] * members
         self.token = "tierfs-%s-%d" % (name, port)
         self.procs = {}  # member -> Popen, when this process started it
 
@@ -490,7 +493,10 @@ class Etcd:
         return self.port + 2 * i + 1
 
     def endpoints(self):
-        return ",".join("127.0.0.1:%d" % self.client_port(i) for i in range(self.n))
+        return ",".join(self.endpoint(i) for i in range(self.n))
+
+    def endpoint(self, i):
+        return "%s:%d" % (self.addrs[i], self.client_port(i))
 
     def url(self, prefix=""):
         return "etcd://%s/%s" % (self.endpoints(), prefix)
@@ -513,12 +519,14 @@ class Etcd:
         data = os.path.join(self.dir, "m%d" % i)
         if fresh:
             shutil.rmtree(data, ignore_errors=True)
-        cluster = ",".join("m%d=http://127.0.0.1:%d" % (j, self.peer_port(j)) for j in range(self.n))
-        cmd = [exe, "--name", "m%d" % i, "--data-dir", data,
-               "--listen-client-urls", "http://127.0.0.1:%d" % self.client_port(i),
-               "--advertise-client-urls", "http://127.0.0.1:%d" % self.client_port(i),
-               "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer_port(i),
-               "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer_port(i),
+        cluster = ",".join("m%d=http://%s:%d" % (j, self.addrs[j], self.peer_port(j)) for j in range(self.n))
+        me = self.addrs[i]
+        cmd = list(self.prefixes[i]) + [
+               exe, "--name", "m%d" % i, "--data-dir", data,
+               "--listen-client-urls", "http://%s:%d" % (me, self.client_port(i)),
+               "--advertise-client-urls", "http://%s:%d" % (me, self.client_port(i)),
+               "--listen-peer-urls", "http://%s:%d" % (me, self.peer_port(i)),
+               "--initial-advertise-peer-urls", "http://%s:%d" % (me, self.peer_port(i)),
                "--initial-cluster", cluster, "--initial-cluster-state", "new",
                "--initial-cluster-token", self.token,
                "--heartbeat-interval", "50", "--election-timeout", "500",
@@ -537,7 +545,7 @@ class Etcd:
     def healthy(self, i):
         import urllib.request
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/health" % self.client_port(i), timeout=1) as r:
+            with urllib.request.urlopen("http://%s/health" % self.endpoint(i), timeout=1) as r:
                 return b'"health":"true"' in r.read()
         except Exception:
             return False
@@ -546,7 +554,8 @@ class Etcd:
         if all(self.running(i) for i in range(self.n)):
             return self
         for i in range(self.n):
-            _need_free(self.client_port(i), "etcd")
+            if not self.prefixes[i]:
+                _need_free(self.client_port(i), "etcd")
         if fresh:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, exist_ok=True)
@@ -565,7 +574,7 @@ class Etcd:
             if not self.running(i):
                 continue
             try:
-                req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % self.client_port(i),
+                req = urllib.request.Request("http://%s/v3/maintenance/status" % self.endpoint(i),
                                              data=b"{}", method="POST")
                 with urllib.request.urlopen(req, timeout=2) as r:
                     st = json.loads(r.read())

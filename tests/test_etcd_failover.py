@@ -11,7 +11,13 @@ kept making progress after every kill, and no operation took longer than the MET
 ?timeout= (the bound after which the engine reports EIO instead of hanging).
 
 An operation that failed is allowed to have applied or not; none failed in the runs so
-far (an election takes well under a second here)."""
+far (an election takes well under a second here).
+
+And a member cut off from the others (each member in a network namespace of its own, the
+leader's link taken down) serves no write: a client that reaches only it fails after its
+timeout and changes nothing, while a mount that reaches the others goes on writing; once
+the link is back the member holds what the majority wrote."""
+import json
 import os
 import signal
 import sys
@@ -21,6 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import servers  # noqa: E402
+from netns import Network  # noqa: E402
 
 TIMEOUT_S = 15  # ?timeout= of the volume's META-URL
 
@@ -167,6 +174,59 @@ class EtcdFailoverTest(harness.TierFSTestCase):
                 self.assertEqual(f.readlines(), w.lines)
         self.vol.umount()
         rc, out, err = harness.tierfs("fsck", self.vol.meta_url)
+        self.assertEqual(rc, 0, harness.msg(rc, out, err))
+
+
+class EtcdPartitionTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def test_a_member_cut_off_serves_no_writes(self):
+        tmp = self.local_tmpdir()
+        net = Network(n=3)
+        self.addCleanup(net.close)
+        etcd = servers.Etcd(tmp, port=23379, name="etcd-ns", addrs=[net.addr(i) for i in range(3)],
+                            prefixes=[net.prefix(i) for i in range(3)])
+        self.addCleanup(etcd.stop)
+        etcd.start()
+        vol = harness.Volume("partvol", meta_url=etcd.url("part") + "?timeout=%ds" % TIMEOUT_S, base=tmp)
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        with open(os.path.join(vol.mnt, "before"), "w") as f:
+            f.write("1")
+        trash_days = vol.status_json()["trash_days"]
+        k = etcd.leader()
+        self.assertIsNotNone(k)
+        veth = "%sv%d" % (net.tag, k)
+        harness.run("ip", "link", "set", veth, "down")
+        try:
+            # The majority elects a leader and the mount goes on.
+            t0 = time.monotonic()
+            with open(os.path.join(vol.mnt, "during"), "w") as f:
+                f.write("2")
+            print("a write on the majority side %.2f s after the leader's link went down" %
+                  (time.monotonic() - t0), file=sys.stderr)
+            # The member cut off, alone: no write succeeds through it.
+            alone = "etcd://%s/part?timeout=4s" % etcd.endpoint(k)
+            res = harness.run(*(net.prefix(k) + [harness.tierfs_bin(), "config", alone, "--trash-days",
+                                                 str(trash_days + 5)]))
+            self.assertNotEqual(res[0], 0, "a member cut off from the majority served a write\n" + harness.msg(*res))
+        finally:
+            harness.run("ip", "link", "set", veth, "master", net.bridge, "up")
+        # Healed: it catches up, and the refused write is nowhere.
+        self.assertEqual(vol.status_json()["trash_days"], trash_days)
+        alone = "etcd://%s/part" % etcd.endpoint(k)
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            rc, out, err = harness.tierfs("status", alone, "--json")
+            if rc == 0 and json.loads(out)["inodes"] >= 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(rc, 0, harness.msg(rc, out, err))
+        self.assertGreaterEqual(json.loads(out)["inodes"], 3, "the member did not catch up with the majority")
+        self.assertEqual(json.loads(out)["trash_days"], trash_days)
+        vol.umount()
+        rc, out, err = harness.tierfs("fsck", vol.meta_url)
         self.assertEqual(rc, 0, harness.msg(rc, out, err))
 
 
