@@ -96,13 +96,11 @@ class JsonClient final : public Client {
   // Posts body to path on one member after another; the reply's JSON text. sent is set
   // once a request reached a member without an answer that proves it was not applied.
   Result<std::string> Post(const std::string& path, const std::string& body, bool* sent);
-  Status Authenticate(const std::string& endpoint);
+  Result<std::string> Authenticate(const std::string& endpoint);
 
   ClientOptions o_;
   std::unique_ptr<HttpClient> http_;
-  std::atomic<size_t> current_{0};
-  std::mutex token_mu_;
-  std::string token_;
+  MemberRotation members_;
 };
 
 }  // namespace
@@ -151,7 +149,59 @@ JsonClient::JsonClient(ClientOptions options) : o_(std::move(options)) {
   http_ = std::make_unique<HttpClient>(h);
 }
 
-Status JsonClient::Authenticate(const std::string& endpoint) {
+Status MemberRotation::Ask(const ClientOptions& o, bool* sent,
+                           const std::function<Result<std::string>(size_t)>& authenticate,
+                           const std::function<Answer(size_t, const std::string&)>& ask) {
+  std::string reasons;
+  bool all_refused = true;
+  const size_t n = o.endpoints.size();
+  const size_t start = current_.load();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t idx = (start + i) % n;
+    auto next = [&](const std::string& why, bool refused) {
+      reasons += (reasons.empty() ? "" : "; ") + o.endpoints[idx] + ": " + why;
+      all_refused &= refused;
+    };
+    for (int auth_try = 0; auth_try < 2; ++auth_try) {
+      std::string token;
+      if (!o.user.empty()) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          token = token_;
+        }
+        if (token.empty()) {
+          auto got = authenticate(idx);
+          if (!got.ok() && got.status().code() == EACCES) return got.status();
+          if (!got.ok()) {
+            next(got.status().message(), got.status().code() == ECONNREFUSED);
+            break;
+          }
+          token = *got;
+          std::lock_guard<std::mutex> l(mu_);
+          token_ = token;
+        }
+      }
+      Answer a = ask(idx, token);
+      if (a.kind == Answer::kTokenExpired && !o.user.empty() && auth_try == 0) {
+        std::lock_guard<std::mutex> l(mu_);
+        token_.clear();  // authenticate again
+        continue;
+      }
+      if (a.kind == Answer::kNext) {
+        *sent |= a.sent;
+        next(a.status.message(), a.refused);
+        break;
+      }
+      if (a.status.ok()) current_.store(idx);
+      return a.status;  // kDone, or an expired token twice: its error
+    }
+  }
+  current_.store((start + 1) % n);
+  return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
+                     "etcd " + o.describe + ": no member served the request (" + reasons + ")");
+}
+
+Result<std::string> JsonClient::Authenticate(const std::string& endpoint) {
   HttpRequest req;
   req.method = "POST";
   req.url = "http://" + endpoint + "/v3/auth/authenticate";
@@ -162,82 +212,44 @@ Status JsonClient::Authenticate(const std::string& endpoint) {
   json j = json::parse(resp.body, nullptr, false);
   if (j.is_discarded()) return Status::Err(EIO, "etcd " + endpoint + ": unreadable answer to authentication");
   RETURN_IF_ERROR(JsonError(j, endpoint));
-  std::lock_guard<std::mutex> l(token_mu_);
-  token_ = j.value("token", "");
-  return Status::OK();
+  return j.value("token", "");
 }
 
 Result<std::string> JsonClient::Post(const std::string& path, const std::string& body, bool* sent) {
-  std::string reasons;
-  bool all_refused = true;
-  const size_t n = o_.endpoints.size();
-  const size_t start = current_.load();
-  for (size_t i = 0; i < n; ++i) {
-    const size_t idx = (start + i) % n;
-    const std::string& ep = o_.endpoints[idx];
-    auto note = [&](const std::string& why) { reasons += (reasons.empty() ? "" : "; ") + ep + ": " + why; };
-    for (int auth_try = 0; auth_try < 2; ++auth_try) {
-      std::string token;
-      if (!o_.user.empty()) {
-        {
-          std::lock_guard<std::mutex> l(token_mu_);
-          token = token_;
-        }
-        if (token.empty()) {
-          Status st = Authenticate(ep);
-          if (st.code() == EACCES) return st;
-          if (!st.ok()) {
-            if (st.code() != ECONNREFUSED) all_refused = false;
-            note(st.message());
-            break;
-          }
-          std::lock_guard<std::mutex> l(token_mu_);
-          token = token_;
-        }
-      }
-      HttpRequest req;
-      req.method = "POST";
-      req.url = "http://" + ep + path;
-      req.headers = {{"Content-Type", "application/json"}};
-      if (!token.empty()) req.headers.emplace_back("Authorization", token);
-      req.body = {body};
-      auto resp = http_->Perform(req);
-      if (!resp.ok()) {
-        // Refused: nothing reached the member. Anything else may have.
-        if (resp.status().code() != ECONNREFUSED) *sent = true, all_refused = false;
-        note(resp.status().message());
-        break;
-      }
-      json j = json::parse(resp->body, nullptr, false);
-      if (j.is_discarded()) {
-        return Status::Err(EIO, "etcd " + ep + ": unreadable answer (HTTP " + std::to_string(resp->status) +
-                                    "): " + resp->body.substr(0, 200));
-      }
-      Status st = JsonError(j, ep);
-      if (st.code() == EACCES && !o_.user.empty() && auth_try == 0 &&
-          st.message().find("token") != std::string::npos) {
-        std::lock_guard<std::mutex> l(token_mu_);
-        token_.clear();  // expired: authenticate again
-        continue;
-      }
-      all_refused = false;
-      if (st.code() == EAGAIN) {
-        *sent = true;
-        note(st.message());
-        break;
-      }
-      if (!st.ok()) return st;
-      if (resp->status != 200) {
-        return Status::Err(EIO, "etcd " + ep + ": HTTP " + std::to_string(resp->status) + ": " +
-                                    resp->body.substr(0, 200));
-      }
-      current_.store(idx);
-      return std::move(resp->body);
+  using Answer = MemberRotation::Answer;
+  std::string out;
+  auto authenticate = [&](size_t i) { return Authenticate(o_.endpoints[i]); };
+  RETURN_IF_ERROR(members_.Ask(o_, sent, authenticate, [&](size_t i, const std::string& token) -> Answer {
+    const std::string& ep = o_.endpoints[i];
+    HttpRequest req;
+    req.method = "POST";
+    req.url = "http://" + ep + path;
+    req.headers = {{"Content-Type", "application/json"}};
+    if (!token.empty()) req.headers.emplace_back("Authorization", token);
+    req.body = {body};
+    auto resp = http_->Perform(req);
+    if (!resp.ok()) {
+      // Refused: nothing reached the member. Anything else may have.
+      bool refused = resp.status().code() == ECONNREFUSED;
+      return Answer{Answer::kNext, resp.status(), refused, !refused};
     }
-  }
-  current_.store((start + 1) % n);
-  return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
-                     "etcd " + o_.describe + ": no member served the request (" + reasons + ")");
+    json j = json::parse(resp->body, nullptr, false);
+    if (j.is_discarded()) {
+      return Answer{Answer::kDone, Status::Err(EIO, "etcd " + ep + ": unreadable answer (HTTP " +
+                                                        std::to_string(resp->status) + "): " + resp->body.substr(0, 200))};
+    }
+    Status st = JsonError(j, ep);
+    if (st.code() == EACCES && st.message().find("token") != std::string::npos) {
+      return Answer{Answer::kTokenExpired, st};
+    }
+    if (st.code() == EAGAIN) return Answer{Answer::kNext, st, false, true};
+    if (st.ok() && resp->status != 200) {
+      st = Status::Err(EIO, "etcd " + ep + ": HTTP " + std::to_string(resp->status) + ": " + resp->body.substr(0, 200));
+    }
+    if (st.ok()) out = std::move(resp->body);
+    return Answer{Answer::kDone, st};
+  }));
+  return out;
 }
 
 Result<RangeReply> JsonClient::Range(const Op& range, bool serializable) {

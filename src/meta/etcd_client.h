@@ -31,9 +31,12 @@
 // through *maybe_applied, and the caller resolves it (etcd_engine.h: commit markers).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -110,6 +113,28 @@ class Client {
   virtual Result<std::vector<MemberInfo>> Members() = 0;
 
   virtual const std::string& describe() const = 0;
+};
+
+// What both APIs share: the members asked in turn, from the one that answered last, once
+// around (see above), each request with the cluster's auth token when a user is set.
+class MemberRotation {
+ public:
+  // One member's answer to one request.
+  struct Answer {
+    enum Kind { kDone, kNext, kTokenExpired } kind = kDone;
+    Status status;         // kDone: the result; kNext: why this member did not serve it
+    bool refused = false;  // kNext: nothing reached the member (connection refused)
+    bool sent = false;     // kNext: the request reached it and may still apply
+  };
+  // authenticate(i): a new token from member i. ask(i, token): one request to member i.
+  // *sent is set when some member got the request without answering it.
+  Status Ask(const ClientOptions& o, bool* sent, const std::function<Result<std::string>(size_t)>& authenticate,
+             const std::function<Answer(size_t, const std::string&)>& ask);
+
+ private:
+  std::atomic<size_t> current_{0};
+  std::mutex mu_;
+  std::string token_;  // guarded by mu_
 };
 
 std::unique_ptr<Client> NewClient(const ClientOptions& options);

@@ -174,7 +174,7 @@ class GrpcClient final : public Client {
     if (!token.empty()) ctx->AddMetadata("token", token);
   }
 
-  Status Authenticate(Member& m, const std::string& endpoint) {
+  Result<std::string> Authenticate(Member& m, const std::string& endpoint) {
     pb::AuthenticateRequest req;
     req.set_name(o_.user);
     req.set_password(o_.password);
@@ -182,80 +182,44 @@ class GrpcClient final : public Client {
     grpc::ClientContext ctx;
     SetUp(&ctx, "");
     grpc::Status st = m.auth->Authenticate(&ctx, req, &resp);
-    if (!st.ok()) return ServerError(st.error_code(), st.error_message(), endpoint);
-    std::lock_guard<std::mutex> l(mu_);
-    token_ = resp.token();
-    return Status::OK();
+    if (!st.ok()) {
+      Status err = ServerError(st.error_code(), st.error_message(), endpoint);
+      return Refused(st) ? Status::Err(ECONNREFUSED, err.message()) : err;
+    }
+    return resp.token();
+  }
+
+  static bool Refused(const grpc::Status& st) {
+    const std::string& msg = st.error_message();
+    return st.error_code() == grpc::StatusCode::UNAVAILABLE &&
+           (msg.find("Connection refused") != std::string::npos || msg.find("failed to connect") != std::string::npos);
   }
 
   // Calls rpc on one member after another until one answers (etcd_client.h).
   template <typename Rpc>
   Status Call(Rpc&& rpc, bool* sent) {
-    std::string reasons;
-    bool all_refused = true;
-    const size_t n = o_.endpoints.size();
-    const size_t start = current_.load();
-    for (size_t i = 0; i < n; ++i) {
-      const size_t idx = (start + i) % n;
-      const std::string& ep = o_.endpoints[idx];
-      Member& m = MemberAt(idx);
-      auto note = [&](const std::string& why) { reasons += (reasons.empty() ? "" : "; ") + ep + ": " + why; };
-      for (int auth_try = 0; auth_try < 2; ++auth_try) {
-        std::string token;
-        if (!o_.user.empty()) {
-          {
-            std::lock_guard<std::mutex> l(mu_);
-            token = token_;
-          }
-          if (token.empty()) {
-            Status st = Authenticate(m, ep);
-            if (st.code() == EACCES) return st;
-            if (!st.ok()) {
-              if (st.message().find("Connection refused") == std::string::npos) all_refused = false;
-              note(st.message());
-              break;
-            }
-            std::lock_guard<std::mutex> l(mu_);
-            token = token_;
-          }
-        }
-        grpc::ClientContext ctx;
-        SetUp(&ctx, token);
-        grpc::Status st = rpc(m, &ctx);
-        if (st.ok()) {
-          current_.store(idx);
-          return Status::OK();
-        }
-        const std::string& msg = st.error_message();
-        bool refused = st.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                       (msg.find("Connection refused") != std::string::npos ||
-                        msg.find("failed to connect") != std::string::npos);
-        if (!refused) all_refused = false;
-        if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED && !o_.user.empty() && auth_try == 0) {
-          std::lock_guard<std::mutex> l(mu_);
-          token_.clear();  // expired: authenticate again
-          continue;
-        }
-        if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-            st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-            st.error_code() == grpc::StatusCode::CANCELLED) {
-          if (!refused) *sent = true;
-          note(msg);
-          break;
-        }
-        return ServerError(st.error_code(), msg, ep);
+    using Answer = MemberRotation::Answer;
+    auto authenticate = [&](size_t i) { return Authenticate(MemberAt(i), o_.endpoints[i]); };
+    return rotation_.Ask(o_, sent, authenticate, [&](size_t i, const std::string& token) -> Answer {
+      grpc::ClientContext ctx;
+      SetUp(&ctx, token);
+      grpc::Status st = rpc(MemberAt(i), &ctx);
+      if (st.ok()) return Answer{Answer::kDone, Status::OK()};
+      Status err = ServerError(st.error_code(), st.error_message(), o_.endpoints[i]);
+      if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) return Answer{Answer::kTokenExpired, err};
+      if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+          st.error_code() == grpc::StatusCode::CANCELLED) {
+        bool refused = Refused(st);
+        return Answer{Answer::kNext, Status::Err(EAGAIN, st.error_message()), refused, !refused};
       }
-    }
-    current_.store((start + 1) % n);
-    return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
-                       "etcd " + o_.describe + ": no member served the request (" + reasons + ")");
+      return Answer{Answer::kDone, err};
+    });
   }
 
   ClientOptions o_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards members_
   std::vector<Member> members_;
-  std::atomic<size_t> current_{0};
-  std::string token_;
+  MemberRotation rotation_;
 };
 
 }  // namespace

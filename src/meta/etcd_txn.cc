@@ -102,22 +102,6 @@ Result<std::vector<std::optional<std::string>>> EtcdTxn::GetMany(const std::vect
   return out;
 }
 
-Result<std::vector<std::optional<std::string>>> EtcdTxn::GetIndirect(const std::vector<std::string>& direct,
-                                                                      std::string_view indirect_prefix, size_t n,
-                                                                      std::string_view indirect_suffix) {
-  ASSIGN_OR_RETURN(auto out, GetMany(direct));
-  const std::optional<std::string> last = out.empty() ? std::nullopt : out.back();
-  if (last && last->size() >= n) {
-    std::string key(indirect_prefix);
-    key.append(*last, 0, n).append(indirect_suffix);
-    ASSIGN_OR_RETURN(auto v, Get(key));
-    out.push_back(std::move(v));
-  } else {
-    out.push_back(std::nullopt);
-  }
-  return out;
-}
-
 Status EtcdTxn::Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) {
   if (!error_.ok()) return error_;
   const size_t strip = o_.prefix.size() + 1;  // "PREFIX/" "k"

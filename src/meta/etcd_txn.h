@@ -44,11 +44,6 @@ class EtcdTxn final : public KvTxn {
   Status Put(std::string_view key, std::string_view value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override;
-  // The direct keys in one Txn of ranges, then the indirect one: two round trips, not one
-  // a key (a lookup: parent's attributes and entry, then the child's attributes).
-  Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
-                                                              std::string_view indirect_prefix, size_t n,
-                                                              std::string_view indirect_suffix) override;
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override;
 
   bool has_writes() const { return !writes_.empty(); }

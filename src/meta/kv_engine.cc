@@ -49,11 +49,8 @@ Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url, Miss
 Result<std::vector<std::optional<std::string>>> KvTxn::GetIndirect(const std::vector<std::string>& direct,
                                                                    std::string_view indirect_prefix, size_t n,
                                                                    std::string_view indirect_suffix) {
-  std::vector<std::optional<std::string>> out;
-  for (const auto& k : direct) {
-    ASSIGN_OR_RETURN(auto v, Get(k));
-    out.push_back(std::move(v));
-  }
+  // The direct keys in one GetMany: one round trip on the engines that batch reads.
+  ASSIGN_OR_RETURN(auto out, GetMany(direct));
   const std::optional<std::string>& last = out.empty() ? std::nullopt : out.back();
   if (last && last->size() >= n) {
     std::string key(indirect_prefix);

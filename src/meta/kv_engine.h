@@ -28,9 +28,10 @@ class KvTxn {
   // were visited (limit 0 = no limit).
   // Reads every key of `direct`, then the key indirect_prefix + v[0, n) + indirect_suffix,
   // where v is the value of the last direct key (nothing when v is absent or shorter than
-  // n). Returns the direct values followed by the indirect one. The default does one Get
-  // after another; engines that can read the chain in one round trip override it (lookup:
-  // parent attributes, entry, then the child's attributes).
+  // n). Returns the direct values followed by the indirect one. The default reads the
+  // direct keys with one GetMany, then the indirect one: two round trips on the engines
+  // that batch reads; engines that can read the chain in one round trip override it
+  // (lookup: parent attributes, entry, then the child's attributes).
   virtual Result<std::vector<std::optional<std::string>>> GetIndirect(const std::vector<std::string>& direct,
                                                                       std::string_view indirect_prefix, size_t n,
                                                                       std::string_view indirect_suffix);

@@ -111,13 +111,8 @@ class RedisEngine final : public KvEngine {
  private:
   template <typename F>
   Status WithRetry(const char* what, Clock::time_point deadline, F&& attempt_fn) {
-    RetryPolicy p;
-    p.conflict_base = kConflictBase;
-    p.conflict_cap = kConflictCap;
-    p.server_base = kServerBase;
-    p.server_cap = kServerCap;
-    p.warn_after = kRetryWarnAfter;
-    return RetryAttempts(Describe(), what, deadline, std::forward<F>(attempt_fn), p);
+    static const RetryPolicy kPolicy{kConflictBase, kConflictCap, kServerBase, kServerCap, kRetryWarnAfter};
+    return RetryAttempts(Describe(), what, deadline, std::forward<F>(attempt_fn), kPolicy);
   }
 
   Attempt RunOnce(const std::function<Status(KvTxn&)>& fn, bool read_only,
