@@ -21,82 +21,15 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import failover_torture  # noqa: E402
 import servers  # noqa: E402
 from netns import Network  # noqa: E402
 
 TIMEOUT_S = 15  # ?timeout= of the volume's META-URL
-
-
-class Writer:
-    def __init__(self, root, name):
-        self.dir = os.path.join(root, name)
-        os.mkdir(self.dir)
-        self.files = {}  # name -> content, as acknowledged
-        self.lines = []  # journal lines acknowledged
-        self.failed = []
-        self.done_at = []  # monotonic time of each acknowledged operation
-        self.slowest = 0.0
-        self.n = 0
-
-    def op(self, fn):
-        t0 = time.monotonic()
-        try:
-            fn()
-        except OSError as e:
-            self.failed.append(repr(e))
-            return
-        finally:
-            self.slowest = max(self.slowest, time.monotonic() - t0)
-        self.done_at.append(time.monotonic())
-
-    def step(self):
-        self.n += 1
-        n = self.n
-        k = n % 4
-        if k == 0 or not self.files:
-            name, data = "f%d" % n, os.urandom(1000 + n % 5000)
-
-            def create():
-                fd = os.open(os.path.join(self.dir, name), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
-                try:
-                    os.write(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                self.files[name] = data
-            self.op(create)
-        elif k == 1:
-            line = "line %d\n" % n
-
-            def append():
-                fd = os.open(os.path.join(self.dir, "journal"), os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
-                try:
-                    os.write(fd, line.encode())
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                self.lines.append(line)
-            self.op(append)
-        elif k == 2:
-            old = sorted(self.files)[n % len(self.files)]
-            new = "r%d" % n
-
-            def rename():
-                os.rename(os.path.join(self.dir, old), os.path.join(self.dir, new))
-                self.files[new] = self.files.pop(old)
-            self.op(rename)
-        elif len(self.files) > 20:
-            old = sorted(self.files)[0]
-
-            def unlink():
-                os.unlink(os.path.join(self.dir, old))
-                del self.files[old]
-            self.op(unlink)
 
 
 class EtcdFailoverTest(harness.TierFSTestCase):
@@ -119,62 +52,29 @@ class EtcdFailoverTest(harness.TierFSTestCase):
         os.makedirs(second)
         res = self.vol.mount_at(second)
         self.assertEqual(res[0], 0, harness.msg(*res))
-        writers = [Writer(self.vol.mnt, "a"), Writer(second, "b")]
-        stop = threading.Event()
 
-        def run(w):
-            while not stop.is_set():
-                w.step()
+        def kill_leader():
+            i = self.etcd.leader()
+            if i is None:
+                return False
+            self.etcd.kill_member(i, signal.SIGKILL)
+            time.sleep(1)
+            self.etcd.start_member(i)  # its data kept: it rejoins as a follower
+            return True
 
-        threads = [threading.Thread(target=run, args=(w,)) for w in writers]
-        for t in threads:
-            t.start()
-        kills = []
-        try:
-            deadline = time.monotonic() + 35
-            time.sleep(2)
-            while time.monotonic() < deadline:
-                i = self.etcd.leader()
-                if i is None:
-                    time.sleep(0.2)
-                    continue
-                self.etcd.kill_member(i, signal.SIGKILL)
-                kills.append(time.monotonic())
-                time.sleep(1)
-                self.etcd.start_member(i)  # its data kept: it rejoins as a follower
-                time.sleep(4)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join()
+        writers, kills = failover_torture.run_torture([self.vol.mnt, second], kill_leader)
         self.assertGreaterEqual(len(kills), 5)
         for w in writers:
             self.assertEqual(w.failed, [], "operations failed during the failovers")
-            self.assertLess(w.slowest, TIMEOUT_S, "an operation waited past the META-URL's timeout")
-            # Progress between each kill and the next (5 s apart).
-            for k, k_next in zip(kills, kills[1:] + [float("inf")]):
-                self.assertTrue(any(k < t < k_next for t in w.done_at), "no operation completed after a kill")
-        # From each kill to the first operation completed after it by each writer.
-        back = sorted(min(t for t in w.done_at if t > k) - k for k in kills for w in writers)
-        print("%d leader kills; %s operations; back after a kill: median %.2f s, max %.2f s; slowest operation "
-              "%.2f s" % (len(kills), "+".join(str(len(w.done_at)) for w in writers), back[len(back) // 2], back[-1],
-                          max(w.slowest for w in writers)), file=sys.stderr)
+        failover_torture.check_progress(self, writers, kills, TIMEOUT_S)
+        failover_torture.report("etcd", writers, kills)
         harness.run("umount", second)
         self.vol.umount()
         # What was acknowledged is there, read by a fresh mount; nothing twice.
         self.vol.mount()
-        for w in writers:
-            d = os.path.join(self.vol.mnt, os.path.basename(w.dir))
-            names = set(os.listdir(d)) - {"journal"}
-            self.assertEqual(names, set(w.files))
-            for name, data in w.files.items():
-                with open(os.path.join(d, name), "rb") as f:
-                    self.assertEqual(f.read(), data, name)
-            with open(os.path.join(d, "journal")) as f:
-                self.assertEqual(f.readlines(), w.lines)
+        failover_torture.check_acknowledged(self, self.vol.mnt, writers)
         self.vol.umount()
-        rc, out, err = harness.tierfs("fsck", self.vol.meta_url)
-        self.assertEqual(rc, 0, harness.msg(rc, out, err))
+        failover_torture.fsck_clean(self, self.vol.meta_url)
 
 
 class EtcdPartitionTest(harness.TierFSTestCase):
