@@ -541,7 +541,10 @@ class TierFSTestCase(unittest.TestCase):
 
     def local_tmpdir(self):
         d = tempfile.mkdtemp(prefix="tierfs-it-local-", dir=os.environ.get("TIERFS_TEST_TMPDIR"))
-        self.addCleanup(shutil.rmtree, d, True)
+        if os.environ.get("TIERFS_TEST_KEEP"):
+            sys.stderr.write("keeping %s\n" % d)
+        else:
+            self.addCleanup(shutil.rmtree, d, True)
         return d
 
     def assertFails(self, res, *substrings, what=""):

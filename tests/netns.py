@@ -25,9 +25,14 @@ def _ip(*args, check=True):
 
 
 class Network:
+    _made = 0  # networks made by this process
+
     def __init__(self, n=3):
-        # A /24 of 10.0.0.0/8 picked from the pid, so parallel test processes do not collide.
-        k = os.getpid() % 60000
+        # A /24 of 10.0.0.0/8 picked from the pid, so parallel test processes do not collide,
+        # and from a count, so that a process's next network does not collide with the
+        # last one's interfaces, which the kernel removes asynchronously after close().
+        Network._made += 1
+        k = (os.getpid() + 7919 * Network._made) % 60000
         self.tag = "tf%d" % k  # interface names must stay under 16 bytes
         self.subnet = "10.%d.%d" % (100 + k // 250 % 150, k % 250)
         self.bridge = self.tag + "br"

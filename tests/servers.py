@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Throwaway Redis, PostgreSQL, Ceph (mon + memstore OSD + radosgw), Azurite (the Azure
-Blob Storage emulator) and etcd (a cluster of three members) servers on 127.0.0.1.
+Blob Storage emulator), etcd (a cluster of three members) and redis-ha (a Redis master, a
+replica and three Sentinels, redis_ha.py) servers on 127.0.0.1.
 
 Each server keeps all its state under its own directory and listens on its own ports, so
 tests never touch a system-wide server. ctest starts them once per run as fixtures and
 passes their addresses to the tests through the environment (see env()):
 
-    python3 tests/servers.py up   redis|postgres|ceph|azurite|etcd|all  --dir DIR
-    python3 tests/servers.py down redis|postgres|ceph|azurite|etcd|all  --dir DIR
+    python3 tests/servers.py up   redis|postgres|ceph|azurite|etcd|redis-ha|all  --dir DIR
+    python3 tests/servers.py down redis|postgres|ceph|azurite|etcd|redis-ha|all  --dir DIR
     python3 tests/servers.py env  --dir DIR      # prints TIERFS_TEST_* assignments
 
 The Ceph OSD keeps its data in RAM (memstore) by default. Benchmarks that store GiBs use
@@ -38,6 +39,7 @@ CEPH_MON_V1 = 26789 + _OFF
 RGW_PORT = 27480 + _OFF
 AZURITE_PORT = 27500 + _OFF
 ETCD_PORT = 22379 + _OFF  # member i: client port ETCD_PORT + 2i, peer port one above
+REDIS_HA_PORT = 26400 + _OFF  # master, replica, then three Sentinels (redis_ha.py)
 S3_ACCESS_KEY = "TIERFSTESTACCESSKEY1"
 S3_SECRET_KEY = "tierfs-test-secret-key-0000000000000001"
 RADOS_POOL = "tierfs"
@@ -611,12 +613,18 @@ def env(root):
         "TIERFS_TEST_AZURE_ACCOUNT": AZURE_ACCOUNT,
         "TIERFS_TEST_AZURE_KEY": AZURE_KEY,
         "TIERFS_TEST_ETCD_URL": Etcd(root).url(),
+        "TIERFS_TEST_REDIS_SENTINEL_URL": _redis_ha(root).url().rsplit("/", 1)[0],
     }
+
+
+def _redis_ha(root):
+    import redis_ha  # it imports this module
+    return redis_ha.RedisSentinel(root, port=REDIS_HA_PORT)
 
 
 def _servers(root, which, bluestore=None):
     table = {"redis": Redis(root), "postgres": Postgres(root), "ceph": Ceph(root, bluestore=bluestore),
-             "azurite": Azurite(root), "etcd": Etcd(root)}
+             "azurite": Azurite(root), "etcd": Etcd(root), "redis-ha": _redis_ha(root)}
     names = list(table) if which == "all" else [which]
     return [(n, table[n]) for n in names]
 
@@ -624,7 +632,7 @@ def _servers(root, which, bluestore=None):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["up", "down", "env"])
-    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "azurite", "etcd", "all"])
+    p.add_argument("which", nargs="?", default="all", choices=["redis", "postgres", "ceph", "azurite", "etcd", "redis-ha", "all"])
     p.add_argument("--dir", required=True, help="state directory of the servers")
     p.add_argument("--cmake", action="store_true", help="env: print a CMake list of K=V")
     p.add_argument("--bluestore", action="store_true",

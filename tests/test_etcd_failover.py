@@ -67,7 +67,7 @@ class EtcdFailoverTest(harness.TierFSTestCase):
         for w in writers:
             self.assertEqual(w.failed, [], "operations failed during the failovers")
         failover_torture.check_progress(self, writers, kills, TIMEOUT_S)
-        failover_torture.report("etcd", writers, kills)
+        failover_torture.report("etcd", writers, kills, 5.0)
         harness.run("umount", second)
         self.vol.umount()
         # What was acknowledged is there, read by a fresh mount; nothing twice.

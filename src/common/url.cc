@@ -44,8 +44,12 @@ Result<Url> ParseUrl(const std::string& text) {
       u.user = cred.substr(0, c);
       if (c != std::string::npos) u.password = cred.substr(c + 1);
     }
+    // With several hosts ("h1:1,h2:2,h3", for etcd and Redis Sentinel), only the last
+    // one's port goes to `port`; the engine splits the rest.
+    size_t last = authority.rfind(',');
+    last = last == std::string::npos ? 0 : last + 1;
     size_t colon = authority.rfind(':');
-    if (colon != std::string::npos && authority.find(']') == std::string::npos) {
+    if (colon != std::string::npos && colon >= last && authority.find(']', last) == std::string::npos) {
       std::string port = authority.substr(colon + 1);
       authority = authority.substr(0, colon);
       char* end = nullptr;

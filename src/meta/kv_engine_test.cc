@@ -55,6 +55,13 @@ struct EtcdKind {
   static std::string Url(const TempDir&) { return ServerUrl("TIERFS_TEST_ETCD_URL", "kv_test"); }
 };
 
+struct RedisSentinelKind {
+  // A master found through three Sentinels, each commit waiting for the replica.
+  static std::string Url(const TempDir&) {
+    return ServerUrl("TIERFS_TEST_REDIS_SENTINEL_URL", "/2?wait-replicas=1");
+  }
+};
+
 class KindNames {
  public:
   template <typename T>
@@ -63,6 +70,7 @@ class KindNames {
     if (std::is_same_v<T, RedisKind>) return "Redis";
     if (std::is_same_v<T, PostgresKind>) return "Postgres";
     if (std::is_same_v<T, EtcdKind>) return "Etcd";
+    if (std::is_same_v<T, RedisSentinelKind>) return "RedisSentinel";
     return "Sqlite";
   }
 };
@@ -89,7 +97,7 @@ class KvEngineTest : public ::testing::Test {
   std::unique_ptr<KvEngine> engine_;
 };
 
-using EngineKinds = ::testing::Types<MemKind, SqliteKind, RedisKind, PostgresKind, EtcdKind>;
+using EngineKinds = ::testing::Types<MemKind, SqliteKind, RedisKind, PostgresKind, EtcdKind, RedisSentinelKind>;
 TYPED_TEST_SUITE(KvEngineTest, EngineKinds, KindNames);
 
 TYPED_TEST(KvEngineTest, DescribeIsTheUrlWithoutPassword) {

@@ -20,45 +20,32 @@ timeval ToTimeval(std::chrono::milliseconds ms) {
   return tv;
 }
 
-// hiredis writes with write(2), which raises SIGPIPE on a connection the server closed
-// (a restart) and would kill the process. Instead of changing the process's disposition
-// behind the application's back, SIGPIPE is blocked on this thread while hiredis runs and
-// a SIGPIPE that hiredis caused is consumed before unblocking; hiredis sees EPIPE.
-class SigpipeGuard {
- public:
-  SigpipeGuard() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-  }
-  ~SigpipeGuard() {
-    if (!was_pending_) {
-      sigset_t pending;
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        timespec zero{0, 0};
-        int saved = errno;
-        sigtimedwait(&set_, nullptr, &zero);
-        errno = saved;
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeGuard(const SigpipeGuard&) = delete;
-  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
-
- private:
-  sigset_t set_;
-  sigset_t old_;
-  bool was_pending_ = false;
-};
-
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 }  // namespace
+
+SigpipeGuard::SigpipeGuard() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+}
+
+SigpipeGuard::~SigpipeGuard() {
+  if (!was_pending_) {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{0, 0};
+      int saved = errno;
+      sigtimedwait(&set_, nullptr, &zero);
+      errno = saved;
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
 
 Cmd& Cmd::Arg(std::string_view a) {
   owned_.emplace_back(a);
@@ -162,6 +149,7 @@ Status Conn::Handshake() {
     cmds.push_back(std::move(c));
   }
   cmds.push_back(std::move(Cmd("SELECT").Arg(params_.db)));
+  if (params_.require_master) cmds.emplace_back("ROLE");
   std::vector<Reply> replies;
   RETURN_IF_ERROR(Raw(cmds, &replies));
   size_t i = 0;
@@ -195,7 +183,23 @@ Status Conn::Handshake() {
     }
     return ReplyStatus(sel, where, "selecting the database");
   }
+  if (params_.require_master) {
+    const redisReply* role = replies[i + 1].get();
+    std::string_view r = role->type == REDIS_REPLY_ARRAY && role->elements > 0 ? Str(role->element[0]) : "";
+    if (r != "master") {
+      broken_ = true;
+      return Status::Err(EAGAIN, "Redis at " + where + " is not a master (ROLE says \"" +
+                                     std::string(r.empty() ? Str(role) : r) +
+                                     "\"): a failover is under way or a Sentinel's answer is stale");
+    }
+  }
   return ReloadScripts();
+}
+
+Status Conn::FollowFailover(Status why) {
+  if (!params_.require_master || why.code() != EROFS) return why;
+  broken_ = true;
+  return Status::Err(EAGAIN, why.message() + " (the master was demoted: asking the Sentinels again)");
 }
 
 Status Conn::ReloadScripts() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <hiredis/hiredis.h>
+#include <signal.h>
 
 #include <chrono>
 #include <deque>
@@ -28,6 +29,28 @@ struct ConnParams {
   // A reply that takes longer breaks the connection (and the transaction is retried).
   std::chrono::milliseconds io_timeout{10000};
   std::string where;
+  // Sentinel mode (redis_sentinel.h): the handshake checks with ROLE that the server is a
+  // master (EAGAIN if it is a replica), and a READONLY reply (the master was demoted under
+  // the connection) breaks the connection and becomes EAGAIN, so the engine asks the
+  // Sentinels again instead of failing.
+  bool require_master = false;
+};
+
+// hiredis writes with write(2), which raises SIGPIPE on a connection the server closed
+// (a restart) and would kill the process. Instead of changing the process's disposition
+// behind the application's back, SIGPIPE is blocked on this thread while hiredis runs and
+// a SIGPIPE that hiredis caused is consumed before unblocking; hiredis sees EPIPE.
+class SigpipeGuard {
+ public:
+  SigpipeGuard();
+  ~SigpipeGuard();
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t set_;
+  sigset_t old_;
+  bool was_pending_ = false;
 };
 
 struct ReplyFree {
@@ -83,6 +106,9 @@ class Conn {
   Status Exchange(const std::vector<Cmd>& cmds, std::vector<Reply>* replies);
 
   bool broken() const { return broken_; }
+  // In Sentinel mode turns an EROFS (READONLY) error into EAGAIN and breaks the
+  // connection; otherwise returns why unchanged.
+  Status FollowFailover(Status why);
   const ScriptShas& shas() const { return shas_; }
   // Loads the scripts again (after a NOSCRIPT reply: someone ran SCRIPT FLUSH).
   Status ReloadScripts();

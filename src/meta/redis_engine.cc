@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "meta/engine_retry.h"
 #include "meta/redis_conn.h"
 #include "meta/redis_options.h"
+#include "meta/redis_sentinel.h"
 #include "meta/redis_txn.h"
 #include "meta/txn_nesting.h"
 
@@ -41,6 +43,8 @@ constexpr std::chrono::microseconds kServerBase(10'000), kServerCap(1'000'000);
 // Commit markers outlive the deadline by this much, so a lost EXEC is always resolvable.
 constexpr std::chrono::seconds kMarkerSlack(60);
 constexpr std::chrono::seconds kRetryWarnAfter(2);
+// One WAIT blocks its connection at most this long; the engine repeats it until the deadline.
+constexpr std::chrono::milliseconds kWaitSlice(1000);
 
 std::string NewMarker() {
   char buf[40];
@@ -73,8 +77,8 @@ class RedisEngine final : public KvEngine {
   Status Init() {
     auto deadline = Clock::now() + o_.deadline;
     for (int attempt = 0;; ++attempt) {
-      auto conn = Conn::Open(o_.conn);
-      Status st = conn.ok() ? CheckVolume(**conn) : conn.status();
+      auto conn = OpenConn();
+      Status st = conn.ok() ? (*conn)->FollowFailover(CheckVolume(**conn)) : conn.status();
       if (st.ok()) {
         Release(std::move(*conn));
         return st;
@@ -87,6 +91,38 @@ class RedisEngine final : public KvEngine {
   }
 
   std::string Describe() const override { return o_.describe; }
+
+  // How long one WAIT may block: a slice, never past the deadline, never 0 (which would
+  // mean "forever" to Redis).
+  long long WaitSlice(Clock::time_point deadline) const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max<long long>(1, std::min(left, kWaitSlice).count());
+  }
+
+  // After a commit acknowledged by `have` replicas (WAIT's answer), repeats WAIT on the
+  // same connection (WAIT counts the replicas that reached this connection's last write)
+  // until wait_replicas hold it or the deadline passes. A connection lost while waiting is
+  // reported as such (retryable): the caller asks again on a new one.
+  Status WaitForReplicas(Conn& conn, long long have, Clock::time_point deadline) {
+    while (have < o_.wait_replicas) {
+      if (Clock::now() >= deadline) {
+        return Status::Err(EIO, "metadata engine " + Describe() + ": a commit applied on the master but only " +
+                                    std::to_string(have) + " of the " + std::to_string(o_.wait_replicas) +
+                                    " replicas required by wait-replicas confirmed it before the timeout; it "
+                                    "survives unless the master fails before a replica receives it");
+      }
+      std::vector<Cmd> cmds;
+      cmds.push_back(std::move(Cmd("WAIT").Arg(o_.wait_replicas).Arg(WaitSlice(deadline))));
+      std::vector<Reply> replies;
+      RETURN_IF_ERROR(conn.Exchange(cmds, &replies));
+      const redisReply* r = replies[0].get();
+      if (r->type != REDIS_REPLY_INTEGER) {
+        return conn.FollowFailover(redis::ReplyStatus(r, o_.describe, "waiting for the replicas"));
+      }
+      have = r->integer;
+    }
+    return Status::OK();
+  }
 
   Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
     if (TxnNesting::Inside(this)) {
@@ -128,7 +164,7 @@ class RedisEngine final : public KvEngine {
     {
       redis::RedisTxn txn(*conn, o_.describe, read_only);
       Status st = fn(txn);
-      result = Conclude(txn, st, &marker);
+      result = Conclude(txn, *conn, st, &marker, deadline);
       if (txn.watching()) conn->set_watching(true);
     }
     if (result.kind == Attempt::kDone && result.status.ok() && !marker.empty()) {
@@ -142,7 +178,8 @@ class RedisEngine final : public KvEngine {
 
   // Ends an attempt after the callback returned st. Sets *marker when a commit was sent
   // and its outcome is unknown (returned as kUnavailable) or known good.
-  Attempt Conclude(redis::RedisTxn& txn, const Status& st, std::string* marker) {
+  Attempt Conclude(redis::RedisTxn& txn, Conn& conn, const Status& st, std::string* marker,
+                   Clock::time_point deadline) {
     if (!txn.unavailable().ok()) return Attempt::Unavailable(txn.unavailable());
     Status err = !st.ok() ? st : txn.error();
     bool commit = err.ok() && txn.has_writes();
@@ -163,10 +200,17 @@ class RedisEngine final : public KvEngine {
     std::string m = NewMarker();
     long long ttl =
         std::chrono::duration_cast<std::chrono::milliseconds>(o_.deadline + kMarkerSlack).count();
-    Finish f = txn.Commit(m, ttl);
+    Finish f = txn.Commit(m, ttl, o_.wait_replicas, WaitSlice(deadline));
     switch (f.outcome) {
       case Outcome::kOk:
         *marker = std::move(m);
+        if (o_.wait_replicas > 0) {
+          Status st = WaitForReplicas(conn, f.replicas, deadline);
+          // The connection broke while waiting: the commit applied, but whether the
+          // replicas hold it is asked again on a new connection (Resolve).
+          if (Retryable(st)) return Attempt::Unavailable(st);
+          return Attempt::Done(st);
+        }
         return Attempt::Done(Status::OK());
       case Outcome::kConflict:
         return Attempt::Conflict();
@@ -193,20 +237,32 @@ class RedisEngine final : public KvEngine {
         std::vector<Cmd> cmds;
         cmds.push_back(
             std::move(Cmd("EVALSHA").Arg((*conn)->shas().resolve).Arg(0LL).Arg(marker).Arg(ttl)));
+        // A commit found must also be held by the replicas before it is acknowledged.
+        if (o_.wait_replicas > 0) {
+          cmds.push_back(std::move(Cmd("WAIT").Arg(o_.wait_replicas).Arg(WaitSlice(deadline))));
+        }
         std::vector<Reply> replies;
         Status st = (*conn)->Exchange(cmds, &replies);
         if (st.ok()) {
           const redisReply* r = replies[0].get();
-          if (r->type == REDIS_REPLY_INTEGER) {
+          if (r->type != REDIS_REPLY_INTEGER) {
+            st = (*conn)->FollowFailover(
+                redis::ReplyStatus(r, o_.describe, "resolving a commit whose reply was lost"));
+          } else if (r->integer != 1) {
             Release(std::move(*conn));
-            if (r->integer == 1) {
-              spdlog::debug("metadata engine {}: a commit whose reply was lost had applied",
-                            Describe());
-              return Attempt::Done(Status::OK());
-            }
             return Attempt::Unavailable(why);
+          } else {
+            spdlog::debug("metadata engine {}: a commit whose reply was lost had applied", Describe());
+            if (o_.wait_replicas > 0) {
+              const redisReply* w = replies[1].get();
+              st = WaitForReplicas(**conn, w->type == REDIS_REPLY_INTEGER ? w->integer : 0, deadline);
+            }
+            // Lost while waiting for the replicas: asked again on a new connection.
+            if (st.ok() || !Retryable(st)) {
+              Release(std::move(*conn));
+              return Attempt::Done(st);
+            }
           }
-          st = redis::ReplyStatus(r, o_.describe, "resolving a commit whose reply was lost");
         }
         Release(std::move(*conn));
         last = st;
@@ -307,7 +363,10 @@ class RedisEngine final : public KvEngine {
 
   // Reads the server's persistence and replication settings. Redis replicates
   // asynchronously: a failover to a replica may lose what the master acknowledged and the
-  // replica had not received, so no Redis set-up is safe by DurabilityReport's measure.
+  // replica had not received. A single server's failure loses no acknowledged commit only
+  // when every commit waits for a replica (wait-replicas, under Sentinel, which promotes the
+  // replica with the most data) and the master fsyncs each write (a master restarted with
+  // less data than its replicas makes them resynchronise from it, dropping what they hold).
   Result<DurabilityReport> Durability() override {
     ASSIGN_OR_RETURN(auto conn, Acquire());
     std::vector<Cmd> cmds;
@@ -337,9 +396,14 @@ class RedisEngine final : public KvEngine {
       return info.substr(at + name.size() + 1, end == std::string::npos ? std::string::npos : end - at - name.size() - 1);
     };
     std::string replicas = field("connected_slaves");
+    int nreplicas = replicas.empty() ? 0 : atoi(replicas.c_str());
+    bool sentinel = !o_.sentinels.empty();
     DurabilityReport d;
-    d.summary = "Redis " + field("role") + ", appendonly " + (aof.empty() ? "?" : aof) + ", appendfsync " +
-                (fsync.empty() ? "?" : fsync) + ", " + (replicas.empty() ? "?" : replicas) + " replica(s)";
+    d.summary = "Redis " + field("role") + (sentinel ? " under " + std::to_string(o_.sentinels.size()) + " Sentinel(s)" : "") +
+                ", appendonly " + (aof.empty() ? "?" : aof) + ", appendfsync " + (fsync.empty() ? "?" : fsync) +
+                ", " + (replicas.empty() ? "?" : replicas) + " replica(s), " +
+                (o_.wait_replicas > 0 ? "each commit waits for " + std::to_string(o_.wait_replicas) + " replica(s)"
+                                      : "commits do not wait for replicas");
     if (aof.empty()) d.risks.push_back("the server refuses CONFIG GET: its persistence settings are unknown");
     if (aof == "no") {
       d.risks.push_back("appendonly no: a restart of the server loses every write since its last snapshot");
@@ -347,17 +411,25 @@ class RedisEngine final : public KvEngine {
       d.risks.push_back("appendfsync " + fsync + ": a crash of the server's machine loses up to a second of "
                         "acknowledged writes (appendfsync always keeps them)");
     }
-    if (replicas.empty() || replicas == "0") {
+    if (nreplicas == 0) {
       d.risks.push_back("no replica: the server's disk is the only copy, and its loss loses the volume");
-    } else {
+    } else if (o_.wait_replicas == 0) {
       d.risks.push_back("replication is asynchronous" +
                         std::string(min_replicas.empty() || min_replicas == "0"
                                         ? ""
                                         : " (min-replicas-to-write " + min_replicas + " only refuses writes "
                                           "when replicas are missing)") +
-                        ": a failover to a replica loses acknowledged writes it had not received");
+                        ": a failover to a replica loses acknowledged writes it had not received (add "
+                        "?wait-replicas=1 to the META-URL)");
+    } else if (nreplicas < o_.wait_replicas) {
+      d.risks.push_back("wait-replicas " + std::to_string(o_.wait_replicas) + " but only " + replicas +
+                        " replica(s) connected: commits fail with EIO after the timeout until enough return");
     }
-    d.safe = false;
+    if (!sentinel) {
+      d.risks.push_back("no Sentinel: nothing promotes a replica when the server fails (use a Sentinel URL, "
+                        "redis://MASTER_NAME,SENTINEL1,SENTINEL2,SENTINEL3/DB)");
+    }
+    d.safe = d.risks.empty();
     return d;
   }
 
@@ -370,15 +442,50 @@ class RedisEngine final : public KvEngine {
         return c;
       }
     }
-    return Conn::Open(o_.conn);
+    return OpenConn();
+  }
+
+  // A new connection: to the URL's server, or in Sentinel mode to the master the
+  // Sentinels name (asked again after any failure, since a failover may have moved it).
+  Result<std::unique_ptr<Conn>> OpenConn() {
+    if (o_.sentinels.empty()) return Conn::Open(o_.conn);
+    redis::ConnParams p = o_.conn;
+    std::optional<redis::MasterAddr> master;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      master = master_;
+    }
+    if (!master) {
+      // Sentinels that cannot be asked are reported as they are (all down: ECONNREFUSED).
+      ASSIGN_OR_RETURN(master, redis::AskSentinels(o_.master_name, o_.sentinels, o_.conn.connect_timeout));
+    }
+    p.host = master->host;
+    p.port = master->port;
+    p.require_master = true;
+    p.where = o_.describe + " (master " + p.host + ":" + std::to_string(p.port) + ")";
+    auto conn = Conn::Open(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (conn.ok()) {
+      master_ = master;
+      return conn;
+    }
+    master_.reset();
+    // The master the Sentinels named is down or demoted: a failover is probably under way,
+    // so the caller waits for it (EAGAIN) instead of reporting a wrong URL.
+    if (Retryable(conn.status()) || conn.status().code() == EAGAIN) {
+      return Status::Err(EAGAIN, conn.status().message());
+    }
+    return conn.status();
   }
 
   void Release(std::unique_ptr<Conn> conn) {
     std::vector<std::unique_ptr<Conn>> closing;  // closed outside the lock
     std::lock_guard<std::mutex> lock(mu_);
     if (conn->broken()) {
-      // The others probably broke the same way (server restart): start afresh.
+      // The others probably broke the same way (server restart, failover): start afresh,
+      // and in Sentinel mode ask where the master is.
       closing.swap(idle_);
+      master_.reset();
       return;
     }
     if (idle_.size() < kMaxIdle) idle_.push_back(std::move(conn));
@@ -387,6 +494,7 @@ class RedisEngine final : public KvEngine {
   const redis::Options o_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
+  std::optional<redis::MasterAddr> master_;  // Sentinel mode: the master last used; guarded by mu_
 };
 
 }  // namespace

@@ -113,10 +113,16 @@ return {next_group, 1, out}
 
 // ARGV: marker, ttl_ms. Decides the fate of a commit whose EXEC reply was lost: returns 1
 // when it applied; otherwise plants the marker as "lost" so that the commit can never apply
-// later (its EXEC may still sit in a dead connection's buffer) and returns 0.
+// later (its EXEC may still sit in a dead connection's buffer) and returns 0. A marker found
+// gets its expiry renewed: a write, so that a WAIT on the resolving connection (Sentinel
+// URLs with wait-replicas) waits for the replicas to hold everything up to it, the commit
+// included.
 inline constexpr char kResolveScript[] = R"lua(
 local v = redis.call('GET', ARGV[1])
-if v then return tonumber(v) end
+if v then
+  redis.call('PEXPIRE', ARGV[1], ARGV[2])
+  return tonumber(v)
+end
 redis.call('SET', ARGV[1], '0', 'PX', ARGV[2])
 return 0
 )lua";

@@ -378,12 +378,19 @@ Status RedisTxn::Scan(std::string_view begin, std::string_view end, size_t limit
   return Status::OK();
 }
 
-Finish RedisTxn::Exec(std::vector<Cmd> cmds, bool commits) {
+Finish RedisTxn::Exec(std::vector<Cmd> cmds, bool commits, int wait_replicas, long long wait_ms) {
   cmds.emplace_back("EXEC");
+  if (wait_replicas > 0) cmds.push_back(std::move(Cmd("WAIT").Arg(wait_replicas).Arg(wait_ms)));
   std::vector<Reply> replies;
   Status st = Exchange(cmds, &replies);
   if (!st.ok()) return {commits ? Outcome::kAmbiguous : Outcome::kRetry, st};
   watching_ = false;  // EXEC ends every WATCH, whatever its outcome
+  long long replicas = -1;
+  if (wait_replicas > 0) {
+    const redisReply* w = replies.back().get();
+    replicas = w->type == REDIS_REPLY_INTEGER ? w->integer : 0;
+    replies.pop_back();
+  }
   const redisReply* exec = replies.back().get();
   if (exec->type == REDIS_REPLY_NIL) return {Outcome::kConflict, Status::OK()};
   if (IsError(exec)) {
@@ -391,7 +398,7 @@ Finish RedisTxn::Exec(std::vector<Cmd> cmds, bool commits) {
     for (const Reply& r : replies) {
       if (IsError(r.get()) && r.get() != exec) exec = r.get();
     }
-    Status why = ReplyStatus(exec, where_, "committing");
+    Status why = conn_.FollowFailover(ReplyStatus(exec, where_, "committing"));
     return {why.code() == EAGAIN ? Outcome::kRetry : Outcome::kFailed, why};
   }
   if (exec->type != REDIS_REPLY_ARRAY) {
@@ -405,7 +412,7 @@ Finish RedisTxn::Exec(std::vector<Cmd> cmds, bool commits) {
     return {Outcome::kRetry, reload.ok() ? ReplyStatus(result, where_, "committing") : reload};
   }
   if (result == nullptr || IsError(result)) {
-    Status why = ReplyStatus(result, where_, "committing");
+    Status why = conn_.FollowFailover(ReplyStatus(result, where_, "committing"));
     return {why.code() == EAGAIN ? Outcome::kRetry : Outcome::kFailed, why};
   }
   if (result->type != REDIS_REPLY_INTEGER || result->integer != 1) {
@@ -413,7 +420,7 @@ Finish RedisTxn::Exec(std::vector<Cmd> cmds, bool commits) {
             Status::Err(
                 EIO, "Redis at " + where_ + ": the commit script refused a fresh commit marker")};
   }
-  return {Outcome::kOk, Status::OK()};
+  return {Outcome::kOk, Status::OK(), replicas};
 }
 
 Finish RedisTxn::Validate() {
@@ -423,7 +430,7 @@ Finish RedisTxn::Validate() {
   return Exec(std::move(cmds), /*commits=*/false);
 }
 
-Finish RedisTxn::Commit(const std::string& marker, long long marker_ttl_ms) {
+Finish RedisTxn::Commit(const std::string& marker, long long marker_ttl_ms, int wait_replicas, long long wait_ms) {
   if (!unavailable_.ok()) return {Outcome::kRetry, unavailable_};
   size_t puts = 0;
   for (const auto& [k, v] : writes_) puts += v.has_value();
@@ -441,7 +448,7 @@ Finish RedisTxn::Commit(const std::string& marker, long long marker_ttl_ms) {
   std::vector<Cmd> cmds;
   cmds.emplace_back("MULTI");
   cmds.push_back(std::move(script));
-  return Exec(std::move(cmds), /*commits=*/true);
+  return Exec(std::move(cmds), /*commits=*/true, wait_replicas, wait_ms);
 }
 
 }  // namespace tierfs::redis

@@ -25,6 +25,8 @@ enum class Outcome {
 struct Finish {
   Outcome outcome = Outcome::kOk;
   Status status;  // why, for kRetry, kAmbiguous and kFailed
+  // A commit sent with WAIT: how many replicas acknowledged it (-1: no WAIT was sent).
+  long long replicas = -1;
 };
 
 // Lives for one attempt on one connection, on the calling thread only.
@@ -61,8 +63,11 @@ class RedisTxn final : public KvTxn {
   // Checks under the watches that nothing read has changed (an empty MULTI/EXEC).
   Finish Validate();
   // Applies the buffered writes with the commit script under the watches. marker names
-  // the commit for resolving a lost EXEC reply; it expires after marker_ttl_ms.
-  Finish Commit(const std::string& marker, long long marker_ttl_ms);
+  // the commit for resolving a lost EXEC reply; it expires after marker_ttl_ms. With
+  // wait_replicas > 0, WAIT wait_replicas wait_ms follows EXEC in the same round trip and
+  // Finish::replicas says how many replicas hold the commit.
+  Finish Commit(const std::string& marker, long long marker_ttl_ms, int wait_replicas = 0,
+                long long wait_ms = 0);
 
   class ServerRange;
 
@@ -73,8 +78,8 @@ class RedisTxn final : public KvTxn {
   // Checks a reply that must not be an error; a busy server makes the attempt retry.
   Status Expect(const redisReply* r, std::string_view what);
   void AddWatch(std::vector<Cmd>* cmds, std::string_view prefix, std::string_view name);
-  // Sends cmds (MULTI and what it queues) followed by EXEC.
-  Finish Exec(std::vector<Cmd> cmds, bool commits);
+  // Sends cmds (MULTI and what it queues) followed by EXEC (and WAIT, see Commit).
+  Finish Exec(std::vector<Cmd> cmds, bool commits, int wait_replicas = 0, long long wait_ms = 0);
 
   Conn& conn_;
   const std::string& where_;
