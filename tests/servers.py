@@ -116,14 +116,28 @@ def _kill_pidfile(pidfile, sig=signal.SIGTERM, timeout=20):
 
 
 def free_ports(n):
-    """A base port with n consecutive free ports from it on (an etcd member takes two)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n < 65000 and all(not _port_open(base + i) for i in range(n)):
+    """A base port with n consecutive free ports from it on (an etcd member takes two).
+
+    Below the kernel's ephemeral range (32768 up, net.ipv4.ip_local_port_range): a port
+    from that range, once its server is killed, can be taken by a client's own outgoing
+    connection to it (a TCP self-connect on loopback), and the restarted server then
+    fails with "address already in use"."""
+    import random
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        base = rng.randrange(10000, 32000 - n)
+        if all(not _port_open(base + i) and _bindable(base + i) for i in range(n)):
             return base
     raise RuntimeError("no %d consecutive free ports" % n)
+
+
+def _bindable(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def _need_free(port, what):

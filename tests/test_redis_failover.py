@@ -79,6 +79,47 @@ class SentinelUrlTest(harness.TierFSTestCase):
         self.assertIn("no Sentinel", out)
 
 
+class RetryBoundTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def test_a_mount_fails_after_its_bound_when_every_server_is_gone_and_recovers(self):
+        """--meta-retry-timeout bounds how long an operation waits (the URL says 30 s);
+        with every Redis node down the mount answers EIO after that, never hangs, and
+        works again once they are back."""
+        tmp = self.local_tmpdir()
+        ha = RedisSentinel(tmp, port=servers.free_ports(6))
+        self.addCleanup(ha.stop)
+        ha.start()
+        vol = harness.Volume("boundvol", meta_url=ha.url(query="timeout=30s"), base=tmp)
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        bound = 3.0
+        vol.mount("--meta-retry-timeout", "%gs" % bound)
+        with open(os.path.join(vol.mnt, "before"), "w") as f:
+            f.write("1")
+        for i in range(ha.n):
+            ha.kill_node(i, signal.SIGKILL)
+        t0 = time.monotonic()
+        with self.assertRaises(OSError) as caught:
+            with open(os.path.join(vol.mnt, "during"), "w") as f:
+                f.write("2")
+        took = time.monotonic() - t0
+        self.assertEqual(caught.exception.errno, 5, caught.exception)
+        # The engine gives up when its next wait (at most 1 s) would pass the bound.
+        self.assertGreaterEqual(took, bound - 1.1, "failed well before the bound: it did not retry")
+        self.assertLess(took, 30, "waited for the URL's timeout, not --meta-retry-timeout")
+        print("EIO after %.2f s with every node down (--meta-retry-timeout %gs)" % (took, bound), file=sys.stderr)
+        # Back: node 0 (the master the Sentinels still name, its acknowledged data kept), then its replica.
+        ha.start_node(0)
+        ha.start_node(1, replica_of=0)
+        with open(os.path.join(vol.mnt, "after"), "w") as f:
+            f.write("3")
+        with open(os.path.join(vol.mnt, "before")) as f:
+            self.assertEqual(f.read(), "1")
+        vol.umount()
+        failover_torture.fsck_clean(self, vol.meta_url)
+
+
 class SentinelFailoverTest(harness.TierFSTestCase):
     AUTO_MOUNT = False
 

@@ -3,12 +3,15 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "cmd/commands.h"
 #include "cmd/mount_helper.h"
 #include "cmd/util.h"
 #include "common/crash_report.h"
+#include "common/duration.h"
+#include "meta/meta_retry_timeout.h"
 
 int main(int argc, char** argv) {
   tierfs::InstallCrashReport();
@@ -18,6 +21,22 @@ int main(int argc, char** argv) {
   // Named, so that help says "Usage: tierfs [OPTIONS]" and "tierfs format ...".
   CLI::App app{"TierFS: a distributed POSIX file system on object storage", "tierfs"};
   app.require_subcommand(1);
+  // Options of the whole program may follow the subcommand: `tierfs mount URL DIR
+  // --meta-retry-timeout 2m`. Subcommands inherit this (and so pass on what they do not know).
+  app.fallthrough();
+  app.add_option_function<std::string>(
+         "--meta-retry-timeout",
+         [](const std::string& text) {
+           std::chrono::milliseconds bound{};
+           if (!tierfs::ParseDuration(text, &bound) || bound.count() <= 0) {
+             throw CLI::ValidationError("--meta-retry-timeout",
+                                        "expected a duration such as 30s, 2m or 500ms, not '" + text + "'");
+           }
+           tierfs::SetMetaRetryTimeout(bound);
+         },
+         "How long a metadata operation keeps retrying an unreachable or failing-over server (Redis, "
+         "PostgreSQL, etcd) before it fails with EIO; overrides the META-URL's ?timeout= (default 30s)")
+      ->type_name("DURATION");
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   int exit_code = 0;
   tierfs::cmd::RegisterFormat(app, &exit_code);

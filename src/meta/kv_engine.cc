@@ -1,10 +1,12 @@
 #include "meta/kv_engine.h"
 
+#include <atomic>
 #include <cerrno>
 
 #include "common/url.h"
 #include "meta/etcd_engine.h"
 #include "meta/mem_engine.h"
+#include "meta/meta_retry_timeout.h"
 #include "meta/postgres_engine.h"
 #include "meta/redis_engine.h"
 #include "meta/sqlite_engine.h"
@@ -18,14 +20,21 @@ constexpr char kExpectedForms[] =
     "redis://[USER:PASSWORD@]HOST:PORT/DB, postgres://USER:PASSWORD@HOST:PORT/DB, "
     "etcd://[USER:PASSWORD@]HOST1:2379,HOST2:2379,.../PREFIX or mem://NAME";
 
+std::atomic<int64_t> g_retry_timeout_ms{0};
+
 }  // namespace
+
+void SetMetaRetryTimeout(std::chrono::milliseconds bound) { g_retry_timeout_ms = bound.count(); }
+
+std::chrono::milliseconds MetaRetryTimeout() { return std::chrono::milliseconds(g_retry_timeout_ms.load()); }
 
 Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url, MissingDatabase missing) {
   auto parsed = ParseUrl(meta_url);
   if (!parsed.ok()) {
     return Status::Err(EINVAL, parsed.status().message() + "; " + kExpectedForms);
   }
-  const Url& url = *parsed;
+  Url& url = *parsed;
+  if (int64_t ms = g_retry_timeout_ms.load(); ms > 0) url.query["timeout"] = std::to_string(ms) + "ms";
 
   if (url.scheme == "mem") {
     return std::unique_ptr<KvEngine>(std::make_unique<MemEngine>(url.path));
