@@ -494,7 +494,11 @@ class Etcd:
     prefixes[i] (a network namespace of its own, netns.Network: its link can be cut). Default cluster settings but a short heartbeat and election
     timeout, so that a test's failover takes well under a second."""
 
-    def __init__(self, root, port=ETCD_PORT, members=3, name="etcd", addrs=None, prefixes=None):
+    def __init__(self, root, port=ETCD_PORT, members=3, name="etcd", addrs=None, prefixes=None, tls=None):
+        """tls: {"ca": CA.pem, "cert": SERVER.pem, "key": SERVER-KEY.pem, "client_cert": ...,
+        "client_key": ...}: clients speak TLS to the members (https), which require a client
+        certificate signed by the CA (--client-cert-auth)."""
+        self.tls = tls
         self.dir = os.path.join(root, name)
         self.port, self.n = port, members
         self.addrs = addrs or ["127.0.0.1"] * members
@@ -539,8 +543,8 @@ class Etcd:
         me = self.addrs[i]
         cmd = list(self.prefixes[i]) + [
                exe, "--name", "m%d" % i, "--data-dir", data,
-               "--listen-client-urls", "http://%s:%d" % (me, self.client_port(i)),
-               "--advertise-client-urls", "http://%s:%d" % (me, self.client_port(i)),
+               "--listen-client-urls", "%s://%s:%d" % (self._scheme(), me, self.client_port(i)),
+               "--advertise-client-urls", "%s://%s:%d" % (self._scheme(), me, self.client_port(i)),
                "--listen-peer-urls", "http://%s:%d" % (me, self.peer_port(i)),
                "--initial-advertise-peer-urls", "http://%s:%d" % (me, self.peer_port(i)),
                "--initial-cluster", cluster, "--initial-cluster-state", "new",
@@ -551,6 +555,9 @@ class Etcd:
                "--max-txn-ops", "100000", "--max-request-bytes", str(32 << 20),
                "--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1h",
                "--quota-backend-bytes", str(2 << 30), "--logger", "zap", "--log-outputs", self._log(i)]
+        if self.tls:
+            cmd += ["--cert-file", self.tls["cert"], "--key-file", self.tls["key"], "--trusted-ca-file",
+                    self.tls["ca"], "--client-cert-auth"]
         with open(self._log(i) + ".out", "ab") as out:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     cwd=self.dir, start_new_session=True)
@@ -558,10 +565,22 @@ class Etcd:
             f.write(f"{proc.pid}\n")
         self.procs[i] = proc
 
+    def _scheme(self):
+        return "https" if self.tls else "http"
+
+    def _ssl(self):
+        if not self.tls:
+            return None
+        import ssl
+        ctx = ssl.create_default_context(cafile=self.tls["ca"])
+        ctx.load_cert_chain(self.tls["client_cert"], self.tls["client_key"])
+        return ctx
+
     def healthy(self, i):
         import urllib.request
         try:
-            with urllib.request.urlopen("http://%s/health" % self.endpoint(i), timeout=1) as r:
+            with urllib.request.urlopen("%s://%s/health" % (self._scheme(), self.endpoint(i)), timeout=1,
+                                        context=self._ssl()) as r:
                 return b'"health":"true"' in r.read()
         except Exception:
             return False
@@ -590,9 +609,9 @@ class Etcd:
             if not self.running(i):
                 continue
             try:
-                req = urllib.request.Request("http://%s/v3/maintenance/status" % self.endpoint(i),
+                req = urllib.request.Request("%s://%s/v3/maintenance/status" % (self._scheme(), self.endpoint(i)),
                                              data=b"{}", method="POST")
-                with urllib.request.urlopen(req, timeout=2) as r:
+                with urllib.request.urlopen(req, timeout=2, context=self._ssl()) as r:
                     st = json.loads(r.read())
             except Exception:
                 continue

@@ -108,6 +108,10 @@ class JsonClient final : public Client {
 Status ServerError(int code, const std::string& msg, const std::string& where) {
   if (code == 0) return Status::OK();
   std::string said = "etcd " + where + ": " + msg;
+  // A wrong user or password comes as InvalidArgument; it is a matter of access.
+  if (msg.find("authentication failed") != std::string::npos) {
+    return Status::Err(EACCES, said + " (check the user and password in the META-URL or $TIERFS_META_PASSWORD)");
+  }
   switch (code) {
     case kOutOfRange:
       return Status::Err(ESTALE, said);
@@ -146,6 +150,7 @@ JsonClient::JsonClient(ClientOptions options) : o_(std::move(options)) {
   h.io_timeout_s = std::max<long>(1, (o_.request_timeout.count() + 999) / 1000);
   h.total_timeout_ms = o_.request_timeout.count();
   h.max_idle_handles = 16;
+  h.tls = {o_.ca_file, o_.cert_file, o_.key_file};
   http_ = std::make_unique<HttpClient>(h);
 }
 
@@ -171,7 +176,8 @@ Status MemberRotation::Ask(const ClientOptions& o, bool* sent,
         }
         if (token.empty()) {
           auto got = authenticate(idx);
-          if (!got.ok() && got.status().code() == EACCES) return got.status();
+          // Refused credentials, or a TLS set-up the member rejects: no member will differ.
+          if (!got.ok() && (got.status().code() == EACCES || got.status().code() == EINVAL)) return got.status();
           if (!got.ok()) {
             next(got.status().message(), got.status().code() == ECONNREFUSED);
             break;
@@ -197,20 +203,38 @@ Status MemberRotation::Ask(const ClientOptions& o, bool* sent,
     }
   }
   current_.store((start + 1) % n);
+  std::string hint = all_refused && o.tls ? "; over TLS a refused handshake looks the same: check that the members "
+                                            "speak TLS, that ca= names the CA that signed their certificates, and "
+                                            "give cert= and key= if they require a client certificate"
+                                          : "";
   return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
-                     "etcd " + o.describe + ": no member served the request (" + reasons + ")");
+                     "etcd " + o.describe + ": no member served the request (" + reasons + ")" + hint);
 }
 
 Result<std::string> JsonClient::Authenticate(const std::string& endpoint) {
   HttpRequest req;
   req.method = "POST";
-  req.url = "http://" + endpoint + "/v3/auth/authenticate";
+  req.url = (o_.tls ? "https://" : "http://") + endpoint + "/v3/auth/authenticate";
   std::string body = json{{"name", o_.user}, {"password", o_.password}}.dump();
   req.headers = {{"Content-Type", "application/json"}};
   req.body = {body};
-  ASSIGN_OR_RETURN(auto resp, http_->Perform(req));
+  auto got = http_->Perform(req);
+  if (!got.ok()) {
+    // Over TLS, a handshake the member refused (a certificate it does not accept) will not
+    // succeed by asking again: report it at once.
+    const std::string& m = got.status().message();
+    if (o_.tls && (m.find("SSL") != std::string::npos || m.find("certificate") != std::string::npos)) {
+      return Status::Err(EINVAL, "etcd " + endpoint + ": " + m +
+                                     " (the member refused this client's TLS handshake: check ca=, cert= and key=)");
+    }
+    return got.status();
+  }
+  HttpResponse& resp = *got;
   json j = json::parse(resp.body, nullptr, false);
-  if (j.is_discarded()) return Status::Err(EIO, "etcd " + endpoint + ": unreadable answer to authentication");
+  if (j.is_discarded()) {
+    return Status::Err(EIO, "etcd " + endpoint + ": unreadable answer to authentication (HTTP " +
+                                std::to_string(resp.status) + ": \"" + resp.body.substr(0, 200) + "\")");
+  }
   RETURN_IF_ERROR(JsonError(j, endpoint));
   return j.value("token", "");
 }
@@ -223,12 +247,18 @@ Result<std::string> JsonClient::Post(const std::string& path, const std::string&
     const std::string& ep = o_.endpoints[i];
     HttpRequest req;
     req.method = "POST";
-    req.url = "http://" + ep + path;
+    req.url = (o_.tls ? "https://" : "http://") + ep + path;
     req.headers = {{"Content-Type", "application/json"}};
     if (!token.empty()) req.headers.emplace_back("Authorization", token);
     req.body = {body};
     auto resp = http_->Perform(req);
     if (!resp.ok()) {
+      // A certificate refused, or TLS spoken to a plain server: asking again will not help.
+      if (resp.status().code() == EINVAL) {
+        return Answer{Answer::kDone, Status::Err(EINVAL, "etcd " + ep + ": " + resp.status().message() +
+                                                             " (check etcds:// against etcd:// and the ca=, cert= "
+                                                             "and key= files)")};
+      }
       // Refused: nothing reached the member. Anything else may have.
       bool refused = resp.status().code() == ECONNREFUSED;
       return Answer{Answer::kNext, resp.status(), refused, !refused};

@@ -89,6 +89,11 @@ struct ClientOptions {
   enum class Api { kGrpc, kJson } api = Api::kGrpc;
   std::vector<std::string> endpoints;  // "host:port"
   std::string user, password;          // etcd's own authentication, when user is set
+  // TLS (etcds://): the members' certificates are checked against ca_file (PEM), or the
+  // system's CAs when it is empty; cert_file and key_file (PEM) are the client's
+  // certificate for a cluster started with --client-cert-auth.
+  bool tls = false;
+  std::string ca_file, cert_file, key_file;
   std::string describe;                // for messages: the URL without the password
   std::chrono::milliseconds request_timeout{3000};
 };

@@ -63,9 +63,13 @@ TEST(EtcdOptions, BadUrlsSayWhatIsExpected) {
   ASSERT_FALSE(no_prefix.ok());
   EXPECT_EQ(no_prefix.status().code(), EINVAL);
   EXPECT_NE(no_prefix.status().message().find("PREFIX"), std::string::npos) << no_prefix.status().message();
-  auto tls = OpenKvEngine("etcds://127.0.0.1:1/v");
-  ASSERT_FALSE(tls.ok());
-  EXPECT_EQ(tls.status().code(), EPROTONOSUPPORT);
+  // TLS options belong to etcds://; their files must exist (tests/test_etcd_tls.py runs TLS).
+  auto plain_ca = OpenKvEngine("etcd://127.0.0.1:1/v?ca=/etc/hostname");
+  ASSERT_FALSE(plain_ca.ok());
+  EXPECT_NE(plain_ca.status().message().find("use etcds://"), std::string::npos) << plain_ca.status().message();
+  auto no_ca = OpenKvEngine("etcds://127.0.0.1:1/v?ca=/nonexistent/ca.pem");
+  ASSERT_FALSE(no_ca.ok());
+  EXPECT_EQ(no_ca.status().code(), ENOENT);
   auto opt = OpenKvEngine("etcd://127.0.0.1:1/v?retries=3");
   ASSERT_FALSE(opt.ok());
   EXPECT_NE(opt.status().message().find("timeout, request-timeout, max-txn-ops, api"), std::string::npos);

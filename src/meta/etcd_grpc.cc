@@ -2,10 +2,14 @@
 // One channel per member, made at first use, reconnecting within a second once a member
 // is back (gRPC's default backoff grows to two minutes); calls fail fast while a member is
 // unreachable, so the next member is asked at once.
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cerrno>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "meta/etcd_client.h"
@@ -160,13 +164,40 @@ class GrpcClient final : public Client {
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      m.channel = grpc::CreateCustomChannel(o_.endpoints[i], grpc::InsecureChannelCredentials(), args);
+      m.channel = grpc::CreateCustomChannel(o_.endpoints[i], Credentials(), args);
       m.kv = pb::KV::NewStub(m.channel);
       m.lease = pb::Lease::NewStub(m.channel);
       m.auth = pb::Auth::NewStub(m.channel);
       m.cluster = pb::Cluster::NewStub(m.channel);
     }
     return m;
+  }
+
+  // gRPC's own log goes to standard error unasked (a failed TLS handshake prints several
+  // lines there); it is sent to this program's log at debug level instead, since every
+  // failure it reports also comes back as a call's status, which the engine reports.
+  static void QuietGrpcLog() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      gpr_set_log_function([](gpr_log_func_args* a) { spdlog::debug("grpc {}:{}: {}", a->file, a->line, a->message); });
+    });
+  }
+
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() {
+    QuietGrpcLog();
+    if (!o_.tls) return grpc::InsecureChannelCredentials();
+    // The files were checked readable when the URL was parsed.
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadAll(o_.ca_file);
+    ssl.pem_cert_chain = ReadAll(o_.cert_file);
+    ssl.pem_private_key = ReadAll(o_.key_file);
+    return grpc::SslCredentials(ssl);
+  }
+
+  static std::string ReadAll(const std::string& path) {
+    if (path.empty()) return "";
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
   void SetUp(grpc::ClientContext* ctx, const std::string& token) {

@@ -95,7 +95,8 @@ class AzureStore : public ObjectStore {
         http_(HttpClientOptions{.connect_timeout_ms = loc_.connect_timeout_s * 1000,
                                 .io_timeout_s = loc_.io_timeout_s,
                                 .total_timeout_ms = 0,  // large objects take what they take
-                                .max_idle_handles = 64}) {}
+                                .max_idle_handles = 64,
+                                .tls = {}}) {}
 
   std::string Describe() const override { return loc_.Describe(); }
   Status Init() override;

@@ -215,6 +215,9 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, req.io_timeout_s > 0 ? req.io_timeout_s : options_.io_timeout_s);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, options_.total_timeout_ms);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  if (!options_.tls.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.tls.ca_file.c_str());
+  if (!options_.tls.cert_file.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, options_.tls.cert_file.c_str());
+  if (!options_.tls.key_file.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, options_.tls.key_file.c_str());
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   // Object keys may contain "." and ".." segments; curl must not collapse them.
   curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);

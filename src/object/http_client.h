@@ -65,6 +65,11 @@ struct HttpClientOptions {
   long total_timeout_ms = 0;
   // Idle handles kept for reuse; more concurrent requests get temporary handles.
   size_t max_idle_handles = 64;
+  // TLS: a CA bundle (PEM file) to trust instead of the system's, and a client
+  // certificate and its key (PEM files) for servers that ask for one. Empty: not used.
+  struct Tls {
+    std::string ca_file, cert_file, key_file;
+  } tls;
 };
 
 class HttpClient {
