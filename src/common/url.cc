@@ -45,7 +45,10 @@ Result<Url> ParseUrl(const std::string& text) {
       if (c != std::string::npos) u.password = cred.substr(c + 1);
     }
     size_t colon = authority.rfind(':');
-    if (colon != std::string::npos && authority.find(']') == std::string::npos) {
+    // A list of hosts whose last one has no port ("h1:5432,h2") keeps its ports in host
+    // (the engine splits the list); so does one with an IPv6 literal.
+    if (colon != std::string::npos && authority.find(']') == std::string::npos &&
+        authority.find(',', colon) == std::string::npos) {
       std::string port = authority.substr(colon + 1);
       authority = authority.substr(0, colon);
       char* end = nullptr;
