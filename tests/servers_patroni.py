@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from servers import PG_BIN, Etcd, _kill_pidfile, _need_free, _pid_alive, _run, _wait, free_ports  # noqa: E402
@@ -253,10 +254,12 @@ postgresql:
 
     def kill_member(self, i, sig=signal.SIGKILL):
         """Sends sig to member i's patroni and postgres processes at once; SIGTERM lets
-        patroni stop postgres itself, anything else is a crash. Returns once all are gone."""
+        patroni stop postgres itself, anything else is a crash. Returns once all are gone,
+        the time.monotonic() at which the signals went out."""
         if sig == signal.SIGTERM:
             _kill_pidfile(self._pidfile(i), sig, timeout=30)
         pids = self._tree(i)
+        killed_at = time.monotonic()
         for p in pids:
             try:
                 os.kill(p, signal.SIGKILL if sig == signal.SIGTERM else sig)
@@ -269,6 +272,7 @@ postgresql:
         def gone():
             return not any(os.path.exists("/proc/%d" % p) and _pid_alive_pid(p) for p in pids)
         _wait("member %d's processes to exit" % i, gone, 20)
+        return killed_at
 
     def stop(self):
         for i in range(self.n):
