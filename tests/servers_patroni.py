@@ -35,15 +35,19 @@ class Patroni:
 
     synchronous_mode: a commit waits for a standby to flush it, and Patroni promotes only
     that synchronous standby, so an acknowledged commit survives the primary's loss.
-    synchronous_mode_strict stays off: with it the primary stops accepting commits while its
-    standby is away, and in the torture test the surviving member is alone (the killed one
-    rejoining) after every kill; off, Patroni drops synchronous_standby_names while no
-    standby is there, and the engine's Durability() reports exactly that window as unsafe.
+    synchronous_mode_strict stays off: with two members (bench/engines.py) the promoted
+    standby is alone until the killed member rejoins (about 10 s), and strict mode would
+    stop its commits all that time; off, Patroni lets it commit alone, and the engine's
+    Durability() reports that window as unsafe. Seen with Patroni 3.0.2 all the same: a
+    running primary whose last standby goes away keeps synchronous_standby_names naming
+    it, so its commits wait until a standby is back, as in strict mode.
 
-    Failover settings: ttl 10 s, loop_wait 1 s, retry_timeout 4 s (Patroni wants
-    loop_wait + 2 * retry_timeout <= ttl): a dead leader's key expires within ttl and a
-    standby takes over a loop later. Start: about 8 s for two members (initdb, then a
-    base backup); about 40 MiB of memory per member plus Patroni's ~35 MiB Python."""
+    Failover settings: ttl 5 s, loop_wait 1 s, retry_timeout 2 s (the rule Patroni's
+    documentation gives: loop_wait + 2 * retry_timeout <= ttl): a dead leader's key
+    expires within ttl and the synchronous standby takes over a loop later (writes stop
+    for about 5 s). Start: about 9 s for three members (initdb, then base backups); memory
+    (PSS) about 65 MiB per member, patroni and postgres together, and 26 MiB for etcd.
+    The directory's ancestors must be enterable by user postgres (o+x)."""
 
     PASSWORD = "tierfs-test-pw"
 
