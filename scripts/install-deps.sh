@@ -9,7 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libtinyxml2-dev libcpp-httplib-dev librados-dev libradospp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  redis-server etcd-server etcd-client postgresql ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl iproute2
+  redis-server etcd-server etcd-client postgresql patroni python3-etcd ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl iproute2
   python3 python3-prometheus-client attr acl fio tar diffutils procps psmisc bc strace e2fsprogs util-linux time
   awscli python3-boto3 rclone s3cmd s3fs openssl rsync python3-hypothesis
 )

@@ -24,6 +24,7 @@
 #include "cmd/mount_checks.h"
 #include "cmd/util.h"
 #include "fuse/fuse_adapter.h"
+#include "meta/kv_engine.h"
 #include "meta/meta.h"
 
 namespace tierfs::cmd {
@@ -137,6 +138,14 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   vo.open_cache = a.open_cache;
   vo.atime = AtimeModeOf(atime_opts);
   vo.compact_grace = a.compact_grace;
+  if (a.require_safe_meta) {
+    // Asked before the volume is opened, which writes (the session): where commits are
+    // not safe they may also hang (a PostgreSQL primary whose synchronous standby is gone
+    // waits for it), and the refusal should not wait out the engine's timeout first.
+    auto engine = OpenKvEngine(a.meta_url);
+    if (!engine.ok()) return fail(engine.status());
+    if (Status safe = CheckMetaDurability(engine->get(), true); !safe.ok()) return fail(safe);
+  }
   auto volume = client::Volume::Open(vo);
   if (!volume.ok()) return fail(volume.status());
   if (Status safe = CheckMetaDurability((*volume)->meta()->engine(), a.require_safe_meta); !safe.ok()) {

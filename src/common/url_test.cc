@@ -35,4 +35,17 @@ TEST(Url, Query) {
   EXPECT_EQ(u->query["x"], "1");
 }
 
+// Host lists are split by their engines; a last host without a port leaves every port in
+// host rather than taking "5432,h2" for a port.
+TEST(Url, HostLists) {
+  auto u = ParseUrl("postgres://u:p@h1:5432,h2:5433/db");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "h1:5432,h2");
+  EXPECT_EQ(u->port, 5433);
+  u = ParseUrl("postgres://u:p@h1:5432,h2/db");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->host, "h1:5432,h2");
+  EXPECT_EQ(u->port, 0);
+}
+
 }  // namespace tierfs

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <random>
+
+#include "common/encoding.h"
 
 namespace tierfs::pg {
 
@@ -15,6 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr Oid kByteaOid = 17;
 constexpr Oid kInt8Oid = 20;
+constexpr Oid kTextOid = 25;
 
 struct StmtDef {
   Stmt stmt;
@@ -44,6 +48,11 @@ const StmtDef kStmts[] = {
      "SELECT k, v FROM tierfs_kv WHERE k >= $1 ORDER BY k LIMIT $2",
      2,
      {kByteaOid, kInt8Oid}},
+    {Stmt::kMark,
+     "tierfs_mark",
+     "INSERT INTO tierfs_commits(id, seq) VALUES($1, $2) ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq",
+     2,
+     {kTextOid, kInt8Oid}},
 };
 
 const StmtDef& Def(Stmt s) { return kStmts[static_cast<int>(s)]; }
@@ -99,6 +108,30 @@ bool Contains(const std::string& text, const char* needle) {
 
 bool IsConnectionState(const std::string& code) {
   return code.rfind("08", 0) == 0 || code == "57P01" || code == "57P02" || code == "57P03";
+}
+
+// libpq's words when no server of the list took a read-write session (target_session_attrs)
+// or a server is starting up, shutting down or recovering: what a failover looks like from
+// outside, for a few seconds.
+bool NoWritableServerYet(const std::string& raw) {
+  for (const char* text : {"server is in hot standby mode", "session is read-only", "  57P03:",
+                           "the database system is starting up", "the database system is in recovery mode",
+                           "the database system is shutting down", "the database system is not yet accepting"}) {
+    if (Contains(raw, text)) return true;
+  }
+  return false;
+}
+
+std::string RandomHex(size_t bytes) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned b = static_cast<unsigned>(rng() & 0xff);
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
 }
 
 std::string Seconds(std::chrono::milliseconds d) {
@@ -187,7 +220,7 @@ Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare) {
                                    ": create it (CREATE DATABASE " + p.database +
                                    ") or fix the META-URL");
   }
-  if (code == "57P03" || code == "53300" || code == "53400") {
+  if (code == "57P03" || code == "53300" || code == "53400" || NoWritableServerYet(raw)) {
     return Status::Err(EAGAIN, "cannot connect to " + server + ": " + why);
   }
   if (code == "42501" || code.rfind("28", 0) == 0) {
@@ -206,7 +239,29 @@ Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare) {
   return Status::Err(err, "cannot connect to " + server + " (database " + p.database + "): " + why);
 }
 
-Conn::~Conn() { PQfinish(c_); }
+Conn::~Conn() {
+  // The server runs the DELETE before it reads the Terminate that PQfinish sends; if the
+  // socket cannot take it right away the row stays (ResolveCommit's and the engine's
+  // cleanup cover what is left).
+  if (prepared_ && lost_.ok()) {
+    // Not waiting for a standby: nothing depends on the row's removal.
+    const char* id = marker_id_.c_str();
+    if (PQsendQueryParams(c_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
+        PQsendQueryParams(c_, "SET LOCAL synchronous_commit = local", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
+        PQsendQueryParams(c_, "DELETE FROM tierfs_commits WHERE id = $1", 1, nullptr, &id, nullptr, nullptr, 0) == 1 &&
+        PQsendQueryParams(c_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 && PQpipelineSync(c_) == 1) {
+      (void)PQflush(c_);
+    }
+  }
+  PQfinish(c_);
+}
+
+size_t Conn::QueueMark(uint64_t* seq) {
+  *seq = ++marker_seq_;
+  std::string be;
+  PutU64(&be, *seq);
+  return Queue(Stmt::kMark, {marker_id_, be});
+}
 
 Status Conn::Prepare() {
   // Every statement is a key lookup or a key-range scan, for which the primary key index is
@@ -219,6 +274,20 @@ Status Conn::Prepare() {
   for (const StmtDef& d : kStmts) {
     CountQueued(PQsendPrepare(c_, d.name, d.sql, d.nparams, d.types));
   }
+  // The marker row exists from the start, so that a write transaction's marker update
+  // locks it and ResolveCommit can tell a transaction still running from one that ended.
+  // Being a write, it also finds out at once that the server is a standby.
+  // Its commit does not wait for a synchronous standby (it would hold up even a read-only
+  // client while the standby is away): the row matters only on this server, to a resolver
+  // asking while a transaction of ours still runs here; a server that takes over without
+  // it lacks every later commit of this connection too, which is the answer it gives then.
+  EndBatch();
+  marker_id_ = RandomHex(16);
+  marker_seq_ = 0;
+  QueueSql("BEGIN");
+  QueueSql("SET LOCAL synchronous_commit = local");
+  Queue(Stmt::kMark, {marker_id_, std::string(8, '\0')});
+  QueueSql("COMMIT");
   std::vector<ResultPtr> results;
   Status st = RoundTrip(&results);
   if (!st.ok()) return st.With("preparing statements");
@@ -372,14 +441,21 @@ Status Conn::ErrorFromResult(const PGresult* r) {
   }
   if (code == "42501") {
     return Status::Err(EACCES, where + "; grant user " + params_.user +
-                                   " SELECT, INSERT, UPDATE, DELETE and TRUNCATE on table " +
-                                   kTable);
+                                   " SELECT, INSERT, UPDATE, DELETE and TRUNCATE on table " + kTable +
+                                   " and SELECT, INSERT, UPDATE, DELETE on table " + kCommitsTable);
   }
   if (code == "42P01") {
-    return Status::Err(EIO, where + "; the metadata table " + std::string(kTable) +
+    return Status::Err(EIO, where + "; the metadata table " + std::string(kTable) + " or " + kCommitsTable +
                                 " is missing: was the database reset? format the volume again");
   }
-  if (code == "25006") return Status::Err(EROFS, where + "; is this a read-only standby server?");
+  if (code == "25006") {
+    // Connected to a primary that has since been demoted, or to a standby (a URL naming it
+    // with target_session_attrs other than read-write): another server may take writes
+    // now, so the connection is dropped and the transaction, which cannot commit, is run
+    // again on a new one.
+    ended_by_server_ = true;
+    return Lost(msg + " (the server is read-only: a standby, or a primary demoted by a failover)");
+  }
   if (code == "55P03") return Status::Err(EBUSY, where);
   if (code == "57014") return Status::Err(ETIMEDOUT, where);
   return Status::Err(EIO, where);

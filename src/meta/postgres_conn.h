@@ -39,6 +39,8 @@ inline constexpr int kLost = ENOTCONN;
 
 // The table holding the whole key space (see postgres_engine.h).
 inline constexpr char kTable[] = "tierfs_kv";
+// One row per open connection: its commit marker (see postgres_engine.h).
+inline constexpr char kCommitsTable[] = "tierfs_commits";
 
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -53,16 +55,19 @@ enum class Stmt {
   kDelete,     // $1 key
   kScanRange,  // $1 begin, $2 end, $3 limit -> k, v in key order, k in [begin, end)
   kScanOpen,   // $1 begin, $2 limit -> k, v in key order, k >= begin
+  kMark,       // $1 connection id (text), $2 sequence number: sets the commit marker
 };
 
 class Conn {
  public:
   // Connects (bounded by params.timeout) and switches to pipeline mode. With prepare, also
-  // prepares the statements above, which needs the table to exist. Connection failures
-  // get messages naming HOST:PORT; a wrong password is EACCES, a missing database ENOENT,
-  // a server that is starting up or full EAGAIN, an unreachable one ECONNREFUSED,
-  // ETIMEDOUT, EHOSTUNREACH or EIO.
+  // prepares the statements above and plants this connection's commit marker, which needs
+  // both tables to exist. Connection failures get messages naming HOST:PORT; a wrong
+  // password is EACCES, a missing database ENOENT, a server that is starting up or full,
+  // or servers that are all standbys or read-only (a failover under way), EAGAIN, an
+  // unreachable one ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH or EIO.
   static Result<std::unique_ptr<Conn>> Open(const Params& params, bool prepare);
+  // A connection that still works removes its commit marker on the way out.
   ~Conn();
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
@@ -82,11 +87,17 @@ class Conn {
   // Sends everything queued without waiting for the replies.
   Status SendOnly();
 
-  // Prepares the statements above and makes the planner use the key index (done by Open
-  // when asked to).
+  // Prepares the statements above, makes the planner use the key index and plants the
+  // commit marker (done by Open when asked to).
   Status Prepare();
 
   bool prepared() const { return prepared_; }
+  // This connection's id in tierfs_commits (32 hex digits), and the sequence number of its
+  // marker as the last write transaction set it.
+  const std::string& marker_id() const { return marker_id_; }
+  // Queues the marker update of the next write transaction; returns its result index and
+  // sets *seq to the number written.
+  size_t QueueMark(uint64_t* seq);
   // Checks, without a round trip, that the server has not already closed the connection
   // (say, while the callback was running); false marks the connection broken.
   bool CheckAlive();
@@ -97,7 +108,9 @@ class Conn {
   const std::string& last_sqlstate() const { return last_sqlstate_; }
   // True once the server itself reported that it ended the session (shutdown, crash
   // recovery, administrator): the server answers strictly in order, so every command whose
-  // reply had not arrived before that report was never executed.
+  // reply had not arrived before that report was never executed. Also true once a write
+  // failed because the server is read-only (a primary demoted under us): the transaction
+  // is then aborted and its COMMIT cannot take effect.
   bool ended_by_server() const { return ended_by_server_; }
   bool broken() const { return !lost_.ok(); }
   // Why the connection is broken (OK while it is not).
@@ -130,6 +143,8 @@ class Conn {
   std::string last_sqlstate_;
   bool ended_by_server_ = false;
   bool prepared_ = false;
+  std::string marker_id_;
+  uint64_t marker_seq_ = 0;
 };
 
 }  // namespace tierfs::pg

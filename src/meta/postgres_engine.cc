@@ -38,6 +38,11 @@ constexpr microseconds kConflictBackoffCap(50'000);
 // Backoff between reconnection attempts: a restarting server needs a second or so.
 constexpr microseconds kReconnectBackoffBase(20'000);
 constexpr microseconds kReconnectBackoffCap(1'000'000);
+// Commit markers of closed connections remembered for deletion (beyond this, forgotten:
+// a leftover row costs a few dozen bytes and nothing else).
+constexpr size_t kMaxOrphanMarkers = 4096;
+// Deleted per new connection.
+constexpr size_t kOrphansPerCleanup = 256;
 // Retrying this long is unusual enough to log (once per transaction).
 constexpr std::chrono::seconds kWarnAfter(1);
 constexpr std::chrono::seconds kLostWarnInterval(5);
@@ -82,7 +87,11 @@ class PostgresEngine final : public KvEngine {
     Lease(PostgresEngine* engine, std::unique_ptr<pg::Conn> conn)
         : engine_(engine), conn_(std::move(conn)) {}
     ~Lease() {
-      if (keep_) engine_->Release(std::move(conn_));
+      if (keep_) {
+        engine_->Release(std::move(conn_));
+      } else {
+        engine_->Retire(std::move(conn_));
+      }
     }
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
@@ -100,11 +109,15 @@ class PostgresEngine final : public KvEngine {
   void Release(std::unique_ptr<pg::Conn> conn);
   // Closes the idle connections: after one broke they are most likely broken too.
   void DropIdle();
+  // Closes conn, remembering its commit marker for deletion through a later connection
+  // (a broken one cannot delete it itself).
+  void Retire(std::unique_ptr<pg::Conn> conn);
   Attempt RunOnce(pg::Conn& conn, const std::function<Status(KvTxn&)>& fn, bool read_only,
                   Clock::time_point deadline);
-  // Finds out whether the transaction with id txid committed after the connection broke
-  // during its COMMIT.
-  Attempt ResolveCommit(const std::string& txid, const Status& why, Clock::time_point deadline);
+  // Finds out whether the transaction that set marker seq of connection marker_id committed
+  // after the connection broke during its COMMIT.
+  Attempt ResolveCommit(const std::string& marker_id, uint64_t seq, const Status& why,
+                        Clock::time_point deadline);
   // Calls attempt until it does not ask for a retry or the timeout passes.
   template <typename F>
   Status WithRetry(const char* what, F&& attempt);
@@ -126,6 +139,7 @@ class PostgresEngine final : public KvEngine {
   std::atomic<int64_t> last_lost_warning_{0};  // Clock ticks
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<pg::Conn>> idle_;  // guarded by pool_mu_
+  std::vector<std::string> orphans_;             // marker ids to delete; guarded by pool_mu_
 };
 
 // Ends the transaction on conn without waiting; a connection that cannot even send is
@@ -228,7 +242,7 @@ Result<DurabilityReport> PostgresEngine::Durability() {
     d.risks.push_back(names.empty() ? "no synchronous standby (synchronous_standby_names is empty): the "
                                       "primary's disk is the only sure copy of a commit"
                                     : "synchronous_standby_names is set but no synchronous standby is streaming: "
-                                      "commits wait for none");
+                                      "commits wait until one connects");
   }
   if (commit == "off" || commit == "local") {
     d.risks.push_back("synchronous_commit " + commit + ": a commit returns before a standby has it");
@@ -245,11 +259,13 @@ Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
       "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
       "WHERE a.attrelid = to_regclass('tierfs_kv') AND a.attnum > 0 AND NOT a.attisdropped "
       "ORDER BY a.attnum");
+  size_t j = conn.QueueSql("SELECT to_regclass('tierfs_commits') IS NOT NULL");
   Status st = conn.RoundTrip(&results);
   if (!st.ok()) {
     *retry = st.code() == pg::kLost;
     return st.With("reading the metadata schema");
   }
+  const bool have_commits = PQntuples(results[j].get()) == 1 && PQgetvalue(results[j].get(), 0, 0)[0] == 't';
   const PGresult* r = results[i].get();
   std::vector<std::string> columns;
   for (int row = 0; row < PQntuples(r); ++row) {
@@ -282,12 +298,31 @@ Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
                                    "table (columns: " +
                                    list + "): use another database or schema");
   }
+  if (!have_commits) {
+    // The commit markers (postgres_engine.h), one row per open connection.
+    conn.QueueSql("CREATE TABLE IF NOT EXISTS tierfs_commits(id text PRIMARY KEY, seq int8 NOT NULL)");
+    st = conn.RoundTrip(&results);
+    if (!st.ok()) {
+      const std::string& code = conn.last_sqlstate();
+      *retry = st.code() == pg::kLost || code == "23505" || code == "42P07";
+      if (code == "42501") {
+        return Status::Err(EACCES, Server() + ": user " + params_.user +
+                                       " may not create the table of commit markers tierfs_commits (" +
+                                       st.message() +
+                                       "); create it as an administrator: CREATE TABLE tierfs_commits(id text "
+                                       "PRIMARY KEY, seq int8 NOT NULL), and grant the user SELECT, INSERT, "
+                                       "UPDATE, DELETE on it");
+      }
+      return st.With("creating the table of commit markers");
+    }
+  }
   st = conn.Prepare();
   if (!st.ok()) *retry = st.code() == pg::kLost;
   return st;
 }
 
 Result<std::unique_ptr<pg::Conn>> PostgresEngine::Acquire() {
+  std::string orphans;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (!idle_.empty()) {
@@ -295,15 +330,51 @@ Result<std::unique_ptr<pg::Conn>> PostgresEngine::Acquire() {
       idle_.pop_back();
       return conn;
     }
+    for (size_t i = 0; i < kOrphansPerCleanup && !orphans_.empty(); ++i) {
+      orphans += (orphans.empty() ? "" : ",") + orphans_.back();
+      orphans_.pop_back();
+    }
   }
-  return pg::Conn::Open(params_, /*prepare=*/true);
+  auto conn = pg::Conn::Open(params_, /*prepare=*/true);
+  if (conn.ok() && !orphans.empty()) {
+    // Sent with the connection's first transaction, its reply not waited for. Rows still
+    // locked belong to a transaction of a broken connection that is still running on the
+    // server: they are left alone.
+    pg::Conn& c = **conn;
+    c.QueueSql("BEGIN");
+    c.QueueSql("SET LOCAL synchronous_commit = local");  // no standby needed for hygiene
+    c.QueueSql(
+        "DELETE FROM tierfs_commits WHERE id IN (SELECT id FROM tierfs_commits WHERE id = "
+        "ANY(string_to_array($1, ',')) FOR UPDATE SKIP LOCKED)",
+        {orphans});
+    c.QueueSql("COMMIT");
+    // A failure leaves that transaction aborted past the Sync: end it before the next one.
+    c.EndBatch();
+    c.QueueSql("ROLLBACK");
+    (void)(*conn)->SendOnly();
+  }
+  return conn;
 }
 
 void PostgresEngine::Release(std::unique_ptr<pg::Conn> conn) {
+  if (!conn) return;
   // Connections opened for one question (ResolveCommit) lack the prepared statements.
-  if (!conn || conn->broken() || conn->queued() != 0 || !conn->prepared()) return;
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
+  if (!conn->broken() && conn->queued() == 0 && conn->prepared()) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (idle_.size() < kMaxIdleConnections) {
+      idle_.push_back(std::move(conn));
+      return;
+    }
+  }
+  Retire(std::move(conn));
+}
+
+void PostgresEngine::Retire(std::unique_ptr<pg::Conn> conn) {
+  if (conn && conn->prepared()) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (orphans_.size() < kMaxOrphanMarkers) orphans_.push_back(conn->marker_id());
+  }
+  conn.reset();  // outside the lock: a working connection deletes its marker itself
 }
 
 void PostgresEngine::DropIdle() {
@@ -312,7 +383,7 @@ void PostgresEngine::DropIdle() {
     std::lock_guard<std::mutex> lock(pool_mu_);
     dropped.swap(idle_);
   }
-  // Closed here, outside the lock.
+  for (auto& conn : dropped) Retire(std::move(conn));
 }
 
 Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn&)>& fn,
@@ -341,12 +412,13 @@ Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn
   // when running the transaction again is still safe.
   if (!conn.CheckAlive()) return Attempt::Retry(conn.lost());
 
-  // The transaction id is fetched in a batch of its own right before COMMIT: the server
-  // flushes that batch's replies before it runs COMMIT, so if the connection breaks during
-  // COMMIT we know which transaction to ask about.
-  size_t txid_index = SIZE_MAX;
+  // The commit marker is set in a batch of its own right before COMMIT: the server flushes
+  // that batch's replies before it runs COMMIT, so if the connection breaks during COMMIT
+  // we know that the marker is part of the transaction and can look it up.
+  size_t mark_index = SIZE_MAX;
+  uint64_t mark_seq = 0;
   if (txn.wrote()) {
-    txid_index = conn.QueueSql("SELECT pg_current_xact_id()::text");
+    mark_index = conn.QueueMark(&mark_seq);
     conn.EndBatch();
     // Broken while sending that batch: COMMIT is never sent, so the server rolls the
     // transaction back when it sees the connection gone, and running it again is safe.
@@ -370,39 +442,48 @@ Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn
   }
   // The connection broke around COMMIT.
   if (!txn.wrote()) return Attempt::Retry(cs);  // nothing to lose: just run it again
-  std::string txid;
-  if (txid_index < results.size() && results[txid_index] != nullptr) {
-    txid = PQgetvalue(results[txid_index].get(), 0, 0);
+  // The server said it was ending the session (or that it is read-only) before the
+  // marker's reply, so the transaction never got as far as a COMMIT that could succeed.
+  if (conn.ended_by_server() && (mark_index >= results.size() || results[mark_index] == nullptr)) {
+    return Attempt::Retry(cs);
   }
-  if (!txid.empty()) return ResolveCommit(txid, cs, deadline);
-  // The server said it was ending the session before the transaction id's reply, so it
-  // never got as far as COMMIT.
-  if (conn.ended_by_server()) return Attempt::Retry(cs);
+  if (mark_index < results.size() && results[mark_index] != nullptr) {
+    return ResolveCommit(conn.marker_id(), mark_seq, cs, deadline);
+  }
   return Attempt::Done(Ambiguous(Server(), cs));
 }
 
-Attempt PostgresEngine::ResolveCommit(const std::string& txid, const Status& why,
-                                      Clock::time_point deadline) {
+Attempt PostgresEngine::ResolveCommit(const std::string& marker_id, uint64_t seq,
+                                      const Status& why, Clock::time_point deadline) {
   DropIdle();
   Status last = why;
+  const std::string want = std::to_string(seq);
   for (int n = 0;; ++n) {
+    // Through params_' host list, so after a failover this asks the new primary, whose
+    // history holds the commit if and only if it was acknowledged by a synchronous standby
+    // (the transaction's id would not do: one that never reached the standby may be given
+    // to another transaction there). The row lock waits out a transaction still running on
+    // a server that is alive (NOWAIT: asked again after a pause), and the marker, no longer
+    // needed, goes in the same transaction.
     auto conn = pg::Conn::Open(params_, /*prepare=*/false);
     if (conn.ok()) {
       std::vector<pg::ResultPtr> results;
-      size_t i = (*conn)->QueueSql("SELECT pg_xact_status($1::xid8)", {txid});
-      Status st = (*conn)->RoundTrip(&results);
+      pg::Conn& c = **conn;
+      c.QueueSql("BEGIN");
+      c.QueueSql("SET LOCAL synchronous_commit = local");  // the answer is the read
+      size_t i = c.QueueSql("SELECT seq::text FROM tierfs_commits WHERE id = $1 FOR UPDATE NOWAIT", {marker_id});
+      c.QueueSql("DELETE FROM tierfs_commits WHERE id = $1", {marker_id});
+      c.QueueSql("COMMIT");
+      Status st = c.RoundTrip(&results);
       if (st.ok()) {
         const PGresult* r = results[i].get();
-        std::string state = PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0);
-        if (state == "committed") {
-          spdlog::info("{}: the connection broke during COMMIT; transaction {} did commit",
-                       Server(), txid);
+        if (PQntuples(r) == 1 && want == PQgetvalue(r, 0, 0)) {
+          spdlog::info("{}: the connection broke during COMMIT; the transaction did commit", Server());
           return Attempt::Done(Status::OK());
         }
-        if (state == "aborted") {
-          return Attempt::Retry(why);  // nothing was applied: run it again
-        }
-        if (state != "in progress") return Attempt::Done(Ambiguous(Server(), why));
+        return Attempt::Retry(why);  // an older marker or none: nothing was applied, run it again
+      }
+      if (st.code() == EBUSY) {
         last = why;  // its backend is still finishing: ask again
       } else if (st.code() != pg::kLost) {
         return Attempt::Done(Ambiguous(Server(), st));

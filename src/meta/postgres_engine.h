@@ -2,8 +2,10 @@
 // URL details in postgres_params.h).
 //
 // Layout: the whole key space is one table, tierfs_kv(k bytea PRIMARY KEY, v bytea NOT
-// NULL), created on first open (or created beforehand by an administrator; the engine then
-// needs only SELECT, INSERT, UPDATE, DELETE and TRUNCATE on it). bytea compares with memcmp
+// NULL), and the commit markers (below) another, tierfs_commits(id text PRIMARY KEY, seq
+// int8 NOT NULL), both created on first open (or created beforehand by an administrator;
+// the engine then needs only SELECT, INSERT, UPDATE, DELETE and TRUNCATE on tierfs_kv and
+// the same but TRUNCATE on tierfs_commits). bytea compares with memcmp
 // and then by length, which is the unsigned byte-string order of the KvEngine contract, and
 // keys and values travel as binary parameters, so nothing is escaped. The table is found
 // through the search_path, so ?options=-csearch_path%3Dmyschema puts a volume in a schema.
@@ -33,17 +35,36 @@
 // restart, network) is dropped with the idle ones, and the transaction is run again on a
 // new connection, with backoff, until the timeout; this is safe as long as COMMIT was not
 // sent, which is checked just before sending it. If the connection breaks during COMMIT the
-// outcome is looked up: the transaction id is fetched in a batch of its own just before
-// COMMIT (pg_current_xact_id; the server flushes that reply before it runs COMMIT) and asked
-// about on a new connection (pg_xact_status): committed -> success, aborted -> run again.
-// When the server itself said it was ending the session (shutdown, restart) before that
-// reply, COMMIT never ran, and the transaction is run again. Only a connection that dies
-// silently between sending COMMIT and receiving the transaction id leaves the outcome
-// unknown: Txn then fails with EIO saying that the transaction may or may not have been
-// applied.
+// outcome is looked up through a commit marker: every pooled connection has a row of its
+// own in tierfs_commits (planted when it opens, deleted when it closes), and each write
+// transaction sets that row's seq to the next number in a batch of its own just before
+// COMMIT (the server flushes that reply before it runs COMMIT; the row lock it takes is
+// held until the transaction ends). On a new connection, SELECT ... FOR UPDATE NOWAIT of
+// the row tells: our number -> committed; an older one -> not applied, run it again; row
+// locked -> still running, ask again until the timeout. The row is deleted in the same
+// transaction. When the server itself said it was ending the session (shutdown, restart)
+// or that it is read-only before the marker's reply, COMMIT never ran, and the transaction
+// is run again. Only a connection that dies silently between sending COMMIT and receiving
+// the marker's reply leaves the outcome unknown: Txn then fails with EIO saying that the
+// transaction may or may not have been applied. The marker update costs no round trip.
+// (The transaction id, pg_current_xact_id, cannot serve: after a crash or a failover an id
+// whose WAL never reached the surviving server is handed to another transaction there,
+// and pg_xact_status would answer for that one.) Markers of connections that broke are
+// deleted through the next connection opened; a client that crashes leaves its rows.
+//
+// High availability (several hosts in the URL, postgres_params.h): a new connection goes to
+// whichever listed server takes writes now (target_session_attrs=read-write), so after a
+// failover the broken connections are replaced by ones to the new primary; while no server
+// takes writes (the seconds an election takes), connecting fails with EAGAIN and is retried
+// with backoff until the timeout. A statement refused because the server became read-only
+// (SQLSTATE 25006: a demoted primary) drops the connection and runs the transaction again.
+// A lost COMMIT is resolved on the new primary: with synchronous replication (Patroni's
+// synchronous_mode, synchronous_commit on) a commit acknowledged by the old primary is on
+// the synchronous standby that Patroni promotes, and its marker with it.
 //
 // Durability is the server's: with synchronous_commit=on (the default) an acknowledged
-// transaction survives a server crash.
+// transaction survives a server crash; Durability() reports whether a synchronous standby
+// also has it.
 //
 // Reset() (format --force, tests) runs TRUNCATE, which waits up to the timeout for other
 // clients' transactions on the table and fails with EBUSY after that.

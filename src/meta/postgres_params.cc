@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <utility>
 
 #include "common/secret.h"
 
@@ -34,6 +35,9 @@ std::string RedactQuery(std::string text) {
   }
   return text;
 }
+
+constexpr char kForm[] =
+    "expected postgres://USER:PASSWORD@HOST[:PORT][,HOST2[:PORT],...]/DATABASE[?timeout=30s&...]";
 
 }  // namespace
 
@@ -79,15 +83,45 @@ Result<std::chrono::milliseconds> ParseTimeout(const std::string& text) {
 Result<Params> ParamsFromUrl(const Url& url) {
   Params p;
   p.redacted = RedactQuery(url.Redacted());
-  std::string host = url.host;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);  // IPv6 literal
+  // The URL parser took the last ":PORT" as the port: put it back and split the hosts.
+  std::string authority = url.host + (url.port != 0 ? ":" + std::to_string(url.port) : "");
+  std::vector<std::pair<std::string, std::string>> hosts;  // host, port ("" if not given)
+  if (!authority.empty()) {
+    size_t pos = 0;
+    for (;;) {
+      size_t comma = authority.find(',', pos);
+      std::string item = authority.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      auto bad = [&](const std::string& why) {
+        return Status::Err(EINVAL, "malformed metadata URL '" + p.redacted + "': " + why + "; " + kForm);
+      };
+      std::string host = item, port;
+      if (!item.empty() && item.front() == '[') {  // IPv6 literal
+        size_t close = item.find(']');
+        if (close == std::string::npos) return bad("'" + item + "' lacks its closing ']'");
+        host = item.substr(1, close - 1);
+        std::string rest = item.substr(close + 1);
+        if (!rest.empty() && rest.front() != ':') return bad("'" + item + "' has text after ']'");
+        if (!rest.empty()) port = rest.substr(1);
+      } else if (size_t colon = item.rfind(':'); colon != std::string::npos) {
+        host = item.substr(0, colon);
+        port = item.substr(colon + 1);
+        if (host.find(':') != std::string::npos) return bad("write an IPv6 address in brackets, [" + host + "]");
+      }
+      if (host.empty()) return bad("an empty host in '" + authority + "'");
+      if (!port.empty() || item.back() == ':') {
+        char* end = nullptr;
+        long n = strtol(port.c_str(), &end, 10);
+        if (port.empty() || *end != '\0' || n <= 0 || n > 65535) return bad("bad port '" + port + "'");
+      }
+      hosts.emplace_back(host, port);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
   }
   p.user = PercentDecode(url.user);
   p.database = PercentDecode(url.path);
   if (p.database.find('/') != std::string::npos) {
-    return Status::Err(EINVAL, "malformed metadata URL '" + p.redacted +
-                                   "': expected postgres://USER:PASSWORD@HOST:PORT/DATABASE");
+    return Status::Err(EINVAL, "malformed metadata URL '" + p.redacted + "': " + kForm);
   }
   ASSIGN_OR_RETURN(std::string password,
                    ResolveSecret(PercentDecode(url.password), kMetaPasswordEnv));
@@ -98,14 +132,21 @@ Result<Params> ParamsFromUrl(const Url& url) {
     p.values.push_back(value);
     given.insert(key);
   };
-  if (!host.empty()) add("host", host);
-  if (url.port != 0) add("port", std::to_string(url.port));
+  // Several hosts go to libpq as its own lists, host=h1,h2 port=p1,p2 (5432 where none is
+  // given): libpq tries them in order until one takes the connection.
+  std::string host_list, port_list;
+  for (const auto& [h, port] : hosts) {
+    host_list += (host_list.empty() ? "" : ",") + h;
+    port_list += (port_list.empty() ? "" : ",") + (port.empty() && hosts.size() > 1 ? "5432" : port);
+  }
+  if (!host_list.empty()) add("host", host_list);
+  if (port_list.find_first_not_of(',') != std::string::npos) add("port", port_list);
   if (!p.database.empty()) add("dbname", p.database);
   if (!p.user.empty()) add("user", p.user);
   if (!password.empty()) add("password", password);
 
   std::string query_host, query_port, query_db;
-  bool has_app_name = false;
+  bool has_app_name = false, has_session_attrs = false;
   for (const auto& [raw_key, raw_value] : url.query) {
     std::string key = PercentDecode(raw_key), value = PercentDecode(raw_value);
     if (key == "timeout") {
@@ -120,15 +161,24 @@ Result<Params> ParamsFromUrl(const Url& url) {
     if (key == "port") query_port = value;
     if (key == "dbname") query_db = value;
     if (key == "application_name") has_app_name = true;
+    if (key == "target_session_attrs") has_session_attrs = true;
     add(key, value);
   }
   // Names the connections in pg_stat_activity, so an administrator can tell them apart.
   if (!has_app_name) add("application_name", "tierfs");
+  // With several hosts some are standbys: only the one that takes writes will do.
+  if (hosts.size() > 1 && !has_session_attrs) add("target_session_attrs", "read-write");
 
-  if (host.empty()) host = query_host.empty() ? "localhost" : query_host;
-  std::string port = url.port != 0 ? std::to_string(url.port) : query_port;
-  if (port.empty()) port = "5432";
-  p.where = host + ":" + port;
+  if (hosts.empty()) {
+    std::string host = query_host.empty() ? "localhost" : query_host;
+    std::string port = query_port.empty() ? "5432" : query_port;
+    p.where = host + ":" + port;
+  }
+  for (const auto& [h, port] : hosts) {
+    std::string shown = h.find(':') != std::string::npos ? "[" + h + "]" : h;
+    std::string shown_port = !port.empty() ? port : !query_port.empty() ? query_port : "5432";
+    p.where += (p.where.empty() ? "" : ",") + shown + ":" + shown_port;
+  }
   if (p.database.empty()) p.database = query_db;
   if (p.database.empty()) p.database = p.user.empty() ? "(default)" : p.user;
   return p;

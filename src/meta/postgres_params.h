@@ -7,6 +7,14 @@
 // are passed to libpq unchanged (sslmode, sslrootcert, application_name, options, ...),
 // except `timeout`, which is ours: how long a transaction keeps retrying conflicts and
 // reconnecting, and how long one reply may take ("30", "30s", "500ms"; default 30 s).
+//
+// High availability: postgres://USER:PASSWORD@H1:5432,H2,[::1]:5433/DB names several
+// servers (a primary and its standbys, say under Patroni). They reach libpq as its own
+// lists, host=H1,H2,::1 port=5432,5432,5433 (5432 where none is given), and libpq tries
+// them in order whenever a connection is opened, so a client finds the new primary after a
+// failover by reconnecting. With several hosts, target_session_attrs defaults to read-write
+// (libpq then skips standbys and read-only servers), so a client never settles on a
+// standby; give target_session_attrs yourself to override it.
 #pragma once
 
 #include <chrono>
@@ -22,7 +30,7 @@ struct Params {
   // Parallel keyword/value lists for PQconnectStartParams (without the terminating null).
   std::vector<std::string> keywords;
   std::vector<std::string> values;
-  // "HOST:PORT" and the database name, for messages.
+  // "HOST:PORT" (several: "H1:P1,H2:P2") and the database name, for messages.
   std::string where;
   std::string database;
   std::string user;
