@@ -134,6 +134,8 @@ def run_torture(roots, kill_leader, seconds=35, period=5.0):
     open files of the mounts, and every program kill_leader starts (a server restarted)
     would close them on exec: a FUSE flush that waits for the metadata engine, which may
     be waiting for the very server being started (a replica that WAIT needs)."""
+    # bench/failover_soak.py runs the same tests for minutes instead of CI's seconds.
+    seconds = float(os.environ.get("TIERFS_TORTURE_SECONDS", seconds))
     ctx = multiprocessing.get_context("fork")
     stop, results = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_writer_main, args=(root, "w%d" % i, stop, results)) for i, root in enumerate(roots)]
@@ -171,7 +173,7 @@ def run_torture(roots, kill_leader, seconds=35, period=5.0):
     return writers, kills
 
 
-def report(name, writers, kills, period):
+def report(name, writers, kills, period=10.0):
     """Prints, and returns, the unavailability an application saw at each kill: the longest
     wait between two acknowledged operations of a writer across the kill (the writers
     otherwise complete an operation every few milliseconds)."""
@@ -217,6 +219,18 @@ def check_acknowledged(test, mnt, writers):
         test.assertEqual([x for x in got if x not in w.maybe_lines], w.lines)
         for line in w.maybe_lines:
             test.assertLessEqual(got.count(line), 1, "a failed append applied twice")
+
+
+def check_after(test, vol, writers, others=()):
+    """The end of a torture: the other mount points and the volume unmounted, everything
+    acknowledged read back through a fresh mount (nothing twice), and fsck clean."""
+    for mnt in others:
+        harness.run("umount", mnt)
+    vol.umount()
+    vol.mount()
+    check_acknowledged(test, vol.mnt, writers)
+    vol.umount()
+    fsck_clean(test, vol.meta_url)
 
 
 def fsck_clean(test, meta_url):

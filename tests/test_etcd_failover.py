@@ -68,13 +68,7 @@ class EtcdFailoverTest(harness.TierFSTestCase):
             self.assertEqual(w.failed, [], "operations failed during the failovers")
         failover_torture.check_progress(self, writers, kills, TIMEOUT_S)
         failover_torture.report("etcd", writers, kills, 5.0)
-        harness.run("umount", second)
-        self.vol.umount()
-        # What was acknowledged is there, read by a fresh mount; nothing twice.
-        self.vol.mount()
-        failover_torture.check_acknowledged(self, self.vol.mnt, writers)
-        self.vol.umount()
-        failover_torture.fsck_clean(self, self.vol.meta_url)
+        failover_torture.check_after(self, self.vol, writers, others=[second])
 
 
 class EtcdPartitionTest(harness.TierFSTestCase):

@@ -100,8 +100,8 @@ class PgFailoverTest(harness.TierFSTestCase):
             self.pg.start_member(i)  # rejoins as a replica of the new primary
             return True
 
-        writers, kills = failover_torture.run_torture([vol.mnt, second], kill_leader, seconds=50, period=10)
-        failover_torture.report("postgres+patroni", writers, kills)
+        writers, kills = failover_torture.run_torture([vol.mnt, second], kill_leader, seconds=40, period=10)
+        failover_torture.report("postgres+patroni", writers, kills, 10.0)
         for w in writers:
             for f in w.failed:
                 print("failed: %s" % f, file=sys.stderr)
@@ -109,13 +109,7 @@ class PgFailoverTest(harness.TierFSTestCase):
         for w in writers:
             self.assertLessEqual(len(w.failed), len(kills), "more failures than kills: %r" % w.failed)
         failover_torture.check_progress(self, writers, kills, TIMEOUT_S)
-        harness.run("umount", second)
-        vol.umount()
-        # What was acknowledged is there, read by a fresh mount; nothing twice.
-        vol.mount()
-        failover_torture.check_acknowledged(self, vol.mnt, writers)
-        vol.umount()
-        failover_torture.fsck_clean(self, vol.meta_url)
+        failover_torture.check_after(self, vol, writers, others=[second])
         # Commit markers do not pile up: one row per connection open, none of a closed one
         # once the next connection has cleaned up.
         left = self.pg.psql(DB, "SELECT count(*) FROM torture.tierfs_commits").strip()

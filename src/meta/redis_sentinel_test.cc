@@ -25,20 +25,25 @@ using redis_test::RawClient;
 using redis_test::ThrowawayRedis;
 using Clock = std::chrono::steady_clock;
 
+// A listening socket on 127.0.0.1 and a free port; its descriptor.
+int ListenOnLoopback(int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *port = ntohs(addr.sin_port);
+  listen(fd, 16);
+  return fd;
+}
+
 // Answers every SENTINEL command with the address it holds (nil when empty), or never
 // answers (hang). Connections are served one after another on one thread.
 class FakeSentinel {
  public:
-  FakeSentinel() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    listen(fd_, 16);
+  FakeSentinel() : fd_(ListenOnLoopback(&port_)) {
     thread_ = std::thread([this] { Serve(); });
   }
   ~FakeSentinel() {
@@ -87,8 +92,8 @@ class FakeSentinel {
       close(c);
     }
   }
+  int port_ = 0;  // before fd_: its initializer sets port_
   int fd_ = -1;
-  int port_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::string answer_ = "$-1\r\n";
@@ -98,23 +103,13 @@ class FakeSentinel {
 // Accepts connections (the kernel's backlog does) and never answers.
 class HungSentinel {
  public:
-  HungSentinel() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    listen(fd_, 16);
-  }
+  HungSentinel() : fd_(ListenOnLoopback(&port_)) {}
   ~HungSentinel() { close(fd_); }
   int port() const { return port_; }
 
  private:
+  int port_ = 0;  // before fd_: its initializer sets port_
   int fd_ = -1;
-  int port_ = 0;
 };
 
 std::string SentinelUrl(const std::vector<int>& ports, const std::string& query = "", const std::string& db = "0") {
