@@ -187,7 +187,13 @@ Status MemberRotation::Ask(const ClientOptions& o, bool* sent,
           token_ = token;
         }
       }
+      auto t0 = std::chrono::steady_clock::now();
       Answer a = ask(idx, token);
+      if (a.kind == Answer::kDone && a.status.ok()) {
+        int64_t took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+        int64_t was = typical_us_.load();
+        typical_us_.store(was == 0 ? took : (7 * was + took) / 8);
+      }
       if (a.kind == Answer::kTokenExpired && !o.user.empty() && auth_try == 0) {
         std::lock_guard<std::mutex> l(mu_);
         token_.clear();  // authenticate again
@@ -209,6 +215,30 @@ Status MemberRotation::Ask(const ClientOptions& o, bool* sent,
                                           : "";
   return Status::Err(all_refused ? ECONNREFUSED : EAGAIN,
                      "etcd " + o.describe + ": no member served the request (" + reasons + ")" + hint);
+}
+
+namespace {
+thread_local std::chrono::steady_clock::time_point t_deadline = std::chrono::steady_clock::time_point::max();
+}  // namespace
+
+DeadlineScope::DeadlineScope(std::chrono::steady_clock::time_point deadline) : saved_(t_deadline) {
+  t_deadline = std::min(deadline, saved_);
+}
+
+DeadlineScope::~DeadlineScope() { t_deadline = saved_; }
+
+std::chrono::milliseconds MemberRotation::Budget(const ClientOptions& o, size_t request_bytes) const {
+  using std::chrono::milliseconds;
+  milliseconds budget = o.request_timeout;
+  if (request_bytes <= (64 << 10)) {
+    budget = std::clamp(milliseconds(8 * typical_us_.load() / 1000), std::min(milliseconds(1000), o.request_timeout),
+                        o.request_timeout);
+  }
+  if (t_deadline != std::chrono::steady_clock::time_point::max()) {
+    auto left = std::chrono::duration_cast<milliseconds>(t_deadline - std::chrono::steady_clock::now());
+    budget = std::min(budget, std::max(left, milliseconds(50)));
+  }
+  return budget;
 }
 
 Result<std::string> JsonClient::Authenticate(const std::string& endpoint) {
@@ -251,6 +281,7 @@ Result<std::string> JsonClient::Post(const std::string& path, const std::string&
     req.headers = {{"Content-Type", "application/json"}};
     if (!token.empty()) req.headers.emplace_back("Authorization", token);
     req.body = {body};
+    req.total_timeout_ms = members_.Budget(o_, body.size()).count();
     auto resp = http_->Perform(req);
     if (!resp.ok()) {
       // A certificate refused, or TLS spoken to a plain server: asking again will not help.

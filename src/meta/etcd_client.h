@@ -136,10 +136,35 @@ class MemberRotation {
   Status Ask(const ClientOptions& o, bool* sent, const std::function<Result<std::string>(size_t)>& authenticate,
              const std::function<Answer(size_t, const std::string&)>& ask);
 
+  // How long one request may wait for its member: eight times the typical time of the
+  // requests answered lately, at least 1 s, at most the URL's request timeout. A write
+  // that reaches a follower just as the leader dies is forwarded to the dead leader and
+  // hangs until this passes (the follower learns of the loss only after an election
+  // timeout); waiting the whole request timeout (3 s) made every leader's loss cost 3 s
+  // (docs/benchmarks.md). A cluster whose requests are slow keeps the whole timeout, and
+  // so does a large request (over 64 KiB: a big batch may take its time to apply).
+  std::chrono::milliseconds Budget(const ClientOptions& o, size_t request_bytes) const;
+
  private:
+  std::atomic<int64_t> typical_us_{0};  // moving average of answered requests' durations
   std::atomic<size_t> current_{0};
   std::mutex mu_;
   std::string token_;  // guarded by mu_
+};
+
+// The deadline of the transaction the calling thread runs (EtcdEngine sets it for the
+// duration of each transaction, DeadlineScope): no request waits past it, so a
+// transaction never outlasts its ?timeout= by a request in flight (three members that
+// stall cost three request timeouts otherwise).
+class DeadlineScope {
+ public:
+  explicit DeadlineScope(std::chrono::steady_clock::time_point deadline);
+  ~DeadlineScope();
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point saved_;
 };
 
 std::unique_ptr<Client> NewClient(const ClientOptions& options);

@@ -39,6 +39,7 @@ class EtcdEngine final : public KvEngine {
 
   Status Init() {
     auto deadline = Clock::now() + o_.deadline;
+    etcd::DeadlineScope bounded(deadline);
     return RetryAttempts(Describe(), "opening the volume", deadline, [&]() {
       Status st = CheckVolume();
       // Every member refusing the connection (ECONNREFUSED) is nearly always a wrong URL:
@@ -56,6 +57,7 @@ class EtcdEngine final : public KvEngine {
     }
     TxnNesting::Mark mark(this);
     auto deadline = Clock::now() + o_.deadline;
+    etcd::DeadlineScope bounded(deadline);
     return RetryAttempts(Describe(), read_only ? "a read transaction" : "a write transaction", deadline,
                          [&]() { return RunOnce(fn, read_only, deadline); });
   }
@@ -80,6 +82,7 @@ class EtcdEngine final : public KvEngine {
 
   Status Reset() override {
     auto deadline = Clock::now() + o_.deadline;
+    etcd::DeadlineScope bounded(deadline);
     return RetryAttempts(Describe(), "emptying the volume", deadline, [&]() {
       Op get;
       get.key = MarkerKey();

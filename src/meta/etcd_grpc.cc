@@ -104,7 +104,8 @@ class GrpcClient final : public Client {
     }
     pb::TxnResponse resp;
     bool sent = false;
-    Status st = Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Txn(ctx, req, &resp); }, &sent);
+    Status st = Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Txn(ctx, req, &resp); }, &sent,
+                     req.ByteSizeLong());
     if (!st.ok()) {
       if (writes && sent && maybe_applied) *maybe_applied = true;
       return st;
@@ -200,8 +201,8 @@ class GrpcClient final : public Client {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
-  void SetUp(grpc::ClientContext* ctx, const std::string& token) {
-    ctx->set_deadline(std::chrono::system_clock::now() + o_.request_timeout);
+  void SetUp(grpc::ClientContext* ctx, const std::string& token, size_t request_bytes = 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() + rotation_.Budget(o_, request_bytes));
     if (!token.empty()) ctx->AddMetadata("token", token);
   }
 
@@ -228,12 +229,12 @@ class GrpcClient final : public Client {
 
   // Calls rpc on one member after another until one answers (etcd_client.h).
   template <typename Rpc>
-  Status Call(Rpc&& rpc, bool* sent) {
+  Status Call(Rpc&& rpc, bool* sent, size_t request_bytes = 0) {
     using Answer = MemberRotation::Answer;
     auto authenticate = [&](size_t i) { return Authenticate(MemberAt(i), o_.endpoints[i]); };
     return rotation_.Ask(o_, sent, authenticate, [&](size_t i, const std::string& token) -> Answer {
       grpc::ClientContext ctx;
-      SetUp(&ctx, token);
+      SetUp(&ctx, token, request_bytes);
       grpc::Status st = rpc(MemberAt(i), &ctx);
       if (st.ok()) return Answer{Answer::kDone, Status::OK()};
       Status err = ServerError(st.error_code(), st.error_message(), o_.endpoints[i]);

@@ -213,7 +213,7 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
                    req.connect_timeout_ms > 0 ? req.connect_timeout_ms : options_.connect_timeout_ms);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, req.io_timeout_s > 0 ? req.io_timeout_s : options_.io_timeout_s);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, options_.total_timeout_ms);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req.total_timeout_ms > 0 ? req.total_timeout_ms : options_.total_timeout_ms);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   if (!options_.tls.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.tls.ca_file.c_str());
   if (!options_.tls.cert_file.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, options_.tls.cert_file.c_str());

@@ -39,6 +39,7 @@ struct HttpRequest {
   // caller's retry policy narrows them as its deadline nears.
   long connect_timeout_ms = 0;
   long io_timeout_s = 0;
+  long total_timeout_ms = 0;
 };
 
 struct HttpResponse {
