@@ -49,9 +49,14 @@ def main():
         took = time.monotonic() - t0
         report = [line.strip() for line in r.stderr.splitlines() if "leader kills" in line]
         verdict = "passed" if r.returncode == 0 else "FAILED"
-        print("%s: %s in %.0f s\n%s" % (title, verdict, took, "\n".join(report) or r.stderr[-3000:]), file=sys.stderr)
-        rows.append("- **%s**: %s (%.0f s). %s" % (title, verdict, took,
-                                                    " ".join(report) if report else "no report line"))
+        why = ""
+        if r.returncode != 0:
+            errors = [line.strip() for line in r.stderr.splitlines() if line.startswith(("AssertionError", "RuntimeError"))]
+            why = " Failed: " + ("; ".join(errors) if errors else r.stderr[-500:])
+        print("%s: %s in %.0f s\n%s\n%s" % (title, verdict, took, "\n".join(report), r.stderr[-3000:] if why else ""),
+              file=sys.stderr)
+        rows.append("- **%s**: %s (%.0f s). %s%s" % (title, verdict, took,
+                                                      " ".join(report) if report else "No report line.", why))
     cmd = "sudo bench/failover_soak.py " + " ".join(sys.argv[1:])
     section = "\n".join([BEGIN, "## Failover soak: leaders killed for minutes under two mounts' writers", "",
                          "`%s` (%s, %d cores). Each engine's failover test run for %.0f minutes instead of CI's"

@@ -38,7 +38,8 @@ class PgFailoverTest(harness.TierFSTestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp(prefix="tierfs-it-patroni-", dir=os.environ.get("TIERFS_TEST_TMPDIR"))
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        if not os.environ.get("TIERFS_TEST_KEEP"):
+            cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         os.chmod(cls.tmp, 0o755)  # Patroni and postgres run as user postgres
         cls.pg = servers_patroni.Patroni(cls.tmp, members=3)
         cls.addClassCleanup(cls.pg.stop)
@@ -54,6 +55,13 @@ class PgFailoverTest(harness.TierFSTestCase):
         self.addCleanup(vol.cleanup)
         vol.format()
         return vol
+
+    def test_the_engine_suites_pass_on_the_cluster(self):
+        """What every engine passes (kv_engine_test, meta_test), through the URL naming all
+        three servers."""
+        for db in ("tierfs_kv_test", "tierfs_meta_test"):
+            self.pg.create_database(db)
+        failover_torture.engine_suites(self, "TIERFS_TEST_PG_URL", self.pg.url().rstrip("/"), "Postgres")
 
     def test_durability_is_safe_with_a_sync_standby_and_unsafe_alone(self):
         vol = self.volume("durability")

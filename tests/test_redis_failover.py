@@ -86,6 +86,19 @@ class SentinelUrlTest(harness.TierFSTestCase):
         self.assertIn("no Sentinel", out)
 
 
+class SentinelEngineSuitesTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    def test_the_engine_suites_pass_through_the_sentinels(self):
+        """What every engine passes (kv_engine_test, meta_test), on a master found through
+        the Sentinels."""
+        tmp = self.local_tmpdir()
+        ha = RedisSentinel(tmp, port=servers.free_ports(6))
+        self.addCleanup(ha.stop)
+        ha.start()
+        failover_torture.engine_suites(self, "TIERFS_TEST_REDIS_URL", ha.url().rsplit("/", 1)[0], "Redis")
+
+
 class RetryBoundTest(harness.TierFSTestCase):
     AUTO_MOUNT = False
 
