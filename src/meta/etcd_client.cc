@@ -95,7 +95,9 @@ class JsonClient final : public Client {
  private:
   // Posts body to path on one member after another; the reply's JSON text. sent is set
   // once a request reached a member without an answer that proves it was not applied.
-  Result<std::string> Post(const std::string& path, const std::string& body, bool* sent);
+  // budget_bytes: what the request budget counts (MemberRotation::Budget); the body's size
+  // when left 0.
+  Result<std::string> Post(const std::string& path, const std::string& body, bool* sent, size_t budget_bytes = 0);
   Result<std::string> Authenticate(const std::string& endpoint);
 
   ClientOptions o_;
@@ -269,7 +271,8 @@ Result<std::string> JsonClient::Authenticate(const std::string& endpoint) {
   return j.value("token", "");
 }
 
-Result<std::string> JsonClient::Post(const std::string& path, const std::string& body, bool* sent) {
+Result<std::string> JsonClient::Post(const std::string& path, const std::string& body, bool* sent,
+                                     size_t budget_bytes) {
   using Answer = MemberRotation::Answer;
   std::string out;
   auto authenticate = [&](size_t i) { return Authenticate(o_.endpoints[i]); };
@@ -281,7 +284,7 @@ Result<std::string> JsonClient::Post(const std::string& path, const std::string&
     req.headers = {{"Content-Type", "application/json"}};
     if (!token.empty()) req.headers.emplace_back("Authorization", token);
     req.body = {body};
-    req.total_timeout_ms = members_.Budget(o_, body.size()).count();
+    req.total_timeout_ms = members_.Budget(o_, budget_bytes != 0 ? budget_bytes : body.size()).count();
     auto resp = http_->Perform(req);
     if (!resp.ok()) {
       // A certificate refused, or TLS spoken to a plain server: asking again will not help.
@@ -375,7 +378,8 @@ Result<int64_t> JsonClient::GrantLease(int64_t ttl_s) {
 
 Status JsonClient::Compact(int64_t revision) {
   bool sent = false;
-  return Post("/v3/kv/compaction", json{{"revision", std::to_string(revision)}, {"physical", true}}.dump(), &sent)
+  return Post("/v3/kv/compaction", json{{"revision", std::to_string(revision)}, {"physical", true}}.dump(), &sent,
+              MemberRotation::kWholeTimeout)
       .status();
 }
 

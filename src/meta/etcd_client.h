@@ -144,6 +144,8 @@ class MemberRotation {
   // (docs/benchmarks.md). A cluster whose requests are slow keeps the whole timeout, and
   // so does a large request (over 64 KiB: a big batch may take its time to apply).
   std::chrono::milliseconds Budget(const ClientOptions& o, size_t request_bytes) const;
+  // request_bytes for a request that gets the whole timeout whatever its size (compaction).
+  static constexpr size_t kWholeTimeout = static_cast<size_t>(-1);
 
  private:
   std::atomic<int64_t> typical_us_{0};  // moving average of answered requests' durations

@@ -138,7 +138,9 @@ class GrpcClient final : public Client {
     req.set_physical(true);
     pb::CompactionResponse resp;
     bool sent = false;
-    return Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Compact(ctx, req, &resp); }, &sent);
+    // Physical compaction takes what it takes: the whole request timeout, never the budget.
+    return Call([&](Member& m, grpc::ClientContext* ctx) { return m.kv->Compact(ctx, req, &resp); }, &sent,
+                MemberRotation::kWholeTimeout);
   }
 
   Result<std::vector<MemberInfo>> Members() override {
