@@ -105,6 +105,8 @@ class PostgresEngine final : public KvEngine {
   };
 
   Status InitSchema(pg::Conn& conn, bool* retry);
+  Status CreateTable(pg::Conn& conn, const std::string& name, const std::string& columns, const std::string& grants,
+                     const std::string& what, bool* retry);
   Result<std::unique_ptr<pg::Conn>> Acquire();
   void Release(std::unique_ptr<pg::Conn> conn);
   // Closes the idle connections: after one broke they are most likely broken too.
@@ -253,6 +255,25 @@ Result<DurabilityReport> PostgresEngine::Durability() {
   return d;
 }
 
+// CREATE TABLE IF NOT EXISTS name(columns). Another client may create it at the same
+// moment: its CREATE wins, ours fails with a duplicate and is retried (*retry). A user who
+// may not create it is told the statement and the grants an administrator must give.
+Status PostgresEngine::CreateTable(pg::Conn& conn, const std::string& name, const std::string& columns,
+                                   const std::string& grants, const std::string& what, bool* retry) {
+  conn.QueueSql(("CREATE TABLE IF NOT EXISTS " + name + "(" + columns + ")").c_str());
+  std::vector<pg::ResultPtr> results;
+  Status st = conn.RoundTrip(&results);
+  if (st.ok()) return st;
+  const std::string& code = conn.last_sqlstate();
+  *retry = st.code() == pg::kLost || code == "23505" || code == "42P07";
+  if (code == "42501") {
+    return Status::Err(EACCES, Server() + ": user " + params_.user + " may not create " + what + " " + name + " (" +
+                                   st.message() + "); create it as an administrator: CREATE TABLE " + name + "(" +
+                                   columns + "), and grant the user " + grants + " on it");
+  }
+  return st.With("creating " + what);
+}
+
 Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
   std::vector<pg::ResultPtr> results;
   size_t i = conn.QueueSql(
@@ -272,23 +293,8 @@ Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
     columns.push_back(std::string(PQgetvalue(r, row, 0)) + " " + PQgetvalue(r, row, 1));
   }
   if (columns.empty()) {
-    // Another client may create it at the same moment: its CREATE wins, ours fails with a
-    // duplicate and is retried (and then finds the table).
-    conn.QueueSql("CREATE TABLE IF NOT EXISTS tierfs_kv(k bytea PRIMARY KEY, v bytea NOT NULL)");
-    st = conn.RoundTrip(&results);
-    if (!st.ok()) {
-      const std::string& code = conn.last_sqlstate();
-      *retry = st.code() == pg::kLost || code == "23505" || code == "42P07";
-      if (code == "42501") {
-        return Status::Err(EACCES, Server() + ": user " + params_.user +
-                                       " may not create the metadata table tierfs_kv (" +
-                                       st.message() +
-                                       "); create it as an administrator: CREATE TABLE tierfs_kv(k "
-                                       "bytea PRIMARY KEY, v bytea NOT NULL), and grant the user "
-                                       "SELECT, INSERT, UPDATE, DELETE, TRUNCATE on it");
-      }
-      return st.With("creating the metadata table");
-    }
+    RETURN_IF_ERROR(CreateTable(conn, "tierfs_kv", "k bytea PRIMARY KEY, v bytea NOT NULL",
+                                "SELECT, INSERT, UPDATE, DELETE, TRUNCATE", "the metadata table", retry));
     spdlog::info("{}: created the metadata table tierfs_kv", Server());
   } else if (columns != std::vector<std::string>{"k bytea", "v bytea"}) {
     std::string list;
@@ -300,21 +306,8 @@ Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
   }
   if (!have_commits) {
     // The commit markers (postgres_engine.h), one row per open connection.
-    conn.QueueSql("CREATE TABLE IF NOT EXISTS tierfs_commits(id text PRIMARY KEY, seq int8 NOT NULL)");
-    st = conn.RoundTrip(&results);
-    if (!st.ok()) {
-      const std::string& code = conn.last_sqlstate();
-      *retry = st.code() == pg::kLost || code == "23505" || code == "42P07";
-      if (code == "42501") {
-        return Status::Err(EACCES, Server() + ": user " + params_.user +
-                                       " may not create the table of commit markers tierfs_commits (" +
-                                       st.message() +
-                                       "); create it as an administrator: CREATE TABLE tierfs_commits(id text "
-                                       "PRIMARY KEY, seq int8 NOT NULL), and grant the user SELECT, INSERT, "
-                                       "UPDATE, DELETE on it");
-      }
-      return st.With("creating the table of commit markers");
-    }
+    RETURN_IF_ERROR(CreateTable(conn, "tierfs_commits", "id text PRIMARY KEY, seq int8 NOT NULL",
+                                "SELECT, INSERT, UPDATE, DELETE", "the table of commit markers", retry));
   }
   st = conn.Prepare();
   if (!st.ok()) *retry = st.code() == pg::kLost;
