@@ -142,7 +142,7 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 }  // namespace
 
-Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare) {
+Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare, std::string* marker_sent) {
   std::vector<const char*> keys, values;
   for (size_t i = 0; i < p.keywords.size(); ++i) {
     keys.push_back(p.keywords[i].c_str());
@@ -188,7 +188,7 @@ Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare) {
       return Status::Err(EIO, "cannot set up the connection to " + server + ": " +
                                   CleanMessage(PQerrorMessage(c)));
     }
-    if (prepare) RETURN_IF_ERROR(conn->Prepare());
+    if (prepare) RETURN_IF_ERROR(conn->Prepare(marker_sent));
     return conn;
   }
 
@@ -263,7 +263,7 @@ size_t Conn::QueueMark(uint64_t* seq) {
   return Queue(Stmt::kMark, {marker_id_, be});
 }
 
-Status Conn::Prepare() {
+Status Conn::Prepare(std::string* marker_sent) {
   // Every statement is a key lookup or a key-range scan, for which the primary key index is
   // the right plan at any table size. Left to itself the planner picks a sequential scan
   // on a small table, and under SERIALIZABLE a sequential scan locks the whole table
@@ -288,6 +288,7 @@ Status Conn::Prepare() {
   QueueSql("SET LOCAL synchronous_commit = local");
   Queue(Stmt::kMark, {marker_id_, std::string(8, '\0')});
   QueueSql("COMMIT");
+  if (marker_sent) *marker_sent = marker_id_;
   std::vector<ResultPtr> results;
   Status st = RoundTrip(&results);
   if (!st.ok()) return st.With("preparing statements");

@@ -66,7 +66,9 @@ class Conn {
   // password is EACCES, a missing database ENOENT, a server that is starting up or full,
   // or servers that are all standbys or read-only (a failover under way), EAGAIN, an
   // unreachable one ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH or EIO.
-  static Result<std::unique_ptr<Conn>> Open(const Params& params, bool prepare);
+  // *marker_sent (when given) is set to the marker's id once its row may exist: a failure
+  // after that leaves a row that the caller must have deleted.
+  static Result<std::unique_ptr<Conn>> Open(const Params& params, bool prepare, std::string* marker_sent = nullptr);
   // A connection that still works removes its commit marker on the way out.
   ~Conn();
   Conn(const Conn&) = delete;
@@ -89,7 +91,7 @@ class Conn {
 
   // Prepares the statements above, makes the planner use the key index and plants the
   // commit marker (done by Open when asked to).
-  Status Prepare();
+  Status Prepare(std::string* marker_sent = nullptr);
 
   bool prepared() const { return prepared_; }
   // This connection's id in tierfs_commits (32 hex digits), and the sequence number of its

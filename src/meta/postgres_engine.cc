@@ -41,8 +41,12 @@ constexpr microseconds kReconnectBackoffCap(1'000'000);
 // Commit markers of closed connections remembered for deletion (beyond this, forgotten:
 // a leftover row costs a few dozen bytes and nothing else).
 constexpr size_t kMaxOrphanMarkers = 4096;
-// Deleted per new connection.
+// Deleted per new connection (one statement; the ids travel as one text parameter).
 constexpr size_t kOrphansPerCleanup = 256;
+// A marker whose planting was cut off is deleted only this long after: the server may still
+// run the INSERT it had already received, and a deletion before it would find no row and
+// miss the one that appears after (a cut test left 20 rows behind that way).
+constexpr std::chrono::seconds kPlantSettle(1);
 // Retrying this long is unusual enough to log (once per transaction).
 constexpr std::chrono::seconds kWarnAfter(1);
 constexpr std::chrono::seconds kLostWarnInterval(5);
@@ -72,6 +76,8 @@ struct Attempt {
 class PostgresEngine final : public KvEngine {
  public:
   explicit PostgresEngine(pg::Params params) : params_(std::move(params)) {}
+  // Deletes the markers of every connection it had (see DeleteMarkers).
+  ~PostgresEngine() override;
 
   Status Init();
   std::string Describe() const override { return params_.redacted; }
@@ -114,6 +120,8 @@ class PostgresEngine final : public KvEngine {
   // Closes conn, remembering its commit marker for deletion through a later connection
   // (a broken one cannot delete it itself).
   void Retire(std::unique_ptr<pg::Conn> conn);
+  // Gives marker ids back to orphans_ (up to kMaxOrphanMarkers).
+  void Requeue(std::vector<std::string> ids);
   Attempt RunOnce(pg::Conn& conn, const std::function<Status(KvTxn&)>& fn, bool read_only,
                   Clock::time_point deadline);
   // Finds out whether the transaction that set marker seq of connection marker_id committed
@@ -142,6 +150,8 @@ class PostgresEngine final : public KvEngine {
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<pg::Conn>> idle_;  // guarded by pool_mu_
   std::vector<std::string> orphans_;             // marker ids to delete; guarded by pool_mu_
+  // Markers whose planting was cut off, with when (kPlantSettle); guarded by pool_mu_.
+  std::vector<std::pair<std::string, Clock::time_point>> settling_;
 };
 
 // Ends the transaction on conn without waiting; a connection that cannot even send is
@@ -149,6 +159,43 @@ class PostgresEngine final : public KvEngine {
 void RollbackQuietly(pg::Conn& conn) {
   conn.QueueSql("ROLLBACK");
   (void)conn.SendOnly();
+}
+
+// Deletes the commit markers ids (of this client's closed connections) through conn, in a
+// round trip of its own, and waits for the answer: sent without waiting, a deletion was
+// lost whenever the new connection broke too (a failover in progress), and 13 primary kills
+// in a 3-minute soak left 72 rows behind. Returns the ids whose rows are still locked by a
+// transaction of a broken connection that the server has not ended yet (to be deleted
+// later); ids without a row (a resolver deleted it) are done.
+Result<std::vector<std::string>> DeleteMarkers(pg::Conn& conn, const std::vector<std::string>& ids) {
+  std::string list;
+  for (const auto& id : ids) list += (list.empty() ? "" : ",") + id;
+  conn.QueueSql("BEGIN");
+  conn.QueueSql("SET LOCAL synchronous_commit = local");  // no standby needed for hygiene
+  // The main query sees the rows as they were before the CTE's deletion: present and not
+  // deleted means locked.
+  size_t i = conn.QueueSql(
+      "WITH gone AS (DELETE FROM tierfs_commits WHERE id IN (SELECT id FROM tierfs_commits "
+      "WHERE id = ANY(string_to_array($1, ',')) FOR UPDATE SKIP LOCKED) RETURNING id) "
+      "SELECT coalesce(string_agg(id, ','), '') FROM tierfs_commits "
+      "WHERE id = ANY(string_to_array($1, ',')) AND id NOT IN (SELECT id FROM gone)",
+      {list});
+  conn.QueueSql("COMMIT");
+  std::vector<pg::ResultPtr> results;
+  Status st = conn.RoundTrip(&results);
+  if (!st.ok()) {
+    if (!conn.broken()) RollbackQuietly(conn);
+    return st.With("deleting the commit markers of closed connections");
+  }
+  std::vector<std::string> locked;
+  std::string left = PQgetvalue(results[i].get(), 0, 0);
+  for (size_t b = 0; b < left.size();) {
+    size_t e = left.find(',', b);
+    if (e == std::string::npos) e = left.size();
+    locked.push_back(left.substr(b, e - b));
+    b = e + 1;
+  }
+  return locked;
 }
 
 Status Ambiguous(const std::string& server, const Status& why) {
@@ -315,7 +362,7 @@ Status PostgresEngine::InitSchema(pg::Conn& conn, bool* retry) {
 }
 
 Result<std::unique_ptr<pg::Conn>> PostgresEngine::Acquire() {
-  std::string orphans;
+  std::vector<std::string> orphans;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (!idle_.empty()) {
@@ -323,30 +370,83 @@ Result<std::unique_ptr<pg::Conn>> PostgresEngine::Acquire() {
       idle_.pop_back();
       return conn;
     }
+    const auto now = Clock::now();
+    std::erase_if(settling_, [&](auto& p) {
+      if (now - p.second < kPlantSettle || orphans_.size() >= kMaxOrphanMarkers) return false;
+      orphans_.push_back(std::move(p.first));
+      return true;
+    });
     for (size_t i = 0; i < kOrphansPerCleanup && !orphans_.empty(); ++i) {
-      orphans += (orphans.empty() ? "" : ",") + orphans_.back();
+      orphans.push_back(std::move(orphans_.back()));
       orphans_.pop_back();
     }
   }
-  auto conn = pg::Conn::Open(params_, /*prepare=*/true);
-  if (conn.ok() && !orphans.empty()) {
-    // Sent with the connection's first transaction, its reply not waited for. Rows still
-    // locked belong to a transaction of a broken connection that is still running on the
-    // server: they are left alone.
-    pg::Conn& c = **conn;
-    c.QueueSql("BEGIN");
-    c.QueueSql("SET LOCAL synchronous_commit = local");  // no standby needed for hygiene
-    c.QueueSql(
-        "DELETE FROM tierfs_commits WHERE id IN (SELECT id FROM tierfs_commits WHERE id = "
-        "ANY(string_to_array($1, ',')) FOR UPDATE SKIP LOCKED)",
-        {orphans});
-    c.QueueSql("COMMIT");
-    // A failure leaves that transaction aborted past the Sync: end it before the next one.
-    c.EndBatch();
-    c.QueueSql("ROLLBACK");
-    (void)(*conn)->SendOnly();
+  std::string planted;
+  auto conn = pg::Conn::Open(params_, /*prepare=*/true, &planted);
+  if (!conn.ok()) {
+    Requeue(std::move(orphans));
+    if (!planted.empty()) {  // cut while planting its marker: the row may exist, or appear
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      if (settling_.size() < kMaxOrphanMarkers) settling_.emplace_back(std::move(planted), Clock::now());
+    }
+    return conn;
+  }
+  if (!orphans.empty()) {
+    // A round trip on a new connection, which is rare: after a failover, or when the pool
+    // grows.
+    auto locked = DeleteMarkers(**conn, orphans);
+    if (!locked.ok()) {
+      Requeue(std::move(orphans));
+      spdlog::debug("{}: {}", Server(), locked.status().message());
+      if ((*conn)->broken()) {
+        Retire(std::move(*conn));  // its own marker too
+        return locked.status();    // kLost: the transaction is run again
+      }
+    } else {
+      Requeue(std::move(*locked));
+    }
   }
   return conn;
+}
+
+void PostgresEngine::Requeue(std::vector<std::string> ids) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  for (auto& id : ids) {
+    if (orphans_.size() >= kMaxOrphanMarkers) break;
+    orphans_.push_back(std::move(id));
+  }
+}
+
+PostgresEngine::~PostgresEngine() {
+  // The idle connections' own markers go too: their destructors' deletions are not waited
+  // for. Tried through each idle connection until one works, else a new one; each bounded
+  // by the timeout. A server that cannot be reached keeps the rows (a few dozen bytes each,
+  // as when a client crashes).
+  std::vector<std::string> ids = orphans_;
+  for (auto& conn : idle_) ids.push_back(conn->marker_id());
+  Clock::time_point settled{};
+  for (auto& [id, when] : settling_) {
+    ids.push_back(id);
+    settled = std::max(settled, when + kPlantSettle);
+  }
+  if (ids.empty()) return;
+  if (settled > Clock::now()) std::this_thread::sleep_until(settled);  // at most kPlantSettle
+  auto through = [&](pg::Conn& c) {
+    for (size_t b = 0; b < ids.size(); b += kOrphansPerCleanup) {
+      std::vector<std::string> part(ids.begin() + b, ids.begin() + std::min(ids.size(), b + kOrphansPerCleanup));
+      auto locked = DeleteMarkers(c, part);
+      if (!locked.ok()) {
+        spdlog::debug("{}: {}", Server(), locked.status().message());
+        return false;
+      }
+    }
+    return true;
+  };
+  for (auto& conn : idle_) {
+    if (!conn->broken() && through(*conn)) return;
+  }
+  auto conn = pg::Conn::Open(params_, /*prepare=*/false);
+  if (conn.ok()) (void)through(**conn);
 }
 
 void PostgresEngine::Release(std::unique_ptr<pg::Conn> conn) {

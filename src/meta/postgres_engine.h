@@ -50,7 +50,11 @@
 // (The transaction id, pg_current_xact_id, cannot serve: after a crash or a failover an id
 // whose WAL never reached the surviving server is handed to another transaction there,
 // and pg_xact_status would answer for that one.) Markers of connections that broke are
-// deleted through the next connection opened; a client that crashes leaves its rows.
+// deleted through the next connection opened, which waits for the deletion and keeps the
+// ids that failed (that connection broke too, or a row is still locked by a transaction
+// the server has not ended) for the next one; closing the engine deletes the rest and
+// those of its idle connections. A client that crashes leaves its rows (a few dozen bytes
+// each).
 //
 // High availability (several hosts in the URL, postgres_params.h): a new connection goes to
 // whichever listed server takes writes now (target_session_attrs=read-write), so after a
