@@ -161,6 +161,7 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   fopts.attr_timeout = a.attr_cache;
   fopts.entry_timeout = a.entry_cache;
   fopts.dir_entry_timeout = a.dir_entry_cache;
+  fopts.meta_watch = !a.no_meta_watch;
   // A mirror opens read-only whatever was asked (client/volume.cc): so does the kernel mount.
   if ((*volume)->read_only() && !ro) mount_opts.push_back("ro");
   fopts.mount_options = mount_opts;

@@ -27,6 +27,9 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
   sub->add_option("--dir-entry-cache", a->dir_entry_cache, "Kernel directory entry cache timeout, seconds")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
+  sub->add_flag("--no-meta-watch", a->no_meta_watch,
+                "Do not drop the kernel's cached attributes and names as other clients change them (etcd pushes "
+                "changes; other engines rely on the timeouts above alone)");
   sub->add_option("--buffer-size", a->buffer_size,
                   "Memory for data in flight: 1/2 for written data awaiting upload, 1/2 for prefetches and "
                   "recycled buffers")

@@ -24,6 +24,7 @@ struct MountArgs {
   bool background = false;
   bool require_safe_meta = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
+  bool no_meta_watch = false;
   std::string buffer_size = "300M";
   client::CacheArgs cache;
   client::GroupArgs group;

@@ -28,6 +28,7 @@
 #include "fuse/access_log.h"
 #include "fuse/fuse_internal.h"
 #include "fuse/name_hints.h"
+#include "fuse/remote_invalidation.h"
 #include "meta/meta.h"
 #include "metrics/metrics.h"
 #include "vfs/vfs.h"
@@ -751,7 +752,10 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     ctxt.direct.queue.push_back({nullptr, InoOut(ctxt.opts.root, ino), 0, 0});
     ctxt.direct.cv.notify_all();
   });
+  std::unique_ptr<RemoteInvalidation> remote;
+  if (opts.meta_watch) remote = RemoteInvalidation::Start(vfs->meta()->engine(), se, opts.root);
   int rc = ServeSession(se, opts.max_threads, [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); });
+  remote.reset();
   {
     // Lock waiters use the session and the Vfs: they end (EINTR) before either goes.
     std::unique_lock<std::mutex> l(ctxt.waiters.mu);

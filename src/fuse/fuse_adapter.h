@@ -26,6 +26,9 @@ struct FuseOptions {
   // Requests slower than this are logged with their path and the time they spent in
   // metadata and object store requests (`mount --slow-op`); 0: none.
   int64_t slow_op_ns = 1'000'000'000;
+  // Drop the kernel's cached attributes and names as other clients change them, when the
+  // metadata engine pushes changes (fuse/remote_invalidation.h; `mount --no-meta-watch`).
+  bool meta_watch = true;
 };
 
 // Mounts, calls on_ready once the kernel mount exists, and serves requests until the file

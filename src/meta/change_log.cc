@@ -101,6 +101,7 @@ class ChangeLogEngine final : public KvEngine {
   Status Reset() override { return in_->Reset(); }
   Status Sync() override { return in_->Sync(); }
   Result<DurabilityReport> Durability() override { return in_->Durability(); }
+  Status Watch(WatchFn on_change) override { return in_->Watch(std::move(on_change)); }
 
  private:
   std::unique_ptr<KvEngine> in_;

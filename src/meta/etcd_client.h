@@ -33,11 +33,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -85,6 +87,26 @@ struct MemberInfo {
   bool learner = false;  // a learner does not vote: it counts for no majority
 };
 
+// One message of a watch stream (Client::Watch).
+struct WatchBatch {
+  bool created = false;          // the stream is set up; revision: the store's at that moment
+  int64_t compact_revision = 0;  // non-zero: the start revision was compacted; the stream ended
+  int64_t revision = 0;          // the store's revision when the message was sent
+  // Changes in commit order: each key with the revision of the commit that wrote it.
+  std::vector<std::pair<std::string, int64_t>> changes;
+};
+
+// A watch of a key range on one member; Run reads it until it ends.
+class WatchStream {
+ public:
+  virtual ~WatchStream() = default;
+  // Calls on_batch for every message; returns why the stream ended (EAGAIN: the member
+  // went away or lost its leader, ECANCELED: Cancel was called, ESTALE: compacted).
+  virtual Status Run(const std::function<void(WatchBatch&&)>& on_batch) = 0;
+  // Ends Run from any thread.
+  virtual void Cancel() = 0;
+};
+
 struct ClientOptions {
   enum class Api { kGrpc, kJson } api = Api::kGrpc;
   std::vector<std::string> endpoints;  // "host:port"
@@ -116,6 +138,16 @@ class Client {
   virtual Status Compact(int64_t revision) = 0;
   // The cluster's members, as the member asked knows them.
   virtual Result<std::vector<MemberInfo>> Members() = 0;
+
+  // A watch of [key, range_end) from after_revision + 1 (0: from now), on member (an
+  // index into the endpoints, taken modulo their number). The member cancels it when it
+  // loses its leader, so a member cut off in a minority never serves a stale stream.
+  // ENOTSUP from the JSON gateway's client.
+  virtual Result<std::unique_ptr<WatchStream>> Watch(const std::string& key, const std::string& range_end,
+                                                     int64_t after_revision, size_t member) {
+    (void)key, (void)range_end, (void)after_revision, (void)member;
+    return Status::Err(ENOTSUP, "etcd " + describe() + ": watching needs the gRPC API (?api=grpc)");
+  }
 
   virtual const std::string& describe() const = 0;
 };

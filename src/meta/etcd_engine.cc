@@ -14,6 +14,7 @@
 #include "meta/etcd_client.h"
 #include "meta/etcd_options.h"
 #include "meta/etcd_txn.h"
+#include "meta/etcd_watch.h"
 #include "meta/txn_nesting.h"
 
 namespace tierfs {
@@ -60,6 +61,27 @@ class EtcdEngine final : public KvEngine {
     etcd::DeadlineScope bounded(deadline);
     return RetryAttempts(Describe(), read_only ? "a read transaction" : "a write transaction", deadline,
                          [&]() { return RunOnce(fn, read_only, deadline); });
+  }
+
+  Status Watch(WatchFn on_change) override {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    if (!on_change) {
+      watcher_.reset();  // joins the watch thread
+      return Status::OK();
+    }
+    if (o_.client.api != etcd::ClientOptions::Api::kGrpc) {
+      return Status::Err(ENOTSUP, "etcd " + Describe() + ": watching needs the gRPC API (?api=grpc)");
+    }
+    if (watcher_) return Status::Err(EBUSY, "etcd " + Describe() + " is already watched");
+    // From the store's revision now, so that every commit after this call is reported.
+    etcd::DeadlineScope bounded(Clock::now() + o_.deadline);
+    Op now;
+    now.key = etcd::EtcdTxn::VersionKey(o_);
+    ASSIGN_OR_RETURN(auto r, c_.Range(now));
+    watcher_ = std::make_unique<etcd::Watcher>(c_, o_.client.endpoints.size(), o_.prefix,
+                                               etcd::EtcdTxn::ValueKey(o_, ""), CommitMarkerKey(""), r.revision,
+                                               &own_commits_, std::move(on_change));
+    return Status::OK();
   }
 
   // A commit is on a majority of the voting members: safe once there are three or more
@@ -199,6 +221,7 @@ class EtcdEngine final : public KvEngine {
     Op read_marker;
     read_marker.key = marker;
     bool maybe = false;
+    own_commits_.Add(marker);  // before sending: the watch may report the commit before its answer
     auto r = c_.Txn(compares, ops, {read_marker}, &maybe);
     if (r.ok()) {
       if (r->succeeded || Applied(*r)) return Attempt::Done(Status::OK());
@@ -257,6 +280,9 @@ class EtcdEngine final : public KvEngine {
   std::mutex lease_mu_;
   int64_t lease_ = 0;
   Clock::time_point lease_granted_;
+  etcd::OwnCommits own_commits_;
+  std::mutex watch_mu_;
+  std::unique_ptr<etcd::Watcher> watcher_;  // guarded by watch_mu_; declared last: stopped first
 };
 
 }  // namespace

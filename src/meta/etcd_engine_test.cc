@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -22,6 +23,8 @@
 #include "meta/engine_for_test.h"
 #include "meta/etcd_client.h"
 #include "meta/etcd_options.h"
+#include "meta/change_watch.h"
+#include "meta/key_schema.h"
 #include "meta/kv_engine.h"
 
 namespace tierfs {
@@ -342,6 +345,123 @@ TEST(EtcdEngine, ACommitSentAgainAfterItAppliedIsReportedOnce) { LoseOneCommit(L
 TEST(EtcdEngine, ACommitWhoseAnswerWasLostIsReportedOnce) { LoseOneCommit(LosingProxy::kAfter, 2, 1); }
 
 TEST(EtcdEngine, ACommitLostOnTheWayIsRunAgain) { LoseOneCommit(LosingProxy::kBefore, 2, 2); }
+
+// What a watch collects (KvEngine::Watch), for the tests below.
+struct Collected {
+  std::mutex mu;
+  std::vector<std::vector<std::string>> batches;
+  int alls = 0;
+  KvEngine::WatchFn Fn() {
+    return [this](const std::vector<std::string>& keys, bool all) {
+      std::lock_guard<std::mutex> l(mu);
+      if (all) ++alls;
+      batches.push_back(keys);
+    };
+  }
+  bool Has(const std::vector<std::string>& want) {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& b : batches) {
+      if (b == want) return true;
+    }
+    return false;
+  }
+  bool Mentions(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& b : batches) {
+      for (const auto& k : b) {
+        if (k == key) return true;
+      }
+    }
+    return false;
+  }
+  bool WaitFor(const std::vector<std::string>& want) {
+    for (int i = 0; i < 200 && !Has(want); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return Has(want);
+  }
+};
+
+TEST(EtcdEngine, AWatchReportsOtherClientsCommitsOnceEachButNotItsOwn) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_watch");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto a = OpenKvEngine(url), b = OpenKvEngine(url);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Collected got;
+  ASSERT_TRUE((*a)->Watch(got.Fn()).ok());
+  EXPECT_EQ((*a)->Watch(got.Fn()).code(), EBUSY);
+  // Every commit after Watch returned is reported: no wait for the stream to be set up.
+  ASSERT_TRUE(Put(**b, "theirs", "1").ok());
+  ASSERT_TRUE(Put(**a, "mine", "1").ok());
+  ASSERT_TRUE((*b)->Txn([](KvTxn& t) {
+                  RETURN_IF_ERROR(t.Put("t2", "2"));
+                  return t.Delete("theirs");
+                })
+                  .ok());
+  EXPECT_TRUE(got.WaitFor({"theirs"}));
+  EXPECT_TRUE(got.WaitFor({"t2", "theirs"}));  // one commit, one call, in the commit's order
+  ASSERT_TRUE(Put(**b, "last", "1").ok());
+  EXPECT_TRUE(got.WaitFor({"last"}));
+  EXPECT_FALSE(got.Mentions("mine"));
+  {
+    std::lock_guard<std::mutex> l(got.mu);
+    EXPECT_EQ(got.batches.size(), 3u);
+    EXPECT_EQ(got.alls, 0);
+  }
+  // Stopped: nothing more is reported, and a new watch may start.
+  ASSERT_TRUE((*a)->Watch(nullptr).ok());
+  ASSERT_TRUE(Put(**b, "after", "1").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.Mentions("after"));
+  Collected again;
+  EXPECT_TRUE((*a)->Watch(again.Fn()).ok());
+  EXPECT_TRUE((*a)->Watch(nullptr).ok());  // before `again` goes
+}
+
+TEST(EtcdEngine, AWatchSaysWhichInodesAndNamesChanged) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_watch_meta");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto a = OpenKvEngine(url), b = OpenKvEngine(url);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::mutex mu;
+  std::vector<MetaChange> changes;
+  ASSERT_TRUE(WatchMetaChanges(a->get(), [&](const std::vector<MetaChange>& c, bool) {
+                std::lock_guard<std::mutex> l(mu);
+                changes.insert(changes.end(), c.begin(), c.end());
+              })
+                  .ok());
+  ASSERT_TRUE((*b)->Txn([](KvTxn& t) {
+                  RETURN_IF_ERROR(t.Put(keys::Inode(7), "attr"));
+                  RETURN_IF_ERROR(t.Put(keys::Xattr(7, "system.posix_acl_access"), "acl"));  // the same inode
+                  RETURN_IF_ERROR(t.Put(keys::Dentry(1, "name"), "entry"));
+                  RETURN_IF_ERROR(t.Put(keys::ChunkRecord(7, 0, 1), "data"));  // not cached by the kernel
+                  return t.Put(keys::Counter("nextInode"), "8");
+                })
+                  .ok());
+  auto count = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return changes.size();
+  };
+  for (int i = 0; i < 200 && count() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  StopWatchingMetaChanges(a->get());
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(changes.size(), 2u);  // etcd reports a commit's keys in key order
+  const MetaChange& entry = changes[0].kind == MetaChange::kEntry ? changes[0] : changes[1];
+  const MetaChange& attr = changes[0].kind == MetaChange::kAttr ? changes[0] : changes[1];
+  EXPECT_EQ(attr.kind, MetaChange::kAttr);
+  EXPECT_EQ(attr.ino, 7u);
+  EXPECT_EQ(entry.kind, MetaChange::kEntry);
+  EXPECT_EQ(entry.parent, 1u);
+  EXPECT_EQ(entry.name, "name");
+}
+
+TEST(EtcdEngine, AWatchNeedsTheGrpcApi) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_watch_json");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto a = OpenKvEngine(url + (url.find('?') == std::string::npos ? "?" : "&") + "api=json");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Status st = (*a)->Watch([](const std::vector<std::string>&, bool) {});
+  EXPECT_EQ(st.code(), ENOTSUP);
+  EXPECT_NE(st.message().find("api=grpc"), std::string::npos) << st.message();
+}
 
 }  // namespace
 }  // namespace tierfs

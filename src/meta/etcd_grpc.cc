@@ -63,6 +63,74 @@ struct Member {
   std::unique_ptr<pb::Lease::Stub> lease;
   std::unique_ptr<pb::Auth::Stub> auth;
   std::unique_ptr<pb::Cluster::Stub> cluster;
+  std::unique_ptr<pb::Watch::Stub> watch;
+};
+
+// A watch on one member's channel: the create request is written at once, then Run reads
+// the replies until the stream ends.
+class GrpcWatch final : public WatchStream {
+ public:
+  GrpcWatch(pb::Watch::Stub* stub, const std::string& token, const std::string& where) : where_(where) {
+    // etcd cancels a stream so marked when its member loses the leader (the metadata name
+    // etcd's own client sends, rpctypes.MetadataRequireLeaderKey).
+    ctx_.AddMetadata("hasleader", "true");
+    if (!token.empty()) ctx_.AddMetadata("token", token);
+    stream_ = stub->Watch(&ctx_);
+  }
+
+  Status Start(const std::string& key, const std::string& range_end, int64_t after_revision) {
+    pb::WatchRequest req;
+    auto* c = req.mutable_create_request();
+    c->set_key(key);
+    c->set_range_end(range_end);
+    c->set_start_revision(after_revision > 0 ? after_revision + 1 : 0);
+    if (!stream_->Write(req)) return Finish();
+    return Status::OK();
+  }
+
+  Status Run(const std::function<void(WatchBatch&&)>& on_batch) override {
+    pb::WatchResponse resp;
+    while (stream_->Read(&resp)) {
+      WatchBatch b;
+      b.created = resp.created();
+      b.compact_revision = resp.compact_revision();
+      b.revision = resp.header().revision();
+      b.changes.reserve(resp.events_size());
+      for (const auto& e : resp.events()) b.changes.emplace_back(e.kv().key(), e.kv().mod_revision());
+      const bool canceled = resp.canceled();
+      const std::string reason = resp.cancel_reason();
+      on_batch(std::move(b));
+      if (resp.compact_revision() != 0) {
+        ctx_.TryCancel();
+        return Status::Err(ESTALE, "etcd " + where_ + ": the watch's start was compacted away");
+      }
+      if (canceled) {
+        ctx_.TryCancel();
+        return Status::Err(EAGAIN, "etcd " + where_ + " canceled the watch: " + reason);
+      }
+    }
+    return Finish();
+  }
+
+  void Cancel() override {
+    cancelled_ = true;
+    ctx_.TryCancel();
+  }
+
+ private:
+  Status Finish() {
+    grpc::Status st = stream_->Finish();
+    if (cancelled_) return Status::Err(ECANCELED, "watch canceled");
+    if (st.ok()) return Status::Err(EAGAIN, "etcd " + where_ + " ended the watch");
+    Status err = ServerError(st.error_code(), st.error_message(), where_);
+    // Lost leader, member gone, deadline: another member may serve it.
+    return err.code() == EACCES || err.code() == EIO ? err : Status::Err(EAGAIN, err.message());
+  }
+
+  std::string where_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream_;
+  std::atomic<bool> cancelled_{false};
 };
 
 class GrpcClient final : public Client {
@@ -154,6 +222,19 @@ class GrpcClient final : public Client {
     return out;
   }
 
+  Result<std::unique_ptr<WatchStream>> Watch(const std::string& key, const std::string& range_end,
+                                             int64_t after_revision, size_t member) override {
+    const size_t i = member % o_.endpoints.size();
+    Member& m = MemberAt(i);
+    std::string token;
+    if (!o_.user.empty()) {
+      ASSIGN_OR_RETURN(token, Authenticate(m, o_.endpoints[i]));
+    }
+    auto w = std::make_unique<GrpcWatch>(m.watch.get(), token, o_.endpoints[i]);
+    RETURN_IF_ERROR(w->Start(key, range_end, after_revision));
+    return std::unique_ptr<WatchStream>(std::move(w));
+  }
+
   const std::string& describe() const override { return o_.describe; }
 
  private:
@@ -167,11 +248,16 @@ class GrpcClient final : public Client {
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+      // A watch stream waits for the server as long as nothing changes: pings (every 10 s
+      // while a call is open; etcd accepts one every 5 s) notice a member that hangs.
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
       m.channel = grpc::CreateCustomChannel(o_.endpoints[i], Credentials(), args);
       m.kv = pb::KV::NewStub(m.channel);
       m.lease = pb::Lease::NewStub(m.channel);
       m.auth = pb::Auth::NewStub(m.channel);
       m.cluster = pb::Cluster::NewStub(m.channel);
+      m.watch = pb::Watch::NewStub(m.channel);
     }
     return m;
   }

@@ -207,6 +207,14 @@ bool ParsePackMemberKey(std::string_view key, uint64_t* pack, uint64_t* id) {
   *id = r.U64();
   return r.ok();
 }
+bool ParseInodeKey(std::string_view key, Ino* ino, char* kind, std::string_view* rest) {
+  if (key.size() < 10 || key[0] != 'A') return false;
+  ByteReader r(key.substr(1, 8));
+  *ino = r.U64();
+  *kind = key[9];
+  *rest = key.substr(10);
+  return r.ok();
+}
 bool ParsePendingPackKey(std::string_view key, uint64_t* pack, uint32_t* len) {
   if (key.size() != 14 || !key.starts_with(kPendingPackPrefix)) return false;
   ByteReader r(key.substr(2));

@@ -69,6 +69,9 @@ constexpr std::string_view kPendingPackPrefix = "PX";
 // PM keys -> pack and member; PX keys -> pack and length.
 bool ParsePackMemberKey(std::string_view key, uint64_t* pack, uint64_t* id);
 bool ParsePendingPackKey(std::string_view key, uint64_t* pack, uint32_t* len);
+// Any key of one inode ("A" ino kind rest...): its inode, kind ('I', 'D', 'C', 'X', ...)
+// and what follows (a dentry's name, an xattr's name...).
+bool ParseInodeKey(std::string_view key, Ino* ino, char* kind, std::string_view* rest);
 // "BK" -> u64 last_ns, u64 sid, u64 until_ns: metadata backups (tools/meta_backup.h): when
 // the last one finished, and the session whose turn it is until until_ns (0: nobody's).
 std::string BackupTurn();

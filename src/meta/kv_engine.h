@@ -5,6 +5,7 @@
 // values are arbitrary bytes; keys compare as unsigned byte strings.
 #pragma once
 
+#include <cerrno>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -71,6 +72,19 @@ class KvEngine {
   // See DurabilityReport. Engines that cannot tell say so (not safe).
   virtual Result<DurabilityReport> Durability() {
     return DurabilityReport{false, "unknown", {"this metadata engine cannot say how it keeps a commit"}};
+  }
+  // Change notification, from engines that can push it (etcd's watch). Once started,
+  // on_change is called from a thread of the engine's own with the keys that committed
+  // transactions of any client (this one included) wrote or deleted, in commit order, soon
+  // after each commit; with all set (keys empty) when changes may have been missed (the
+  // stream was lost, or the history it resumed from was compacted): the caller must then
+  // treat everything as changed. The callback must not run transactions on this engine.
+  // A null on_change stops the watch and returns after the last call ended. ENOTSUP from
+  // engines that cannot watch; one watcher per engine.
+  using WatchFn = std::function<void(const std::vector<std::string>& keys, bool all)>;
+  virtual Status Watch(WatchFn on_change) {
+    (void)on_change;
+    return Status::Err(ENOTSUP, Describe() + " cannot push changes");
   }
 };
 

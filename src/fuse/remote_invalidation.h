@@ -1,0 +1,44 @@
+// Drops what the kernel caches of other clients' changes as the metadata engine pushes
+// them (meta/change_watch.h: etcd's watch): a changed inode's attributes
+// (FUSE_NOTIFY_INVAL_INODE with offset -1: attributes and ACLs, never pages, which stay
+// close-to-open) and a changed name (FUSE_NOTIFY_INVAL_ENTRY, positive or negative). With
+// it a mount may cache attributes and names for long (--attr-cache, --entry-cache,
+// --dir-entry-cache) and still see another client's chmod, rename or new file within
+// milliseconds. Engines that cannot watch get nothing of this (the kernel's timeouts
+// alone, as before); `mount --no-meta-watch` turns it off.
+//
+// Threads: the engine's watch thread only queues; one notifier thread writes the
+// notifications on a duplicate of the FUSE device of its own, because the kernel holds an
+// entry notification back while the directory's lock is taken (a request in it being
+// served): such a wait must never hold up the engine's stream, nor the session's end (the
+// notifier is left to finish alone then; the process's exit closes its descriptor). The
+// queue is bounded (65536 changes): past it, changes are dropped and counted, and the
+// kernel's timeouts cover them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+struct fuse_session;
+
+namespace tierfs {
+
+class KvEngine;
+
+class RemoteInvalidation {
+ public:
+  // Starts watching engine; null when the engine cannot (logged at debug level). root: the
+  // volume's inode the kernel knows as its root (--subdir).
+  static std::unique_ptr<RemoteInvalidation> Start(KvEngine* engine, fuse_session* se, uint64_t root);
+  // Stops the watch (no change is queued after it) and the notifier.
+  ~RemoteInvalidation();
+
+  struct Notifier;
+
+ private:
+  RemoteInvalidation(KvEngine* engine, std::shared_ptr<Notifier> n) : engine_(engine), n_(std::move(n)) {}
+  KvEngine* engine_;
+  std::shared_ptr<Notifier> n_;
+};
+
+}  // namespace tierfs
