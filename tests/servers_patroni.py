@@ -51,12 +51,17 @@ class Patroni:
 
     PASSWORD = "tierfs-test-pw"
 
-    def __init__(self, root, members=2, name="patroni", port=None):
+    def __init__(self, root, members=2, name="patroni", port=None, addrs=None, prefixes=None, dcs_addr="127.0.0.1"):
+        """addrs and prefixes: member i listens on addrs[i] and runs under prefixes[i] (a
+        network namespace of netns.Network, whose link a test can cut); Patroni's etcd then
+        listens on dcs_addr (the network's host address)."""
         self.dir = os.path.join(root, name)
         self.n = members
+        self.addrs = addrs or ["127.0.0.1"] * members
+        self.prefixes = prefixes or [[]] * members
         # Per member: PostgreSQL and Patroni's REST API; then etcd's two ports.
         self.port = port or free_ports(2 * members + 2)
-        self.etcd = Etcd(self.dir, port=self.port + 2 * members, members=1, name="etcd")
+        self.etcd = Etcd(self.dir, port=self.port + 2 * members, members=1, name="etcd", addrs=[dcs_addr])
         self.scope = "tierfs-%s-%d" % (name, self.port)
         self.procs = {}
 
@@ -67,7 +72,7 @@ class Patroni:
         return self.port + 2 * i + 1
 
     def hosts(self):
-        return ",".join("127.0.0.1:%d" % self.pg_port(i) for i in range(self.n))
+        return ",".join("%s:%d" % (self.addrs[i], self.pg_port(i)) for i in range(self.n))
 
     def url(self, db=""):
         return "postgres://postgres:%s@%s/%s" % (self.PASSWORD, self.hosts(), db)
@@ -84,16 +89,18 @@ class Patroni:
     def _config(self, i):
         d = self._mdir(i)
         pw = self.PASSWORD
+        a = self.addrs[i]
+        net = "127.0.0.1/32" if a == "127.0.0.1" else a.rsplit(".", 1)[0] + ".0/24"
         return f"""scope: {self.scope}
 namespace: /tierfs-test/
 name: m{i}
 log:
   level: WARNING
 restapi:
-  listen: 127.0.0.1:{self.api_port(i)}
-  connect_address: 127.0.0.1:{self.api_port(i)}
+  listen: {a}:{self.api_port(i)}
+  connect_address: {a}:{self.api_port(i)}
 etcd3:
-  hosts: 127.0.0.1:{self.etcd.client_port(0)}
+  hosts: {self.etcd.endpoint(0)}
 bootstrap:
   dcs:
     ttl: 5
@@ -119,11 +126,11 @@ bootstrap:
     - auth: scram-sha-256
   pg_hba:
     - local all all trust
-    - host all all 127.0.0.1/32 scram-sha-256
-    - host replication replicator 127.0.0.1/32 scram-sha-256
+    - host all all {net} scram-sha-256
+    - host replication replicator {net} scram-sha-256
 postgresql:
-  listen: 127.0.0.1:{self.pg_port(i)}
-  connect_address: 127.0.0.1:{self.pg_port(i)}
+  listen: {a}:{self.pg_port(i)}
+  connect_address: {a}:{self.pg_port(i)}
   data_dir: {d}/data
   bin_dir: {PG_BIN}
   pgpass: {d}/pgpass
@@ -155,7 +162,8 @@ postgresql:
             f.write(self._config(i))
         # PostgreSQL refuses to run as root: Patroni, and so postgres, run as user postgres.
         with open(self._log(i), "ab") as out:
-            proc = subprocess.Popen(["runuser", "-u", "postgres", "--", exe, conf], stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(list(self.prefixes[i]) + ["runuser", "-u", "postgres", "--", exe, conf],
+                                    stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, cwd=d, start_new_session=True)
         with open(self._pidfile(i), "w") as f:
             f.write(f"{proc.pid}\n")
@@ -163,7 +171,7 @@ postgresql:
 
     def _api(self, i, path):
         import urllib.request
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.api_port(i), path), timeout=1) as r:
+        with urllib.request.urlopen("http://%s:%d%s" % (self.addrs[i], self.api_port(i), path), timeout=1) as r:
             return json.loads(r.read())
 
     def members(self):

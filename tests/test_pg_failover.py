@@ -13,6 +13,9 @@ longer than the META-URL's ?timeout= (after which the engine reports EIO instead
 hanging). An operation may fail when the primary dies between running its writes and
 answering the commit marker's batch (postgres_engine.h): at most one per writer and kill.
 
+A primary cut off from the others in a network namespace of its own serves no write
+(PgPartitionTest).
+
 And `tierfs status` reports the volume safe while a synchronous standby streams (mount
 --require-safe-meta accepts it), and unsafe, naming why, when the primary is left alone."""
 import os
@@ -26,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import failover_torture  # noqa: E402
 import servers_patroni  # noqa: E402
+from netns import Network  # noqa: E402
 
 TIMEOUT_S = 20  # ?timeout= of the volume's META-URL; an election here takes about 6 s
 DB = "tierfs_failover"
@@ -122,6 +126,61 @@ class PgFailoverTest(harness.TierFSTestCase):
         # none is left, not even of the connections the kills broke.
         left = self.pg.psql(DB, "SELECT count(*) FROM torture.tierfs_commits").strip()
         self.assertEqual(int(left), 0, "commit markers left behind")
+
+
+class PgPartitionTest(harness.TierFSTestCase):
+    """The primary cut off from the others and from Patroni's store (its link in its
+    network namespace taken down): the synchronous standby is promoted and a mount that
+    reaches the majority goes on; a client that reaches only the old primary has nothing
+    acknowledged (its commit waits for a standby it cannot reach, and Patroni demotes it
+    when its leader key expires), and once the link is back the old primary rejoins as a
+    replica, without that write."""
+    AUTO_MOUNT = False
+
+    def test_a_primary_cut_off_serves_no_writes(self):
+        tmp = tempfile.mkdtemp(prefix="tierfs-it-patroni-ns-", dir=os.environ.get("TIERFS_TEST_TMPDIR"))
+        if not os.environ.get("TIERFS_TEST_KEEP"):
+            self.addCleanup(shutil.rmtree, tmp, True)
+        os.chmod(tmp, 0o755)
+        net = Network(n=3)
+        self.addCleanup(net.close)
+        pg = servers_patroni.Patroni(tmp, members=3, name="patroni-ns", addrs=[net.addr(i) for i in range(3)],
+                                     prefixes=[net.prefix(i) for i in range(3)], dcs_addr=net.host_addr)
+        self.addCleanup(pg.stop)
+        pg.start()
+        pg.create_database(DB)
+        vol = harness.Volume("pgpart", meta_url=pg.url(DB) + "?timeout=%ds" % TIMEOUT_S, base=tmp)
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        with open(os.path.join(vol.mnt, "before"), "w") as f:
+            f.write("1")
+        trash_days = vol.status_json()["trash_days"]
+        k = pg.primary()
+        self.assertIsNotNone(k)
+        link = "%sv%d" % (net.tag, k)
+        harness.run("ip", "link", "set", link, "down")
+        try:
+            t0 = time.monotonic()
+            with open(os.path.join(vol.mnt, "during"), "w") as f:
+                f.write("2")
+            print("a write on the majority side %.2f s after the primary's link went down" %
+                  (time.monotonic() - t0), file=sys.stderr)
+            self.assertNotEqual(pg.primary(), k)
+            # The old primary, alone: no write through it is acknowledged.
+            alone = "postgres://postgres:%s@%s:%d/%s?timeout=8s" % (pg.PASSWORD, net.addr(k), pg.pg_port(k), DB)
+            res = harness.run(*(net.prefix(k) + [harness.tierfs_bin(), "config", alone, "--trash-days",
+                                                 str(trash_days + 5)]))
+            self.assertNotEqual(res[0], 0, "a primary cut off from the others acknowledged a write\n" +
+                                harness.msg(*res))
+        finally:
+            harness.run("ip", "link", "set", link, "master", net.bridge, "up")
+        pg.wait_ready(120)  # the old primary rejoins as a replica (pg_rewind)
+        self.assertEqual(vol.status_json()["trash_days"], trash_days)
+        for name in ("before", "during"):
+            self.assertTrue(os.path.exists(os.path.join(vol.mnt, name)), name)
+        vol.umount()
+        failover_torture.fsck_clean(self, vol.meta_url)
 
 
 if __name__ == "__main__":

@@ -377,8 +377,8 @@ Status Conn::Wait(short events, Clock::time_point deadline, short* revents) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      return Lost("no reply within " + Seconds(params_.timeout) +
-                  " (set ?timeout= in the META-URL to wait longer)");
+      return Lost("no reply within " + Seconds(params_.io_timeout) +
+                  " (?io-timeout= in the META-URL sets how long one exchange may wait)");
     }
     int fd = PQsocket(c_);
     if (fd < 0) return Lost(CleanMessage(PQerrorMessage(c_)));
@@ -515,7 +515,7 @@ Status Conn::RoundTrip(std::vector<ResultPtr>* results) {
   if (!lost_.ok()) return lost_;
   EndBatch();
   if (!lost_.ok()) return lost_;
-  const auto deadline = Clock::now() + params_.timeout;
+  const auto deadline = Clock::now() + params_.io_timeout;
   std::vector<size_t> batches;
   batches.swap(batches_);
   queued_total_ = 0;
@@ -534,7 +534,7 @@ Status Conn::SendOnly() {
   for (size_t n : batches_) unread_.push_back(n);
   batches_.clear();
   queued_total_ = 0;
-  return Flush(Clock::now() + params_.timeout);
+  return Flush(Clock::now() + params_.io_timeout);
 }
 
 }  // namespace tierfs::pg

@@ -146,13 +146,19 @@ Result<Params> ParamsFromUrl(const Url& url) {
   if (!password.empty()) add("password", password);
 
   std::string query_host, query_port, query_db;
-  bool has_app_name = false, has_session_attrs = false;
+  bool has_app_name = false, has_session_attrs = false, has_user_timeout = false;
+  std::chrono::milliseconds io_timeout{0};
   for (const auto& [raw_key, raw_value] : url.query) {
     std::string key = PercentDecode(raw_key), value = PercentDecode(raw_value);
     if (key == "timeout") {
       ASSIGN_OR_RETURN(p.timeout, ParseTimeout(value));
       continue;
     }
+    if (key == "io-timeout") {
+      ASSIGN_OR_RETURN(io_timeout, ParseTimeout(value));
+      continue;
+    }
+    if (key == "tcp_user_timeout") has_user_timeout = true;
     if (given.count(key) != 0) {
       return Status::Err(EINVAL, "metadata URL '" + p.redacted + "' gives '" + key +
                                      "' twice (in the URL and as a query parameter): keep one");
@@ -164,6 +170,12 @@ Result<Params> ParamsFromUrl(const Url& url) {
     if (key == "target_session_attrs") has_session_attrs = true;
     add(key, value);
   }
+  p.io_timeout = io_timeout.count() > 0
+                     ? io_timeout
+                     : std::clamp<std::chrono::milliseconds>(p.timeout / 3, std::chrono::seconds(2),
+                                                             std::chrono::seconds(10));
+  p.io_timeout = std::min(p.io_timeout, p.timeout);
+  if (!has_user_timeout) add("tcp_user_timeout", std::to_string(p.io_timeout.count()));
   // Names the connections in pg_stat_activity, so an administrator can tell them apart.
   if (!has_app_name) add("application_name", "tierfs");
   // With several hosts some are standbys: only the one that takes writes will do.

@@ -6,7 +6,14 @@
 // (common/secret.h), else libpq's own sources (~/.pgpass, $PGPASSWORD). Query parameters
 // are passed to libpq unchanged (sslmode, sslrootcert, application_name, options, ...),
 // except `timeout`, which is ours: how long a transaction keeps retrying conflicts and
-// reconnecting, and how long one reply may take ("30", "30s", "500ms"; default 30 s).
+// reconnecting ("30", "30s", "500ms"; default 30 s), and `io-timeout`: how long one
+// exchange with a server may wait before the connection counts as lost and a new one is
+// tried (default a third of timeout, 2 s to 10 s). A server that vanishes without closing
+// its connections (a machine's power, a network partition: packets dropped) thus costs
+// one io-timeout, not the whole timeout: a Patroni test lost its primary's link and every
+// operation failed after waiting 20 s on the dead connection while the standby had long
+// taken over. The same bound reaches libpq as tcp_user_timeout, so connecting to a host
+// that does not answer moves on to the next listed one.
 //
 // High availability: postgres://USER:PASSWORD@H1:5432,H2,[::1]:5433/DB names several
 // servers (a primary and its standbys, say under Patroni). They reach libpq as its own
@@ -35,6 +42,7 @@ struct Params {
   std::string database;
   std::string user;
   std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds io_timeout{10000};
   // The URL with every secret replaced by "****".
   std::string redacted;
 };

@@ -49,6 +49,26 @@ TEST(PostgresParams, OneHostKeepsLibpqDefaults) {
   EXPECT_EQ(p->where, "db1:6000");
 }
 
+TEST(PostgresParams, OneExchangeWaitsAThirdOfTheTimeoutWithinBounds) {
+  using std::chrono::milliseconds;
+  auto p = Parse("postgres://u:pw@h1,h2/vol?timeout=21s");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->io_timeout, milliseconds(7000));
+  EXPECT_EQ(Keywords(*p)["tcp_user_timeout"], "7000");  // a host that does not answer is passed over
+  p = Parse("postgres://u:pw@h1/vol");                   // 30 s
+  EXPECT_EQ(p->io_timeout, milliseconds(10000));
+  p = Parse("postgres://u:pw@h1/vol?timeout=3s");
+  EXPECT_EQ(p->io_timeout, milliseconds(2000));
+  p = Parse("postgres://u:pw@h1/vol?timeout=1s");  // never past the timeout itself
+  EXPECT_EQ(p->io_timeout, milliseconds(1000));
+  p = Parse("postgres://u:pw@h1/vol?timeout=60s&io-timeout=500ms&tcp_user_timeout=900");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->io_timeout, milliseconds(500));
+  EXPECT_EQ(Keywords(*p)["tcp_user_timeout"], "900");  // given: kept
+  EXPECT_EQ(Keywords(*p).count("io-timeout"), 0u);    // ours, not libpq's
+  EXPECT_EQ(Parse("postgres://u:pw@h1/vol?io-timeout=soon").status().code(), EINVAL);
+}
+
 TEST(PostgresParams, SeveralHostsBecomeLibpqListsAndDefaultToReadWrite) {
   auto p = Parse("postgres://u:pw@h1:5432,h2,h3:5433/vol?timeout=20s");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
