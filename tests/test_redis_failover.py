@@ -14,7 +14,9 @@ own): clients find the master through the Sentinels, follow it through failovers
   promoted. Without WAIT the master acknowledged commits the replica never got: they are
   lost (the test requires the loss, so the scenario is known to bite). With wait-replicas=1
   nothing acknowledged is lost: those commits waited, and after the master's death the
-  client found them missing on the new master and ran them again."""
+  client found them missing on the new master and ran them again.
+- A master cut off from the others (PartitionTest): the majority side goes on; a client
+  that reaches only the old master has nothing acknowledged with wait-replicas=1."""
 import os
 import signal
 import socket
@@ -222,6 +224,69 @@ class WhatWaitSavesTest(harness.TierFSTestCase):
         writers, lost, vol = self.lagging_failovers(wait=1)
         self.assertEqual(lost, 0)
         failover_torture.check_acknowledged(self, vol.mnt, writers)
+        vol.umount()
+        failover_torture.fsck_clean(self, vol.meta_url)
+
+
+class PartitionTest(harness.TierFSTestCase):
+    """The master cut off from its two replicas and the Sentinels (its link in its namespace
+    taken down): the Sentinels promote a replica and a mount on the majority side goes on.
+    A client that reaches only the old master: without WAIT it is told a write succeeded,
+    and that write is gone once the link is back (the old master resynchronises as a
+    replica of the new one): Redis's own limit, what the README says; with wait-replicas=1
+    no write through it is acknowledged (EIO: applied there, not confirmed) and none
+    survives."""
+    AUTO_MOUNT = False
+
+    def test_a_master_cut_off_acknowledges_nothing_with_wait(self):
+        tmp = self.local_tmpdir()
+        # Two replicas: the new master needs one of its own to confirm writes (WAIT 1).
+        net = Network(n=3)
+        self.addCleanup(net.close)
+        ha = RedisSentinel(tmp, port=servers.free_ports(6), replicas=2, name="redis-part",
+                           addrs=[net.addr(i) for i in range(3)], prefixes=[net.prefix(i) for i in range(3)])
+        self.addCleanup(ha.stop)
+        ha.start()
+        vol = harness.Volume("partvol", meta_url=ha.url(query="timeout=%ds&wait-replicas=1" % TIMEOUT_S), base=tmp)
+        self.addCleanup(vol.cleanup)
+        vol.format()
+        vol.mount()
+        with open(os.path.join(vol.mnt, "before"), "w") as f:
+            f.write("1")
+        trash_days = vol.status_json()["trash_days"]
+        old = ha.master()
+        self.assertIsNotNone(old)
+        link = "%sv%d" % (net.tag, old)
+        harness.run("ip", "link", "set", link, "down")
+        try:
+            new = ha.wait_master(not_node=old)
+            t0 = time.monotonic()
+            with open(os.path.join(vol.mnt, "during"), "w") as f:
+                f.write("2")
+            print("a write on the majority side %.2f s after the master's promotion" % (time.monotonic() - t0),
+                  file=sys.stderr)
+            alone = ha.node_url(old)
+            # Without WAIT the old master acknowledges...
+            res = harness.run(*(net.prefix(old) + [harness.tierfs_bin(), "config", alone + "?timeout=4s",
+                                                   "--trash-days", str(trash_days + 5)]))
+            self.assertEqual(res[0], 0, "the scenario did not let the cut-off master take a write\n" +
+                             harness.msg(*res))
+            # ...with wait-replicas=1 it acknowledges nothing.
+            res = harness.run(*(net.prefix(old) + [harness.tierfs_bin(), "config",
+                                                   alone + "?timeout=4s&wait-replicas=1",
+                                                   "--trash-days", str(trash_days + 7)]))
+            self.assertNotEqual(res[0], 0, "a master cut off from its replica acknowledged a write\n" +
+                                harness.msg(*res))
+            self.assertIn("confirmed it before the timeout", res[2], harness.msg(*res))
+        finally:
+            harness.run("ip", "link", "set", link, "master", net.bridge, "up")
+        # Healed: the old master becomes a replica of the new one and drops both writes,
+        # the acknowledged one included.
+        servers._wait("the old master to resynchronise as a replica",
+                      lambda: ha.role(old) == "slave" and ha.replicas_online(new) == 2, 30)
+        self.assertEqual(vol.status_json()["trash_days"], trash_days)
+        for name in ("before", "during"):
+            self.assertTrue(os.path.exists(os.path.join(vol.mnt, name)), name)
         vol.umount()
         failover_torture.fsck_clean(self, vol.meta_url)
 

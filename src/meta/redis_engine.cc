@@ -108,8 +108,9 @@ class RedisEngine final : public KvEngine {
       if (Clock::now() >= deadline) {
         return Status::Err(EIO, "metadata engine " + Describe() + ": a commit applied on the master but only " +
                                     std::to_string(have) + " of the " + std::to_string(o_.wait_replicas) +
-                                    " replicas required by wait-replicas confirmed it before the timeout; it "
-                                    "survives unless the master fails before a replica receives it");
+                                    " replicas required by wait-replicas confirmed it before the timeout; it is "
+                                    "kept only if a replica receives it before this master fails or is replaced "
+                                    "(a master cut off from the others is)");
       }
       std::vector<Cmd> cmds;
       cmds.push_back(std::move(Cmd("WAIT").Arg(o_.wait_replicas).Arg(WaitSlice(deadline))));
