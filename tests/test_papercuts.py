@@ -6,7 +6,8 @@
   a failed format or load removes the database file it created (never one that existed);
 - mounting over a non-empty directory warns (stderr and log) and still mounts;
 - `load` refuses a dump whose entries point at inodes it does not contain;
-- `df` of a file-store volume without a capacity limit shows the bucket's disk.
+- `df` of a file-store volume without a capacity limit shows the bucket's disk;
+- a read of a chunk of 1500 tiny slices (more reply pieces than writev takes) completes.
 
 Issue 22, item 8:
 - `tierfs --version` prints the version;
@@ -110,6 +111,43 @@ class InfoOfManySlicesTest(PapercutTestCase):
         self.assertEqual(info["chunks"][0]["slices"][0]["id"], whole["chunks"][0]["slices"][0]["id"])
         self.assertEqual(info["length"], 5000)
         self.assertNotIn("page", info)
+
+
+class ReadOfManyTinySlicesTest(PapercutTestCase):
+    """A read whose reply is made of more pieces than writev takes (IOV_MAX, 1024): a
+    journal of lines appended and fsync'd one at a time while compaction could not keep up
+    (seen on etcd under leader kills). The reply failed before reaching the kernel, which
+    then kept the reader waiting for good. TIERFS_FAULT_NO_COMPACTION stands for the
+    compaction that failed."""
+
+    LINES = 1500
+
+    def test_a_read_of_1500_slices_returns_them_all(self):
+        v = self.vol_()
+        v.format()
+        res = v.mount_at(v.mnt, "--no-sync-blocks", env=dict(os.environ, TIERFS_FAULT_NO_COMPACTION="1"))
+        self.assertEqual(res[0], 0, msg(*res))
+        p = v.path("journal")
+        want = b""
+        with open(p, "ab", buffering=0) as f:
+            for i in range(self.LINES):
+                line = b"line %05d\n" % i
+                f.write(line)
+                os.fsync(f.fileno())
+                want += line
+        rc, out, err = tierfs("info", p, "--json")
+        self.assertEqual(rc, 0, msg(rc, out[:500], err))
+        slices = sum(len(c["slices"]) for c in json.loads(out)["chunks"])
+        self.assertGreater(slices, 1024, "compaction ran: the read would not need that many pieces")
+        # A fresh client with an empty disk cache: each slice's block comes from the store
+        # and goes to the kernel as a piece of its own.
+        v.umount()
+        res = v.mount_at(v.mnt, "--cache-dir", os.path.join(v.dir, "fresh-cache"))
+        self.assertEqual(res[0], 0, msg(*res))
+        # In a process of its own, so a hung read fails the test instead of hanging it.
+        res = run("timeout", "60", "cat", p)
+        self.assertEqual(res[0], 0, "the read did not complete: " + msg(res[0], "", res[2]))
+        self.assertEqual(res[1].encode(), want)
 
 
 class MissingSqliteFileTest(PapercutTestCase):

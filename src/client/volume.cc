@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <chrono>
 
@@ -208,6 +210,11 @@ Status Volume::Start() {
   vopts.open_cache_ns = static_cast<int64_t>(o.open_cache * 1e9);
   vopts.atime = o.atime;
   vopts.compactor.release_grace_ns = static_cast<int64_t>(o.compact_grace * 1e9);
+  if (const char* f = getenv("TIERFS_FAULT_NO_COMPACTION"); f && *f == '1') {
+    // A chunk of thousands of slices, as when compaction keeps failing (tests only).
+    spdlog::warn("TIERFS_FAULT_NO_COMPACTION: this client never compacts a chunk (tests only)");
+    vopts.compactor.check_after = vopts.compactor.max_records = UINT32_MAX;
+  }
   if (group_) vopts.group_stats = [gr = group_.get()] { return gr->StatsJson(); };
   vfs_ = std::make_unique<Vfs>(meta_.get(), cached_.get(), vopts);
   return Status::OK();

@@ -474,6 +474,9 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 }
 
 thread_local std::vector<char> tls_read_buf;
+thread_local std::vector<char> tls_gather_buf;  // a reply of more than kMaxReplyPieces pieces
+// Pieces a read's reply may have as vectors of its own (IOV_MAX is 1024, the header is one).
+constexpr size_t kMaxReplyPieces = 512;
 thread_local ReadPieces tls_read_pieces;
 thread_local std::vector<iovec> tls_read_iov;
 
@@ -492,12 +495,28 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     return Reply(req, r.status());
   }
   tls_read_iov.clear();
-  for (const ReadPiece& p : tls_read_pieces.pieces()) tls_read_iov.push_back({const_cast<char*>(p.data), p.len});
-  if (tls_read_iov.empty()) {
-    fuse_reply_buf(req, nullptr, 0);
+  const auto& pieces = tls_read_pieces.pieces();
+  if (pieces.size() > kMaxReplyPieces) {
+    // writev takes at most IOV_MAX (1024) vectors, the reply's header among them: a read of
+    // a chunk made of thousands of tiny slices (lines appended and fsync'd one at a time,
+    // compaction behind) had more pieces, its reply failed with EINVAL before reaching the
+    // kernel, and the kernel kept the request, and the reader, waiting for good (found by
+    // the etcd failover soak). Such a read is gathered into one buffer.
+    size_t total = 0;
+    for (const ReadPiece& p : pieces) total += p.len;
+    if (tls_gather_buf.size() < total) tls_gather_buf.resize(total);
+    size_t at = 0;
+    for (const ReadPiece& p : pieces) {
+      memcpy(tls_gather_buf.data() + at, p.data, p.len);
+      at += p.len;
+    }
+    tls_read_iov.push_back({tls_gather_buf.data(), total});
   } else {
-    fuse_reply_iov(req, tls_read_iov.data(), static_cast<int>(tls_read_iov.size()));
+    for (const ReadPiece& p : pieces) tls_read_iov.push_back({const_cast<char*>(p.data), p.len});
   }
+  int rc = tls_read_iov.empty() ? fuse_reply_buf(req, nullptr, 0)
+                                : fuse_reply_iov(req, tls_read_iov.data(), static_cast<int>(tls_read_iov.size()));
+  if (rc < 0 && rc != -ENOENT) spdlog::error("the reply to a read of inode {} failed: {}", ino, strerror(-rc));
   tls_read_pieces.Clear();  // releases the blocks held for the reply
 }
 
