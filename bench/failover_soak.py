@@ -57,6 +57,18 @@ def main():
               file=sys.stderr)
         rows.append("- **%s**: %s (%.0f s). %s%s" % (title, verdict, took,
                                                       " ".join(report) if report else "No report line.", why))
+    # Engines not run this time keep their rows from the last run, marked as such.
+    doc = os.path.join(REPO, "docs", "benchmarks.md")
+    ran = {TESTS[name][2] for name in (a.engines or list(TESTS))}
+    kept = []
+    if os.path.exists(doc):
+        text = open(doc).read()
+        if BEGIN in text and END in text:
+            for line in text[text.index(BEGIN):text.index(END)].splitlines():
+                title = line[4:].split("**")[0] if line.startswith("- **") else None
+                if title and title not in ran:
+                    kept.append(line if "(an earlier run)" in line else line + " (an earlier run)")
+    rows = kept + rows
     cmd = "sudo bench/failover_soak.py " + " ".join(sys.argv[1:])
     section = "\n".join([BEGIN, "## Failover soak: leaders killed for minutes under two mounts' writers", "",
                          "`%s` (%s, %d cores). Each engine's failover test run for %.0f minutes instead of CI's"
@@ -64,9 +76,9 @@ def main():
                          " fsck was clean, each writer made progress after every kill and no operation waited"
                          " past the META-URL's timeout." % (cmd, time.strftime("%Y-%m-%d"), os.cpu_count(),
                                                             a.minutes), ""] + rows + [END])
-    write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, section)
+    write_section(doc, BEGIN, END, section)
     print(section)
-    return 0 if all("passed" in r for r in rows) else 1
+    return 0 if all("passed" in r for r in rows if "(an earlier run)" not in r) else 1
 
 
 if __name__ == "__main__":

@@ -217,8 +217,15 @@ def check_progress(test, writers, kills, bound_s):
     for w in writers:
         took, which = w.slowest_call
         test.assertLess(took, bound_s, "a system call (%s) waited past the engine's retry bound" % which)
-        for k, k_next in zip(kills, kills[1:] + [float("inf")]):
-            test.assertTrue(any(k < t < k_next for t in w.done_at), "no operation completed after a kill")
+        for n, (k, k_next) in enumerate(zip(kills, kills[1:] + [float("inf")])):
+            if not any(k < t < k_next for t in w.done_at):
+                before = [t - k for t in w.done_at if t <= k][-1:]
+                after = [t - k for t in w.done_at if t >= k_next][:1]
+                test.fail("writer %s: no operation completed between kill %d of %d and the next (%.1f s later);"
+                          " its last before came %s s before, its first after %s s after the kill; slowest call"
+                          " %.1f s (%s)" % (os.path.basename(w.dir), n + 1, len(kills), k_next - k,
+                                           ["%.1f" % -x for x in before], ["%.1f" % x for x in after],
+                                           took, which))
 
 
 def check_acknowledged(test, mnt, writers):

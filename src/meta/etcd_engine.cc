@@ -15,6 +15,7 @@
 #include "meta/etcd_options.h"
 #include "meta/etcd_txn.h"
 #include "meta/etcd_watch.h"
+#include "meta/meta_retry_timeout.h"
 #include "meta/txn_nesting.h"
 
 namespace tierfs {
@@ -57,7 +58,7 @@ class EtcdEngine final : public KvEngine {
       return Status::Err(EDEADLK, "nested transaction on metadata engine " + Describe() + " (programming error)");
     }
     TxnNesting::Mark mark(this);
-    auto deadline = Clock::now() + o_.deadline;
+    auto deadline = Clock::now() + TxnBudgetScope::Cap(o_.deadline);
     etcd::DeadlineScope bounded(deadline);
     return RetryAttempts(Describe(), read_only ? "a read transaction" : "a write transaction", deadline,
                          [&]() { return RunOnce(fn, read_only, deadline); });

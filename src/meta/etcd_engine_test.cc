@@ -26,6 +26,7 @@
 #include "meta/change_watch.h"
 #include "meta/key_schema.h"
 #include "meta/kv_engine.h"
+#include "meta/meta_retry_timeout.h"
 
 namespace tierfs {
 namespace {
@@ -451,6 +452,34 @@ TEST(EtcdEngine, AWatchSaysWhichInodesAndNamesChanged) {
   EXPECT_EQ(entry.kind, MetaChange::kEntry);
   EXPECT_EQ(entry.parent, 1u);
   EXPECT_EQ(entry.name, "name");
+}
+
+TEST(EtcdEngine, ABudgetScopeBoundsATransactionThatKeepsConflicting) {
+  std::string url = ServerUrl("TIERFS_TEST_ETCD_URL", "etcd_test_budget");
+  if (url.empty()) GTEST_SKIP() << "no test cluster: run through ctest, which starts one";
+  auto a = OpenKvEngine(url + "?timeout=60s"), b = OpenKvEngine(url);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(Put(**a, "hot", "0").ok());
+  int attempts = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  Status st;
+  {
+    TxnBudgetScope budget(std::chrono::milliseconds(500));
+    TxnBudgetScope outer_is_longer(std::chrono::seconds(30));  // nested: the shortest wins
+    st = (*a)->Txn([&](KvTxn& t) -> Status {
+      ++attempts;
+      ASSIGN_OR_RETURN(auto v, t.Get("hot"));
+      EXPECT_TRUE(Put(**b, "hot", std::to_string(attempts)).ok());  // every attempt loses
+      return t.Put("hot", "mine");
+    });
+  }
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(st.code(), EIO) << st.ToString();
+  EXPECT_NE(st.message().find("still conflicted"), std::string::npos) << st.message();
+  EXPECT_GT(attempts, 1);
+  // Bounded by the scope, not by the URL's 60 s.
+  EXPECT_LT(took, std::chrono::seconds(20));
+  EXPECT_EQ(TxnBudgetScope::Cap(std::chrono::seconds(60)), std::chrono::seconds(60));  // scopes gone
 }
 
 TEST(EtcdEngine, AWatchNeedsTheGrpcApi) {

@@ -1,5 +1,7 @@
 #include "meta/kv_engine.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <cerrno>
 
@@ -27,6 +29,18 @@ std::atomic<int64_t> g_retry_timeout_ms{0};
 void SetMetaRetryTimeout(std::chrono::milliseconds bound) { g_retry_timeout_ms = bound.count(); }
 
 std::chrono::milliseconds MetaRetryTimeout() { return std::chrono::milliseconds(g_retry_timeout_ms.load()); }
+
+namespace {
+thread_local std::chrono::milliseconds t_budget{0};  // 0: no scope
+}  // namespace
+
+TxnBudgetScope::TxnBudgetScope(std::chrono::milliseconds budget) : saved_(t_budget) {
+  t_budget = saved_.count() > 0 ? std::min(saved_, budget) : budget;
+}
+TxnBudgetScope::~TxnBudgetScope() { t_budget = saved_; }
+std::chrono::milliseconds TxnBudgetScope::Cap(std::chrono::milliseconds d) {
+  return t_budget.count() > 0 ? std::min(d, t_budget) : d;
+}
 
 Result<std::unique_ptr<KvEngine>> OpenKvEngine(const std::string& meta_url, MissingDatabase missing) {
   auto parsed = ParseUrl(meta_url);

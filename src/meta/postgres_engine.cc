@@ -20,6 +20,7 @@
 #include "meta/postgres_conn.h"
 #include "meta/postgres_params.h"
 #include "meta/postgres_txn.h"
+#include "meta/meta_retry_timeout.h"
 #include "meta/txn_nesting.h"
 
 namespace tierfs {
@@ -208,7 +209,7 @@ Status Ambiguous(const std::string& server, const Status& why) {
 template <typename F>
 Status PostgresEngine::WithRetry(const char* what, F&& attempt) {
   const auto start = Clock::now();
-  const auto deadline = start + params_.timeout;
+  const auto deadline = start + TxnBudgetScope::Cap(params_.timeout);
   bool warned = false;
   bool reconnected = false;
   for (int n = 0;; ++n) {

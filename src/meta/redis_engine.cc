@@ -19,6 +19,7 @@
 #include "meta/redis_options.h"
 #include "meta/redis_sentinel.h"
 #include "meta/redis_txn.h"
+#include "meta/meta_retry_timeout.h"
 #include "meta/txn_nesting.h"
 
 namespace tierfs {
@@ -131,7 +132,7 @@ class RedisEngine final : public KvEngine {
           EDEADLK, "nested transaction on metadata engine " + Describe() + " (programming error)");
     }
     TxnNesting::Mark mark(this);
-    auto deadline = Clock::now() + o_.deadline;
+    auto deadline = Clock::now() + TxnBudgetScope::Cap(o_.deadline);
     return WithRetry(read_only ? "a read transaction" : "a write transaction", deadline,
                      [&]() { return RunOnce(fn, read_only, deadline); });
   }

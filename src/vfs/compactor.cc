@@ -11,12 +11,14 @@
 #include "chunk/slice_writer.h"
 #include "common/clock.h"
 #include "meta/meta.h"
+#include "meta/meta_retry_timeout.h"
 #include "meta/slice_map.h"
 
 namespace tierfs {
 
 namespace {
 constexpr uint32_t kCopyPiece = 4u << 20;  // bytes read and written at a time
+constexpr std::chrono::seconds kWriterCompactionBudget(2);
 }  // namespace
 
 CompactStats& CompactStats::operator+=(const CompactStats& o) {
@@ -60,7 +62,9 @@ void Compactor::NoteCommit(Ino ino, uint32_t index) {
   }
   if (now) {
     // The background has not kept up: this writer waits for its chunk, which bounds what
-    // a read of the chunk scans.
+    // a read of the chunk scans; for 2 s of metadata retries at most, after which the
+    // background carries on (meta_retry_timeout.h says what waiting longer did).
+    TxnBudgetScope budget(kWriterCompactionBudget);
     auto st = CompactChunk(ino, index, /*force=*/false);
     if (!st.ok()) spdlog::warn("compaction of inode {} chunk {}: {}", ino, index, st.status().ToString());
   }
