@@ -285,6 +285,35 @@ def engine_suites(test, env_var, base_url, kind):
               file=sys.stderr)
 
 
+def partition_start(vol):
+    """A partition test's volume: formatted, mounted, a file "before" written. Returns the
+    volume's trash_days: the setting a client cut off with a minority then tries to change."""
+    vol.format()
+    vol.mount()
+    with open(os.path.join(vol.mnt, "before"), "w") as f:
+        f.write("1")
+    return vol.status_json()["trash_days"]
+
+
+def write_on_the_majority_side(vol, since):
+    """Writes "during" through the volume's mount, on the majority's side of a cut, and says
+    how long it took after `since` (what was cut)."""
+    t0 = time.monotonic()
+    with open(os.path.join(vol.mnt, "during"), "w") as f:
+        f.write("2")
+    print("a write on the majority side %.2f s after %s" % (time.monotonic() - t0, since), file=sys.stderr)
+
+
+def partition_healed(test, vol, trash_days):
+    """After the link is back: the cut-off client's write is nowhere, both files are there,
+    and fsck is clean."""
+    test.assertEqual(vol.status_json()["trash_days"], trash_days)
+    for name in ("before", "during"):
+        test.assertTrue(os.path.exists(os.path.join(vol.mnt, name)), name)
+    vol.umount()
+    fsck_clean(test, vol.meta_url)
+
+
 def fsck_clean(test, meta_url):
     rc, out, err = harness.tierfs("fsck", meta_url)
     test.assertEqual(rc, 0, harness.msg(rc, out, err))

@@ -84,22 +84,14 @@ class EtcdPartitionTest(harness.TierFSTestCase):
         etcd.start()
         vol = harness.Volume("partvol", meta_url=etcd.url("part") + "?timeout=%ds" % TIMEOUT_S, base=tmp)
         self.addCleanup(vol.cleanup)
-        vol.format()
-        vol.mount()
-        with open(os.path.join(vol.mnt, "before"), "w") as f:
-            f.write("1")
-        trash_days = vol.status_json()["trash_days"]
+        trash_days = failover_torture.partition_start(vol)
         k = etcd.leader()
         self.assertIsNotNone(k)
         veth = "%sv%d" % (net.tag, k)
         harness.run("ip", "link", "set", veth, "down")
         try:
             # The majority elects a leader and the mount goes on.
-            t0 = time.monotonic()
-            with open(os.path.join(vol.mnt, "during"), "w") as f:
-                f.write("2")
-            print("a write on the majority side %.2f s after the leader's link went down" %
-                  (time.monotonic() - t0), file=sys.stderr)
+            failover_torture.write_on_the_majority_side(vol, "the leader's link went down")
             # The member cut off, alone: no write succeeds through it.
             alone = "etcd://%s/part?timeout=4s" % etcd.endpoint(k)
             res = harness.run(*(net.prefix(k) + [harness.tierfs_bin(), "config", alone, "--trash-days",

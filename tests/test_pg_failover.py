@@ -151,21 +151,13 @@ class PgPartitionTest(harness.TierFSTestCase):
         pg.create_database(DB)
         vol = harness.Volume("pgpart", meta_url=pg.url(DB) + "?timeout=%ds" % TIMEOUT_S, base=tmp)
         self.addCleanup(vol.cleanup)
-        vol.format()
-        vol.mount()
-        with open(os.path.join(vol.mnt, "before"), "w") as f:
-            f.write("1")
-        trash_days = vol.status_json()["trash_days"]
+        trash_days = failover_torture.partition_start(vol)
         k = pg.primary()
         self.assertIsNotNone(k)
         link = "%sv%d" % (net.tag, k)
         harness.run("ip", "link", "set", link, "down")
         try:
-            t0 = time.monotonic()
-            with open(os.path.join(vol.mnt, "during"), "w") as f:
-                f.write("2")
-            print("a write on the majority side %.2f s after the primary's link went down" %
-                  (time.monotonic() - t0), file=sys.stderr)
+            failover_torture.write_on_the_majority_side(vol, "the primary's link went down")
             self.assertNotEqual(pg.primary(), k)
             # The old primary, alone: no write through it is acknowledged.
             alone = "postgres://postgres:%s@%s:%d/%s?timeout=8s" % (pg.PASSWORD, net.addr(k), pg.pg_port(k), DB)
@@ -176,11 +168,7 @@ class PgPartitionTest(harness.TierFSTestCase):
         finally:
             harness.run("ip", "link", "set", link, "master", net.bridge, "up")
         pg.wait_ready(120)  # the old primary rejoins as a replica (pg_rewind)
-        self.assertEqual(vol.status_json()["trash_days"], trash_days)
-        for name in ("before", "during"):
-            self.assertTrue(os.path.exists(os.path.join(vol.mnt, name)), name)
-        vol.umount()
-        failover_torture.fsck_clean(self, vol.meta_url)
+        failover_torture.partition_healed(self, vol, trash_days)
 
 
 if __name__ == "__main__":

@@ -249,22 +249,14 @@ class PartitionTest(harness.TierFSTestCase):
         ha.start()
         vol = harness.Volume("partvol", meta_url=ha.url(query="timeout=%ds&wait-replicas=1" % TIMEOUT_S), base=tmp)
         self.addCleanup(vol.cleanup)
-        vol.format()
-        vol.mount()
-        with open(os.path.join(vol.mnt, "before"), "w") as f:
-            f.write("1")
-        trash_days = vol.status_json()["trash_days"]
+        trash_days = failover_torture.partition_start(vol)
         old = ha.master()
         self.assertIsNotNone(old)
         link = "%sv%d" % (net.tag, old)
         harness.run("ip", "link", "set", link, "down")
         try:
             new = ha.wait_master(not_node=old)
-            t0 = time.monotonic()
-            with open(os.path.join(vol.mnt, "during"), "w") as f:
-                f.write("2")
-            print("a write on the majority side %.2f s after the master's promotion" % (time.monotonic() - t0),
-                  file=sys.stderr)
+            failover_torture.write_on_the_majority_side(vol, "the master's promotion")
             alone = ha.node_url(old)
             # Without WAIT the old master acknowledges...
             res = harness.run(*(net.prefix(old) + [harness.tierfs_bin(), "config", alone + "?timeout=4s",
@@ -284,11 +276,7 @@ class PartitionTest(harness.TierFSTestCase):
         # the acknowledged one included.
         servers._wait("the old master to resynchronise as a replica",
                       lambda: ha.role(old) == "slave" and ha.replicas_online(new) == 2, 30)
-        self.assertEqual(vol.status_json()["trash_days"], trash_days)
-        for name in ("before", "during"):
-            self.assertTrue(os.path.exists(os.path.join(vol.mnt, name)), name)
-        vol.umount()
-        failover_torture.fsck_clean(self, vol.meta_url)
+        failover_torture.partition_healed(self, vol, trash_days)
 
 
 if __name__ == "__main__":
