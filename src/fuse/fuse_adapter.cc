@@ -28,6 +28,7 @@
 #include "fuse/access_log.h"
 #include "fuse/fuse_internal.h"
 #include "fuse/name_hints.h"
+#include "fuse/raw_notify.h"
 #include "fuse/remote_invalidation.h"
 #include "meta/meta.h"
 #include "metrics/metrics.h"
@@ -591,18 +592,8 @@ void NotifyInvalEntryDetached(fuse_session* se, uint64_t parent, const std::stri
   int fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return;
   std::thread([fd, parent, name] {
-    fuse_out_header out{};
-    fuse_notify_inval_entry_out arg{};
-    arg.parent = parent;
-    arg.namelen = static_cast<uint32_t>(name.size());
-    const char nul = '\0';
-    iovec iov[] = {{&out, sizeof out}, {&arg, sizeof arg}, {const_cast<char*>(name.data()), name.size()},
-                   {const_cast<char*>(&nul), 1}};
-    out.len = static_cast<uint32_t>(sizeof out + sizeof arg + name.size() + 1);
-    out.error = FUSE_NOTIFY_INVAL_ENTRY;
-    out.unique = 0;
-    if (writev(fd, iov, 4) < 0 && errno != ENOENT) {
-      spdlog::debug("dropping the kernel's entry {}/{}: {}", parent, name, strerror(errno));
+    if (int rc = NotifyInvalEntry(fd, parent, name); rc < 0 && rc != -ENOENT) {
+      spdlog::debug("dropping the kernel's entry {}/{}: {}", parent, name, strerror(-rc));
     }
     close(fd);
   }).detach();

@@ -3,10 +3,8 @@
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
-#include <linux/fuse.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "fuse/fuse_internal.h"
+#include "fuse/raw_notify.h"
 #include "meta/change_watch.h"
 #include "meta/kv_engine.h"
 #include "metrics/metrics.h"
@@ -59,33 +58,10 @@ struct RemoteInvalidation::Notifier {
   uint64_t KernelIno(uint64_t ino) const { return fuse_internal::InoOut(root, ino); }
 
   void Send(const MetaChange& c) {
-    fuse_out_header out{};
-    out.unique = 0;
-    ssize_t n;
-    if (c.kind == MetaChange::kAttr) {
-      fuse_notify_inval_inode_out arg{};
-      arg.ino = KernelIno(c.ino);
-      arg.off = -1;  // attributes only: the pages stay (close-to-open)
-      arg.len = 0;
-      out.error = FUSE_NOTIFY_INVAL_INODE;
-      out.len = sizeof out + sizeof arg;
-      iovec iov[] = {{&out, sizeof out}, {&arg, sizeof arg}};
-      n = writev(fd, iov, 2);
-    } else {
-      fuse_notify_inval_entry_out arg{};
-      arg.parent = KernelIno(c.parent);
-      arg.namelen = static_cast<uint32_t>(c.name.size());
-      const char nul = '\0';
-      out.error = FUSE_NOTIFY_INVAL_ENTRY;
-      out.len = static_cast<uint32_t>(sizeof out + sizeof arg + c.name.size() + 1);
-      iovec iov[] = {{&out, sizeof out},
-                     {&arg, sizeof arg},
-                     {const_cast<char*>(c.name.data()), c.name.size()},
-                     {const_cast<char*>(&nul), 1}};
-      n = writev(fd, iov, 4);
-    }
+    int rc = c.kind == MetaChange::kAttr ? NotifyInvalAttrs(fd, KernelIno(c.ino))
+                                         : NotifyInvalEntry(fd, KernelIno(c.parent), c.name);
     // ENOENT: the kernel does not hold that inode or name, the common case.
-    if (n < 0 && errno != ENOENT) spdlog::debug("remote invalidation: {}", strerror(errno));
+    if (rc < 0 && rc != -ENOENT) spdlog::debug("remote invalidation: {}", strerror(-rc));
     static metrics::Counter& attrs = metrics::Default().GetCounter(
         "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
         {{"kind", "attr"}});

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -68,6 +69,7 @@ class EtcdEngine final : public KvEngine {
     std::lock_guard<std::mutex> l(watch_mu_);
     if (!on_change) {
       watcher_.reset();  // joins the watch thread
+      watching_ = false;
       return Status::OK();
     }
     if (o_.client.api != etcd::ClientOptions::Api::kGrpc) {
@@ -78,9 +80,14 @@ class EtcdEngine final : public KvEngine {
     etcd::DeadlineScope bounded(Clock::now() + o_.deadline);
     Op now;
     now.key = etcd::EtcdTxn::VersionKey(o_);
-    ASSIGN_OR_RETURN(auto r, c_.Range(now));
+    watching_ = true;  // before the start revision is read: every later commit is recorded
+    auto r = c_.Range(now);
+    if (!r.ok()) {
+      watching_ = false;
+      return r.status();
+    }
     watcher_ = std::make_unique<etcd::Watcher>(c_, o_.client.endpoints.size(), o_.prefix,
-                                               etcd::EtcdTxn::ValueKey(o_, ""), CommitMarkerKey(""), r.revision,
+                                               etcd::EtcdTxn::ValueKey(o_, ""), CommitMarkerKey(""), r->revision,
                                                &own_commits_, std::move(on_change));
     return Status::OK();
   }
@@ -222,7 +229,8 @@ class EtcdEngine final : public KvEngine {
     Op read_marker;
     read_marker.key = marker;
     bool maybe = false;
-    own_commits_.Add(marker);  // before sending: the watch may report the commit before its answer
+    // Before sending: the watch may report the commit before its answer.
+    if (watching_.load(std::memory_order_relaxed)) own_commits_.Add(marker);
     auto r = c_.Txn(compares, ops, {read_marker}, &maybe);
     if (r.ok()) {
       if (r->succeeded || Applied(*r)) return Attempt::Done(Status::OK());
@@ -281,7 +289,8 @@ class EtcdEngine final : public KvEngine {
   std::mutex lease_mu_;
   int64_t lease_ = 0;
   Clock::time_point lease_granted_;
-  etcd::OwnCommits own_commits_;
+  etcd::OwnCommits own_commits_;  // recorded only while watched
+  std::atomic<bool> watching_{false};
   std::mutex watch_mu_;
   std::unique_ptr<etcd::Watcher> watcher_;  // guarded by watch_mu_; declared last: stopped first
 };
