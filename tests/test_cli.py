@@ -24,7 +24,8 @@ from harness import Volume, is_mounted, msg, pid_alive, run, tierfs, wait_for
 SUBCOMMANDS = {
     "format": ["--storage", "--bucket", "--block-size", "--force"],
     "mount": ["--log", "--attr-cache", "--entry-cache", "--buffer-size", "--cache-dir", "--cache-size", "--free-space-ratio",
-              "--mem-cache-size", "--cache-writes", "--fuse-threads"],
+              "--mem-cache-size", "--cache-writes", "--fuse-threads", "--no-passthrough",
+              "--passthrough-min-size", "--passthrough-cache-size"],
     "umount": ["--force", "--wait"],
     "status": ["--json"],
     "info": ["--json"],

@@ -11,6 +11,7 @@
 
 #include "chunk/cache_folders.h"
 #include "chunk/cached_store.h"
+#include "chunk/flat_files.h"
 #include "client/open.h"
 #include "common/clock.h"
 #include "common/size.h"
@@ -138,6 +139,31 @@ void LogCacheState(CachedStore* store, const StoreConfig& cfg) {
     spdlog::warn("no usable disk cache directory; reads not in memory go to the object store");
   }
   ReportOtherVolumeFolders(cfg.disk.dirs, cfg.disk.volume_uuid);
+}
+
+Result<std::unique_ptr<FlatFiles>> OpenFlatCopies(CachedStore* store, const CacheArgs& args,
+                                                  const std::string& size) {
+  uint64_t capacity = 0;
+  if (!size.empty()) {
+    auto n = ParseSize(size);
+    if (!n.ok()) return Status::Err(EINVAL, "--passthrough-cache-size: " + n.status().message());
+    capacity = *n;
+  } else {
+    auto n = ParseSize(args.cache_size);
+    if (!n.ok()) return Status::Err(EINVAL, "--cache-size: " + n.status().message());
+    capacity = *n / 4;
+  }
+  DiskCache* disk = store->disk();
+  if (!disk || disk->roots().empty() || capacity == 0) {
+    spdlog::info("FUSE passthrough off: it reads copies kept in the disk cache, and there is none");
+    return std::unique_ptr<FlatFiles>();
+  }
+  auto flat = FlatFiles::Open(disk->roots().front() + "/flat", capacity, args.free_space_ratio);
+  if (!flat.ok()) {
+    spdlog::warn("FUSE passthrough off: {}", flat.status().message());
+    return std::unique_ptr<FlatFiles>();
+  }
+  return std::move(*flat);
 }
 
 }  // namespace tierfs::client

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 namespace tierfs {
 class CachedStore;
+class FlatFiles;
 struct FormatRecord;
 struct StoreConfig;
 }  // namespace tierfs
@@ -49,6 +51,10 @@ constexpr int64_t kDayNs = 86400LL * 1000000000;
 std::vector<std::string> StagingDirsFor(const CacheArgs& args, const FormatRecord& fmt);
 // Logs what the disk cache holds at start, or warns that no directory is usable.
 void LogCacheState(CachedStore* store, const StoreConfig& cfg);
+// The whole-file copies FUSE passthrough reads (chunk/flat_files.h), in the first cache
+// directory, taking `size` bytes ("": a quarter of --cache-size). Null, with the reason
+// logged, without a disk cache or when the folder cannot be used; EINVAL for a bad size.
+Result<std::unique_ptr<FlatFiles>> OpenFlatCopies(CachedStore* store, const CacheArgs& args, const std::string& size);
 // The default cache directory (--cache-dir): /var/cache/tierfs for root, ~/.cache/tierfs else.
 std::string DefaultCacheDir();
 // --cache-dir's list of directories (DIR[:DIR...]).

@@ -15,6 +15,8 @@
 #include <iostream>
 #include <thread>
 
+#include "chunk/flat_files.h"
+#include "client/cache_setup.h"
 #include "client/volume.h"
 #include "cmd/client_options.h"
 #include "cmd/commands.h"
@@ -23,6 +25,7 @@
 #include "cmd/mount_args.h"
 #include "cmd/mount_checks.h"
 #include "cmd/util.h"
+#include "common/size.h"
 #include "fuse/fuse_adapter.h"
 #include "meta/kv_engine.h"
 #include "meta/meta.h"
@@ -162,6 +165,14 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   fopts.entry_timeout = a.entry_cache;
   fopts.dir_entry_timeout = a.dir_entry_cache;
   fopts.meta_watch = !a.no_meta_watch;
+  fopts.passthrough = !a.no_passthrough;
+  if (fopts.passthrough) {
+    auto min_size = ParseSize(a.passthrough_min_size);
+    if (!min_size.ok()) return fail(Status::Err(EINVAL, "--passthrough-min-size: " + min_size.status().message()));
+    auto flat = client::OpenFlatCopies((*volume)->store(), a.cache, a.passthrough_cache_size);
+    if (!flat.ok()) return fail(flat.status());
+    if (*flat) (*volume)->vfs()->EnableFlatCopies(std::move(*flat), *min_size);
+  }
   // A mirror opens read-only whatever was asked (client/volume.cc): so does the kernel mount.
   if ((*volume)->read_only() && !ro) mount_opts.push_back("ro");
   fopts.mount_options = mount_opts;

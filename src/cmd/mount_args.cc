@@ -30,6 +30,16 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
   sub->add_flag("--no-meta-watch", a->no_meta_watch,
                 "Do not drop the kernel's cached attributes and names as other clients change them (etcd pushes "
                 "changes; other engines rely on the timeouts above alone)");
+  sub->add_flag("--no-passthrough", a->no_passthrough,
+                "Never let the kernel read cached files directly (FUSE passthrough, Linux 6.9+): by default a "
+                "file whose blocks are all in the disk cache gets a verified whole-file copy there, and later "
+                "read-only opens read it at the disk's speed; while such an open lasts, the file cannot be "
+                "opened for writing on this host (ETXTBSY)");
+  sub->add_option("--passthrough-min-size", a->passthrough_min_size,
+                  "Smallest file given a passthrough copy")
+      ->capture_default_str();
+  sub->add_option("--passthrough-cache-size", a->passthrough_cache_size,
+                  "Disk space for passthrough copies, beside the block cache (default: a quarter of --cache-size)");
   sub->add_option("--buffer-size", a->buffer_size,
                   "Memory for data in flight: 1/2 for written data awaiting upload, 1/2 for prefetches and "
                   "recycled buffers")

@@ -25,6 +25,9 @@ struct MountArgs {
   bool require_safe_meta = false;
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   bool no_meta_watch = false;
+  bool no_passthrough = false;
+  std::string passthrough_min_size = "1M";
+  std::string passthrough_cache_size;  // "": a quarter of --cache-size
   std::string buffer_size = "300M";
   client::CacheArgs cache;
   client::GroupArgs group;

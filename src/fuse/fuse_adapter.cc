@@ -27,6 +27,7 @@
 #include "chunk/read_pieces.h"
 #include "fuse/access_log.h"
 #include "fuse/fuse_internal.h"
+#include "fuse/kernel_passthrough.h"
 #include "fuse/name_hints.h"
 #include "fuse/raw_notify.h"
 #include "fuse/remote_invalidation.h"
@@ -418,62 +419,6 @@ void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
   ReplyEntry(req, *r);
 }
 
-void FillOpen(fuse_file_info* fi, const OpenResult& o) {
-  fi->fh = o.fh;
-  fi->keep_cache = o.keep_cache ? 1 : 0;
-  // O_DIRECT opens are not FOPEN_DIRECT_IO: the kernel then serves them through its own
-  // direct-I/O path, which writes back dirty pages before and drops cached ones after
-  // every direct write, also when an AIO write completes, and allows mmap of the file
-  // (FOPEN_DIRECT_IO refuses shared mappings, and dropped the cache before an AIO write
-  // had reached us, so buffered readers could cache the old data again).
-  fi->direct_io = 0;
-}
-
-void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  OpTimer timer(kOpOpen, req, ino);
-  if (ino == kAccessLogIno) {
-    if ((fi->flags & O_ACCMODE) != O_RDONLY) return ReplyErr(req, EACCES);
-    if (fuse_req_ctx(req)->uid != 0) return ReplyErr(req, EACCES);  // it shows every user's requests
-    fi->fh = AccessLog::Open();
-    fi->direct_io = 1;
-    fi->nonseekable = 1;
-    fi->keep_cache = 0;
-    if (fuse_reply_open(req, fi) == -ENOENT) AccessLog::Close(fi->fh);
-    return;
-  }
-  auto r = V(req)->Open(MakeCtx(req, ino), In(req, ino), fi->flags);
-  if (!r.ok()) return Reply(req, r.status());
-  if (r->atime_marked) {
-    // Reads the kernel serves from its page cache never reach us, so the open set the
-    // access time: the kernel's cached attributes go (only those: offset -1), or stat
-    // would show the old time until they expire.
-    fuse_session* se = static_cast<Ctxt*>(fuse_req_userdata(req))->se;
-    if (se) fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
-  }
-  FillOpen(fi, *r);
-  if (fuse_reply_open(req, fi) == -ENOENT) V(req)->Release(r->fh).ok();
-}
-
-void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  OpTimer timer(kOpCreate, req, parent, name);
-  auto r = V(req)->Create(MakeCtx(req, parent), In(req, parent), name, mode, fi->flags);
-  if (!r.ok()) return Reply(req, r.status());
-  FillOpen(fi, r->second);
-  fuse_entry_param p;
-  memset(&p, 0, sizeof p);
-  p.ino = Out(req, r->first.ino);
-  p.generation = 1;
-  ToStat(p.ino, r->first.attr, &p.attr);
-  p.attr_timeout = O(req).attr_timeout;
-  p.entry_timeout = O(req).entry_timeout;
-  NoteReplyName(r->first.ino);
-  V(req)->NoteKernelLookup(r->first.ino);
-  if (fuse_reply_create(req, &p, fi) == -ENOENT) {
-    V(req)->Forget(r->first.ino, 1);
-    V(req)->Release(r->second.fh).ok();
-  }
-}
-
 thread_local std::vector<char> tls_read_buf;
 thread_local std::vector<char> tls_gather_buf;  // a reply of more than kMaxReplyPieces pieces
 // Pieces a read's reply may have as vectors of its own (IOV_MAX is 1024, the header is one).
@@ -551,6 +496,7 @@ void OpRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     AccessLog::Close(fi->fh);
     return ReplyErr(req, 0);
   }
+  static_cast<Ctxt*>(fuse_req_userdata(req))->opens->End(In(req, ino), fi->fh);
   Reply(req, V(req)->Release(fi->fh));
 }
 
@@ -719,7 +665,7 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const Status&)>& on_ready) {
-  Ctxt ctxt{vfs, opts, nullptr, {}, {}};
+  Ctxt ctxt{vfs, opts, nullptr, {}, {}, nullptr};
   std::vector<std::string> argv_s = {"tierfs"};
   std::string o = "fsname=" + opts.fsname + ",subtype=tierfs";
   for (const auto& m : opts.mount_options) o += "," + m;
@@ -751,6 +697,8 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     return st;
   }
   RaiseReadahead(opts.mountpoint);
+  ctxt.opens = std::make_unique<PassthroughOpens>(fuse_session_fd(se));
+  ctxt.opens->Enable(opts.passthrough && vfs->flat_files() && InstallPassthroughInit(se, true));
   on_ready(Status::OK());
   ctxt.direct.thread = std::thread(DirectWriteLoop, &ctxt);
   // The pages of files the vfs fences (Vfs::OnSessionLost) are dropped, so that reads reach

@@ -29,6 +29,9 @@ struct FuseOptions {
   // Drop the kernel's cached attributes and names as other clients change them, when the
   // metadata engine pushes changes (fuse/remote_invalidation.h; `mount --no-meta-watch`).
   bool meta_watch = true;
+  // FUSE passthrough for files with a verified flat copy (Vfs::EnableFlatCopies), where the
+  // kernel offers it (fuse/kernel_passthrough.h; `mount --no-passthrough`).
+  bool passthrough = true;
 };
 
 // Mounts, calls on_ready once the kernel mount exists, and serves requests until the file

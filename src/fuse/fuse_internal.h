@@ -12,10 +12,12 @@
 #include <deque>
 #include <mutex>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "common/status.h"
 #include "fuse/fuse_adapter.h"
+#include "fuse/passthrough_opens.h"
 #include "fuse/session_loop.h"
 #include "meta/meta.h"
 #include "vfs/vfs.h"
@@ -77,7 +79,25 @@ struct Ctxt {
   fuse_session* se = nullptr;
   LockWaiters waiters;
   DirectWriteReplies direct;
+  // The kernel io mode of every open file (fuse/passthrough_opens.h); set once the session
+  // is mounted, before it is served.
+  std::unique_ptr<PassthroughOpens> opens;
 };
+
+// The caller of a request libfuse does not parse (fuse_raw.cc): ids from the header,
+// supplementary groups from /proc when asked.
+Ctx RawCtx(const fuse_in_header& h);
+// Counts a caching-mode open of ino, then calls answer(true), which sends the reply. When
+// the file is open through passthrough here, the wait for those opens to end runs on a
+// waiter thread, which calls answer(true), or answer(false) when they did not end in time
+// (answer then releases the handle and replies ETXTBSY).
+void BeginCachedOpen(Ctxt* c, Ino ino, std::function<void(bool)> answer);
+// libfuse's open and create handlers (fuse_open.cc).
+void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
+// Answers a read-only FUSE_OPEN itself, in passthrough mode when the file's flat copy is
+// ready (fuse_passthrough.cc); false leaves the request to libfuse.
+bool HandlePassthroughOpen(Ctxt* c, const RawRequest& r);
 
 // Per-operation request counts and total latency, logged when the file system unmounts,
 // and kept as latency histograms in the metrics (metrics/metrics.h).
@@ -97,6 +117,8 @@ class OpTimer {
  public:
   explicit OpTimer(Op op);
   OpTimer(Op op, fuse_req_t req, uint64_t kernel_ino, const char* name = nullptr);
+  // A request taken raw (fuse_raw.cc): the caller and inode from its header.
+  OpTimer(Op op, struct Ctxt* c, const fuse_in_header& h);
   ~OpTimer();
   // Offset and size (read, write, fallocate...) for the access log.
   void SetArgs(uint64_t a, uint64_t b) {
@@ -108,6 +130,8 @@ class OpTimer {
   OpTimer& operator=(const OpTimer&) = delete;
 
  private:
+  void Setup(Vfs* vfs, const FuseOptions& opts, uint64_t kernel_ino, const char* name, uint32_t uid, uint32_t gid,
+             uint32_t pid);
   Op op_;
   std::chrono::steady_clock::time_point start_;
   int64_t meta_ns0_ = 0, store_ns0_ = 0;  // this thread's totals when the request began
@@ -182,7 +206,7 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 void OpReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 
-// Requests libfuse does not know (fuse_tmpfile.cc): true when it answered this one.
+// Requests libfuse does not know or cannot answer (fuse_raw.cc): true when it answered this one.
 bool HandleRawRequest(Ctxt* c, const RawRequest& r);
 
 // A read of .accesslog (fuse_access_log.cc): replies now, or later from a waiter thread.

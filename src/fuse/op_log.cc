@@ -1,5 +1,6 @@
 // What every request costs: counts, latency histograms (metrics), and the log line of a
 // slow request with its path and where the time went (metadata, object store).
+#include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -72,21 +73,30 @@ OpTimer::OpTimer(Op op) : op_(op), start_(std::chrono::steady_clock::now()) {}
 
 OpTimer::OpTimer(Op op, fuse_req_t req, uint64_t kernel_ino, const char* name)
     : op_(op), start_(std::chrono::steady_clock::now()) {
-  ino_ = In(req, kernel_ino);
+  const fuse_ctx* c = fuse_req_ctx(req);
+  Setup(V(req), O(req), kernel_ino, name, c->uid, c->gid, static_cast<uint32_t>(c->pid));
+}
+
+OpTimer::OpTimer(Op op, Ctxt* c, const fuse_in_header& h) : op_(op), start_(std::chrono::steady_clock::now()) {
+  Setup(c->vfs, c->opts, h.nodeid, nullptr, h.uid, h.gid, h.pid);
+}
+
+void OpTimer::Setup(Vfs* vfs, const FuseOptions& opts, uint64_t kernel_ino, const char* name, uint32_t uid,
+                    uint32_t gid, uint32_t pid) {
+  ino_ = InoIn(opts.root, kernel_ino);
   name_ = name;
   g_req_parent = ino_;
   g_req_name = name;
-  slow_ns_ = O(req).slow_op_ns;
+  slow_ns_ = opts.slow_op_ns;
   log_ = kernel_ino != kAccessLogIno && AccessLog::Active();
   if (slow_ns_ <= 0 && !log_) return;
   if (slow_ns_ <= 0) slow_ns_ = INT64_MAX;
-  vfs_ = V(req);
+  vfs_ = vfs;
   g_reply_err = 0;
   if (log_) {
-    const fuse_ctx* c = fuse_req_ctx(req);
-    uid_ = c->uid;
-    gid_ = c->gid;
-    pid_ = static_cast<uint32_t>(c->pid);
+    uid_ = uid;
+    gid_ = gid;
+    pid_ = pid;
   }
   const auto& t = metrics::ThisThread();
   meta_ns0_ = t.meta_ns;

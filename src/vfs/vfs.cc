@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "chunk/cached_store.h"
+#include "chunk/flat_files.h"
 #include "common/clock.h"
 #include "meta/slice_map.h"
 #include "vfs/compactor.h"
@@ -42,6 +43,7 @@ void Vfs::DropMaps(Ino ino) {
 }
 
 Vfs::~Vfs() {
+  flat_.reset();  // its builds read through the store
   meta_->SetSessionLossHandler(nullptr);
   {
     std::lock_guard<std::mutex> l(flusher_mu_);

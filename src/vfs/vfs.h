@@ -215,6 +215,21 @@ class Vfs {
   // Handles fenced so far (tests, tierfs.stats).
   uint64_t fenced_handles() const { return fenced_handles_.load(); }
 
+  // FUSE passthrough (vfs_passthrough.cc): whole-file copies (chunk/flat_files.h) of files
+  // of at least min_size bytes whose blocks are all in the disk cache. Call before serving.
+  void EnableFlatCopies(std::unique_ptr<class FlatFiles> flat, uint64_t min_size);
+  class FlatFiles* flat_files() { return flat_.get(); }
+  struct FlatCopy {
+    std::string name;  // empty: the file does not qualify (see PassthroughCopy)
+    std::string path;  // empty: no verified copy yet
+  };
+  // For handle fh, just opened read-only: the copy of the file's content as this open sees
+  // it (its name is the fingerprint of the length and slice maps the open refreshed), and
+  // its path once built and verified. A file qualifies when it is regular, at least
+  // min_size long, with no buffered writes here and every block in the disk cache; a copy
+  // of a qualifying file is queued when missing.
+  FlatCopy PassthroughCopy(uint64_t fh);
+
  private:
   // Opens with attributes read from the engine while the state's generation was `gen`.
   Result<OpenResult> OpenWithAttr(const std::shared_ptr<InodeState>& st, const Attr& a, int flags, uint64_t gen);
@@ -283,6 +298,9 @@ class Vfs {
 
   std::mutex atime_mu_;  // guards atime_queue_
   std::vector<std::shared_ptr<InodeState>> atime_queue_;  // inodes with an access time to write
+
+  std::unique_ptr<class FlatFiles> flat_;  // null: no passthrough copies
+  uint64_t flat_min_size_ = 0;
 
   std::thread flusher_;
   std::mutex flusher_mu_;

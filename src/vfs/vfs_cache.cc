@@ -17,6 +17,7 @@
 
 #include "chunk/block_key.h"
 #include "chunk/cached_store.h"
+#include "chunk/flat_files.h"
 #include "meta/slice_map.h"
 #include "common/clock.h"
 #include "vfs/vfs.h"
@@ -189,6 +190,12 @@ std::string Vfs::StatsJson() {
                       {"packed_blocks", s.packed_blocks}};
   }
   if (DiskCache* dc = store_->disk()) j["disk"]["roots"] = dc->roots();
+  if (flat_) {
+    FlatFilesStats f = flat_->stats();
+    j["flat_copies"] = {{"copies", f.copies}, {"bytes", f.bytes},       {"capacity", f.capacity},
+                        {"built", f.built},   {"verified", f.verified}, {"damaged", f.damaged},
+                        {"evicted", f.evicted}, {"failed", f.failed}, {"root", flat_->root()}};
+  }
   if (opts_.metrics_stats) {
     auto m = nlohmann::json::parse(opts_.metrics_stats(), nullptr, false);
     if (m.is_object()) j["metrics"] = m;

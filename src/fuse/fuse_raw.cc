@@ -1,6 +1,11 @@
-// FUSE_TMPFILE (open(2) with O_TMPFILE): newer kernels send it, libfuse 3.14 does not know
-// it and would answer ENOSYS, so the session loop hands it here raw. The request is a
-// CREATE without a name (fuse_create_in, then "/"); the answer an entry and an open file.
+// Requests libfuse 3.14 does not know, or cannot answer the way TierFS needs, taken raw by
+// the session loop (fuse/session_loop.h) before libfuse sees them:
+//   FUSE_TMPFILE  open(2) with O_TMPFILE: newer kernels send it, libfuse would answer
+//                 ENOSYS. A CREATE without a name (fuse_create_in, then "/"); the answer an
+//                 entry and an open file.
+//   FUSE_OPEN     read-only opens, when passthrough was negotiated (fuse_passthrough.cc):
+//                 the reply carries a backing id libfuse's fuse_open_out has no room for.
+//   FUSE_INIT     only looked at (fuse/kernel_passthrough.h), then left to libfuse.
 #include <linux/fuse.h>
 
 #include <cstdio>
@@ -8,6 +13,7 @@
 #include <string>
 
 #include "fuse/fuse_internal.h"
+#include "fuse/kernel_passthrough.h"
 #include "fuse/session_loop.h"
 
 namespace tierfs::fuse_internal {
@@ -33,6 +39,20 @@ std::vector<uint32_t> GroupsOf(uint32_t pid) {
   fclose(f);
   return out;
 }
+
+}  // namespace
+
+Ctx RawCtx(const fuse_in_header& h) {
+  Ctx ctx;
+  ctx.uid = h.uid;
+  ctx.gid = h.gid;
+  ctx.pid = h.pid;
+  uint32_t pid = h.pid;
+  ctx.load_groups = [pid] { return GroupsOf(pid); };
+  return ctx;
+}
+
+namespace {
 
 void ToFuseAttr(Ino ino, const Attr& a, fuse_attr* out) {
   struct stat st;
@@ -68,14 +88,9 @@ void Tmpfile(Ctxt* c, const RawRequest& r) {
   }
   fuse_create_in in;
   memcpy(&in, r.arg, sizeof in);
-  Ctx ctx;
-  ctx.uid = h.uid;
-  ctx.gid = h.gid;
-  ctx.pid = h.pid;
+  Ctx ctx = RawCtx(h);
   ctx.umask = in.umask;
-  uint32_t pid = h.pid;
-  ctx.load_groups = [pid] { return GroupsOf(pid); };
-  OpTimer timer(kOpCreate);
+  OpTimer timer(kOpCreate, c, h);
   auto made = c->vfs->Tmpfile(ctx, InoIn(c->opts.root, h.nodeid), in.mode, static_cast<int>(in.flags));
   if (!made.ok()) {
     RawReply(c->se, h.unique, -made.status().code(), {});
@@ -94,8 +109,10 @@ void Tmpfile(Ctxt* c, const RawRequest& r) {
   oo.fh = opened.fh;
   if (opened.keep_cache) oo.open_flags |= FOPEN_KEEP_CACHE;
   c->vfs->NoteKernelLookup(entry.ino);
+  if (c->opens) c->opens->TryBeginCached(entry.ino);  // a new inode: no passthrough open of it exists
   if (RawReply(c->se, h.unique, 0, {{&eo, sizeof eo}, {&oo, sizeof oo}}) == -ENOENT) {
     c->vfs->Forget(entry.ino, 1);
+    c->opens->End(entry.ino, opened.fh);
     c->vfs->Release(opened.fh).ok();  // interrupted: the kernel will not release it
   }
 }
@@ -103,6 +120,8 @@ void Tmpfile(Ctxt* c, const RawRequest& r) {
 }  // namespace
 
 bool HandleRawRequest(Ctxt* c, const RawRequest& r) {
+  if (r.header->opcode == FUSE_INIT) NoteInitRequest(r);
+  if (r.header->opcode == FUSE_OPEN) return HandlePassthroughOpen(c, r);
   if (r.header->opcode != FUSE_TMPFILE) return false;
   Tmpfile(c, r);
   return true;
