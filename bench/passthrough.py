@@ -18,6 +18,7 @@ per GiB its daemon spent (none for tmpfs); torch.load seconds for a state dict o
 size when PyTorch (Debian: python3-torch) is installed. Median and spread over the runs.
 Writes the "passthrough" section of docs/benchmarks.md."""
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -78,6 +79,16 @@ def seq_read(path, pid):
     return n / dt / (1 << 30), (cpu_seconds(pid) - c0) / (n / (1 << 30))
 
 
+def wait_copies(mnt, n, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        fc = json.loads(os.getxattr(mnt, "tierfs.stats")).get("flat_copies", {})
+        if fc.get("built", 0) + fc.get("verified", 0) >= n:
+            return
+        time.sleep(0.1)
+    raise SystemExit("the copies were not ready after %d s: %s" % (timeout, fc))
+
+
 def torch_load(path):
     drop_caches()
     out = subprocess.run(["/usr/bin/python3", "-c", TORCH_LOAD, path], capture_output=True, text=True, check=True)
@@ -99,7 +110,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tierfs-pt-bench-")
     tmpfs = os.path.join(work, "tmpfs")
     os.makedirs(tmpfs)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dM" % (size_mib * 6 + 512), "tmpfs", tmpfs], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dM" % (size_mib * 10 + 1024), "tmpfs", tmpfs], check=True)
     ptll_mnt = os.path.join(work, "ptll")
     os.makedirs(ptll_mnt)
     ptll = None
@@ -137,14 +148,8 @@ def main():
                 os.getxattr(os.path.join(v.mnt, fn), "tierfs.warmup")
                 with open(os.path.join(v.mnt, fn), "rb") as f:
                     f.read(1)  # queues the copy (passthrough mode)
-            time.sleep(1)
-            deadline = time.time() + 120
-            while "passthrough" in name and time.time() < deadline:
-                import json
-                fc = json.loads(os.getxattr(v.mnt, "tierfs.stats")).get("flat_copies", {})
-                if fc.get("built", 0) >= len(files):
-                    break
-                time.sleep(0.2)
+            if "passthrough" in name:
+                wait_copies(v.mnt, len(files))
         res = {(t, k): [] for t in TARGETS for k in ("gibs", "cpu", "torch")}
         for r in range(a.runs):
             for t in TARGETS:
@@ -157,12 +162,16 @@ def main():
                     if t != "tierfs passthrough":  # after a remount
                         v.umount()
                         v.mount()
+                    else:  # an open queues the check of a copy found at mount
+                        for fn in files:
+                            open(os.path.join(v.mnt, fn), "rb").close()
+                        wait_copies(v.mnt, len(files))
                     paths, pid = v.mnt, v.pid
                 gibs, cpu = seq_read(os.path.join(paths, "blob"), pid)
                 res[(t, "gibs")].append(gibs)
                 res[(t, "cpu")].append(cpu)
                 if torch_ok:
-                    if t == "tierfs passthrough, first open":
+                    if t == "tierfs passthrough, first open":  # its first open after a remount too
                         v.umount()
                         v.mount()
                     res[(t, "torch")].append(torch_load(os.path.join(paths, "ckpt.pt")))

@@ -224,6 +224,9 @@ void FlatFiles::Run(Job& job) {
   } else if (s.code() != ENOSPC) {
     counts_.failed++;
     spdlog::info("flat copy {} not built: {}", job.name, s.message());
+  } else if (!said_no_room_) {
+    said_no_room_ = true;
+    spdlog::info("passthrough copies not built: {} (said once)", s.message());
   }
 }
 

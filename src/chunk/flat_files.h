@@ -108,6 +108,7 @@ class FlatFiles {
   uint64_t bytes_ = 0;                  // sizes of copies_; guarded by mu_
   uint64_t tick_ = 0;                   // guarded by mu_
   FlatFilesStats counts_;               // built .. failed; guarded by mu_
+  bool said_no_room_ = false;           // guarded by mu_
   std::thread worker_;
 };
 
