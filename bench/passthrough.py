@@ -10,8 +10,9 @@ Targets, interleaved in every round (the page cache dropped before each read):
   - passthrough_ll: libfuse3's example over that tmpfs (every read a FUSE round trip);
   - tierfs user space: TierFS mounted with --no-passthrough (blocks copied out of the cache
     files, verified, copied into the kernel);
-  - tierfs passthrough, first open: the first read after a remount (the copy found in the
-    cache is checked in the background meanwhile, so this read goes through user space);
+  - tierfs passthrough, first open: the first read after a remount (the copies found in the
+    cache are checked in the background from the mount on; a read that starts before its
+    copy's check ended goes through user space);
   - tierfs passthrough: the next read (the kernel reads the verified copy).
 For each: GiB/s of a 1 MiB-buffer sequential read of the whole file, and the CPU seconds
 per GiB its daemon spent (none for tmpfs); torch.load seconds for a state dict of the same
@@ -220,9 +221,12 @@ def write_doc(a, res, torch_ok, size_mib):
             row += " %.2f (%s) | %.2fx |" % (med(tl), spread(tl), tt / med(tl))
         lines.append(row)
     lines += ["",
-              "\"first open\" is the first read after a remount: the copy the cache holds is checked against its "
-              "sums in the background first, so that read goes through user space; later opens read the copy "
-              "in the kernel.", "", END]
+              "\"first open\" is the first read after a remount: the copies the cache holds are checked against "
+              "their sums in the background from the mount on (newest first; one an open asks for next), and an "
+              "open that comes before its copy's check ended reads through user space. The sequential read starts "
+              "right after the mount, usually before the check of its (older) copy ends; torch.load starts after "
+              "`import torch`, by which time the check of its copy has ended in most rounds. Later opens read the "
+              "copies in the kernel.", "", END]
     write_section(a.doc, BEGIN, END, "\n".join(lines))
     print("\n".join(lines))
 

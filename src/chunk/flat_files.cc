@@ -110,6 +110,14 @@ Result<std::unique_ptr<FlatFiles>> FlatFiles::Open(const std::string& root, uint
   std::sort(found.begin(), found.end());
   std::lock_guard<std::mutex> l(f->mu_);
   for (auto& [t, n] : found) f->copies_[n].last_use = ++f->tick_;
+  // Checked at once, newest first, so that the first opens after a mount find them ready;
+  // a copy an open asks for meanwhile is checked next (Ready moves it to the front).
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    Copy& c = f->copies_[it->second];
+    c.queued = true;
+    f->jobs_.push_back(Job{it->second, c.size, nullptr});
+  }
+  f->cv_.notify_all();
   return f;
 }
 
@@ -133,11 +141,18 @@ std::string FlatFiles::Ready(const std::string& name) {
   if (it == copies_.end()) return "";
   it->second.last_use = ++tick_;
   if (it->second.verified) return PathOf(name);
-  if (!it->second.queued) {
-    it->second.queued = true;
-    jobs_.push_back(Job{name, it->second.size, nullptr});
-    cv_.notify_all();
+  if (it->second.size == 0) return "";  // being built
+  // A found copy: its check goes first.
+  auto job = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.name == name; });
+  if (job != jobs_.end()) {
+    Job j = std::move(*job);
+    jobs_.erase(job);
+    jobs_.push_front(std::move(j));
+  } else if (!it->second.queued) {
+    jobs_.push_front(Job{name, it->second.size, nullptr});
   }
+  it->second.queued = true;
+  cv_.notify_all();
   return "";
 }
 

@@ -14,8 +14,9 @@
 // Trust. A copy is built from bytes the block cache verified (Fill reads them through the
 // store) and its sums are taken from the written file. A copy is served (Ready) only once
 // verified in this process: one built now is; one found at start, left by an earlier
-// mount, is hashed again against its sums by the worker first, and removed if they differ
-// or either file is short. After that the kernel reads it without TierFS seeing the
+// mount, is hashed again against its sums by the worker first (all of them from the start,
+// newest first; one an open asks for goes to the front), and removed if they differ or
+// either file is short. After that the kernel reads it without TierFS seeing the
 // reads, so damage done to a verified copy while mounted is out of reach, as it is for any
 // local file; every remount checks again.
 //
@@ -60,8 +61,8 @@ class FlatFiles {
   FlatFiles(const FlatFiles&) = delete;
   FlatFiles& operator=(const FlatFiles&) = delete;
 
-  // The path of the verified copy named `name`, or "" when there is none yet. A copy found
-  // at start is queued for its check by the first ask.
+  // The path of the verified copy named `name`, or "" when there is none yet (a copy found
+  // at start and not checked yet moves to the front of the queue).
   std::string Ready(const std::string& name);
   // Queues a build of copy `name` (size bytes) unless it exists, is queued, or cannot fit.
   void Want(const std::string& name, uint64_t size, Fill fill);
