@@ -14,8 +14,8 @@ here with real syscalls:
   reads go through the cache (which returns the right bytes);
 - permissions are still the Vfs's: another user gets EACCES on a 0600 file, and reads a
   0644 one through passthrough;
-- `--no-passthrough`, and a kernel that does not offer passthrough (simulated), fall back
-  to the normal path.
+- `--no-passthrough`, a kernel that does not offer passthrough (simulated), a memory-only
+  cache and a cache disk without room for copies fall back to the normal path.
 """
 
 import errno
@@ -247,6 +247,27 @@ class FallbackTest(PassthroughTestCase):
         self.check_no_passthrough(self.v.mnt)
         self.v.umount()  # the log is complete
         self.assertIn("this kernel does not offer it", self.v.log_tail())
+
+    def test_cache_disk_without_room_for_copies(self):
+        # A 64 MiB cache disk holding a 40 MiB file's blocks has no room for its copy above
+        # the free-space floor: none is built, reads are right, the log says why once.
+        cache = os.path.join(self.v.dir, "small-cache")
+        os.mkdir(cache)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64M", "tmpfs", cache], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", cache])
+        self.v.mount("--cache-dir", cache)
+        path, data = self.write_file(self.v.mnt, "f", 40 * MiB)
+        os.getxattr(path, "tierfs.warmup")
+        for _ in range(3):
+            drop_page_cache()
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), data)
+            time.sleep(0.3)
+        self.assertEqual(pt_opens(self.v.mnt), 0)
+        fc = stats(self.v.mnt)["flat_copies"]
+        self.assertEqual((fc["copies"], fc["failed"]), (0, 0), fc)
+        self.v.umount()
+        self.assertIn("passthrough copies not built", self.v.log_tail())
 
     def test_memory_only_cache(self):
         self.v.mount("--cache-dir", "memory")

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/hash.h"
 
 namespace tierfs {
@@ -78,13 +79,13 @@ Status WriteAll(int fd, std::string_view data) {
 }  // namespace
 
 Result<std::unique_ptr<FlatFiles>> FlatFiles::Open(const std::string& root, uint64_t capacity,
-                                                   double free_space_ratio) {
+                                                   double free_space_ratio, int64_t keep_ns) {
   for (const std::string& d : {root, root + "/tmp"}) {
     if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
       return Status::Err(errno, "cannot create " + d + ": " + strerror(errno));
     }
   }
-  std::unique_ptr<FlatFiles> f(new FlatFiles(root, capacity, free_space_ratio));
+  std::unique_ptr<FlatFiles> f(new FlatFiles(root, capacity, free_space_ratio, keep_ns));
   if (DIR* d = opendir((root + "/tmp").c_str())) {  // builds a crash left
     while (dirent* e = readdir(d)) {
       if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
@@ -121,8 +122,8 @@ Result<std::unique_ptr<FlatFiles>> FlatFiles::Open(const std::string& root, uint
   return f;
 }
 
-FlatFiles::FlatFiles(std::string root, uint64_t capacity, double free_space_ratio)
-    : root_(std::move(root)), capacity_(capacity), free_space_ratio_(free_space_ratio) {
+FlatFiles::FlatFiles(std::string root, uint64_t capacity, double free_space_ratio, int64_t keep_ns)
+    : root_(std::move(root)), capacity_(capacity), free_space_ratio_(free_space_ratio), keep_ns_(keep_ns) {
   worker_ = std::thread([this] { Loop(); });
 }
 
@@ -140,6 +141,7 @@ std::string FlatFiles::Ready(const std::string& name) {
   auto it = copies_.find(name);
   if (it == copies_.end()) return "";
   it->second.last_use = ++tick_;
+  it->second.used_ns = MonoNanos();
   if (it->second.verified) return PathOf(name);
   if (it->second.size == 0) return "";  // being built
   // A found copy: its check goes first.
@@ -163,6 +165,7 @@ void FlatFiles::Want(const std::string& name, uint64_t size, Fill fill) {
   c.size = 0;  // counted once built
   c.queued = true;
   c.last_use = ++tick_;
+  c.used_ns = MonoNanos();
   jobs_.push_back(Job{name, size, std::move(fill)});
   cv_.notify_all();
 }
@@ -253,6 +256,7 @@ bool FlatFiles::MakeRoomLocked(uint64_t need) {
       if (victim == copies_.end() || it->second.last_use < victim->second.last_use) victim = it;
     }
     if (victim == copies_.end()) return false;
+    if (victim->second.used_ns != 0 && MonoNanos() - victim->second.used_ns < keep_ns_) return false;
     std::string name = victim->first;
     bytes_ -= victim->second.size;
     copies_.erase(victim);

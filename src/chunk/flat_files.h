@@ -21,8 +21,12 @@
 // local file; every remount checks again.
 //
 // Capacity. Copies take at most `capacity` bytes; building one evicts the least recently
-// used others (one in use is unlinked: the kernel keeps reading the open file). A copy
-// is not built when it alone exceeds the capacity, or when the disk would fall below its
+// used others (one in use is unlinked: the kernel keeps reading the open file), but never
+// one used within `keep` (10 minutes by default): when the copies do not fit, the newest
+// wait instead of churning. A data set read in epochs that does not fit would otherwise
+// be copied again in every epoch, doubling the cache disk's writes; this way the first
+// `capacity` bytes keep their copies and the rest is read through the cache. A copy is
+// not built when it alone exceeds the capacity, or when the disk would fall below its
 // free-space floor.
 //
 // Threads: every method may be called from any thread; builds and checks run one at a time
@@ -55,8 +59,9 @@ class FlatFiles {
   using Fill = std::function<Status(int fd)>;
 
   // Creates ROOT (and ROOT/tmp, emptied), lists the copies it holds (unverified).
+  static constexpr int64_t kKeepNs = 600'000'000'000;
   static Result<std::unique_ptr<FlatFiles>> Open(const std::string& root, uint64_t capacity,
-                                                 double free_space_ratio);
+                                                 double free_space_ratio, int64_t keep_ns = kKeepNs);
   ~FlatFiles();  // stops the worker; a build under way is abandoned
   FlatFiles(const FlatFiles&) = delete;
   FlatFiles& operator=(const FlatFiles&) = delete;
@@ -79,7 +84,8 @@ class FlatFiles {
     uint64_t size = 0;
     bool verified = false;
     bool queued = false;  // a build or check waits or runs
-    uint64_t last_use = 0;
+    uint64_t last_use = 0;  // order of use (tick_)
+    int64_t used_ns = 0;    // monotonic time of the last use (0: before this process)
   };
   struct Job {
     std::string name;
@@ -87,7 +93,7 @@ class FlatFiles {
     Fill fill;  // empty: check a found copy
   };
 
-  FlatFiles(std::string root, uint64_t capacity, double free_space_ratio);
+  FlatFiles(std::string root, uint64_t capacity, double free_space_ratio, int64_t keep_ns);
   void Loop();
   void Run(Job& job);
   Status Build(const Job& job);
@@ -100,6 +106,7 @@ class FlatFiles {
   const std::string root_;
   const uint64_t capacity_;
   const double free_space_ratio_;
+  const int64_t keep_ns_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Copy> copies_;  // guarded by mu_ (building ones included)

@@ -48,8 +48,8 @@ class FlatFilesTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::unique_ptr<FlatFiles> Open(uint64_t capacity = 64 << 20) {
-    auto f = FlatFiles::Open(dir_ + "/flat", capacity, 0.0);
+  std::unique_ptr<FlatFiles> Open(uint64_t capacity = 64 << 20, int64_t keep_ns = 0) {
+    auto f = FlatFiles::Open(dir_ + "/flat", capacity, 0.0, keep_ns);
     EXPECT_TRUE(f.ok()) << f.status().ToString();
     return f.ok() ? std::move(*f) : nullptr;
   }
@@ -153,6 +153,28 @@ TEST_F(FlatFilesTest, CapacityEvictsTheLeastRecentlyUsed) {
   f->WaitIdle();
   EXPECT_EQ(f->Ready(Name('e')), "");
   EXPECT_EQ(f->stats().evicted, 1u);
+}
+
+TEST_F(FlatFilesTest, RecentlyUsedCopiesAreNotEvictedForNewOnes) {
+  auto f = Open(2 << 20, /*keep_ns=*/3'600'000'000'000);
+  for (char c : {'a', 'b'}) f->Want(Name(c), 1 << 20, WriteOf(Bytes(1 << 20, c)));
+  f->WaitIdle();
+  // Both were used just now: a third waits instead of replacing one (no churn).
+  f->Want(Name('c'), 1 << 20, WriteOf(Bytes(1 << 20, 'c')));
+  f->WaitIdle();
+  EXPECT_EQ(f->Ready(Name('c')), "");
+  EXPECT_NE(f->Ready(Name('a')), "");
+  EXPECT_NE(f->Ready(Name('b')), "");
+  EXPECT_EQ(f->stats().evicted, 0u);
+  EXPECT_EQ(f->stats().failed, 0u);
+}
+
+TEST_F(FlatFilesTest, BuildsLeftByACrashAreRemovedAtStart) {
+  fs::create_directories(dir_ + "/flat/tmp");
+  std::ofstream(dir_ + "/flat/tmp/" + Name('a')) << "half";
+  auto f = Open();
+  EXPECT_TRUE(fs::is_empty(dir_ + "/flat/tmp"));
+  EXPECT_EQ(f->Ready(Name('a')), "");
 }
 
 }  // namespace
