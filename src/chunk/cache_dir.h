@@ -38,6 +38,8 @@
 
 namespace tierfs {
 
+class BufferPool;
+
 struct CacheDirStats {
   uint64_t hits = 0, misses = 0, evictions = 0, writes = 0, corrupt = 0, errors = 0;
   uint64_t bytes = 0, blocks = 0, capacity = 0;
@@ -60,8 +62,10 @@ class CacheDir {
   // Bytes [off, off+len) of block `key` (fingerprint fp, block_len bytes) into dst, each
   // touched segment verified. False on a miss or any fault (see above).
   bool Read(uint64_t fp, const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst);
-  // The whole block, verified, or null.
-  std::shared_ptr<const std::string> ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len);
+  // The whole block, verified, or null. With a pool, the block is read into a recycled
+  // buffer and goes back to the pool when released.
+  std::shared_ptr<const std::string> ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len,
+                                               BufferPool* pool = nullptr);
   // Stores the block (synchronously; callers run it on a background thread). True when it
   // wrote the file (false: already cached, no room, or a fault).
   bool Write(uint64_t fp, const std::string& key, std::string_view data);

@@ -267,7 +267,7 @@ Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::stri
 Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::string& key, uint32_t block_len,
                                                                     bool disk_missed, bool ask_peers) {
   if (disk_ && !disk_missed) {
-    if (auto block = disk_->ReadBlock(key, block_len)) return block;
+    if (auto block = disk_->ReadBlock(key, block_len, pool_.get())) return block;
   }
   if (writeback_) {
     if (auto block = writeback_->Read(key)) return block;

@@ -60,10 +60,11 @@ bool DiskCache::Read(const std::string& key, uint32_t block_len, uint32_t off, u
   return d && d->Read(fp, key, block_len, off, len, dst);
 }
 
-std::shared_ptr<const std::string> DiskCache::ReadBlock(const std::string& key, uint32_t block_len) {
+std::shared_ptr<const std::string> DiskCache::ReadBlock(const std::string& key, uint32_t block_len,
+                                                      BufferPool* pool) {
   uint64_t fp = Hash64(key);
   CacheDir* d = DirFor(fp);
-  return d ? d->ReadBlock(fp, key, block_len) : nullptr;
+  return d ? d->ReadBlock(fp, key, block_len, pool) : nullptr;
 }
 
 void DiskCache::WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, const std::string& block) {

@@ -28,6 +28,7 @@
 
 namespace tierfs {
 
+class BufferPool;
 class ThreadPool;
 
 struct DiskCacheOptions {
@@ -70,7 +71,8 @@ class DiskCache {
   bool enabled() const { return !dirs_.empty(); }
   bool Contains(const std::string& key) const;
   bool Read(const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst);
-  std::shared_ptr<const std::string> ReadBlock(const std::string& key, uint32_t block_len);
+  std::shared_ptr<const std::string> ReadBlock(const std::string& key, uint32_t block_len,
+                                               BufferPool* pool = nullptr);  // CacheDir::ReadBlock
   void Put(const std::string& key, std::shared_ptr<const std::string> block);
   // Stores the block in the calling thread (warm-up: nothing is dropped); when a fill of
   // the same block is queued or running, waits for it instead.

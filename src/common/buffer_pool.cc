@@ -17,19 +17,27 @@ int BufferPool::ClassOf(size_t capacity) {
   return c;
 }
 
-std::string BufferPool::Take(size_t capacity) {
-  int c = ClassOf(capacity);
-  if (ClassSize(c) >= capacity) {
+std::string BufferPool::TakeSized(size_t size) {
+  int c = ClassOf(size);
+  if (ClassSize(c) >= size) {
     std::lock_guard<std::mutex> l(mu_);
     if (!free_[c].empty()) {
       std::string buf = std::move(free_[c].back());
       free_[c].pop_back();
       idle_ -= buf.capacity();
+      buf.resize(size);  // shrinking, or filling only what it did not hold
       return buf;
     }
   }
   std::string buf;
-  buf.reserve(std::max(capacity, ClassSize(c)));
+  buf.reserve(std::max(size, ClassSize(c)));
+  buf.resize(size);
+  return buf;
+}
+
+std::string BufferPool::Take(size_t capacity) {
+  std::string buf = TakeSized(capacity);
+  buf.clear();
   return buf;
 }
 
@@ -40,7 +48,7 @@ void BufferPool::Give(std::string&& buf) {
   int c = ClassOf(cap);
   if (ClassSize(c) > cap) --c;
   if (c < 0) return;
-  buf.clear();
+  // Kept at its size (Take clears it; TakeSized reuses the bytes without zeroing them).
   std::lock_guard<std::mutex> l(mu_);
   if (idle_ + cap > max_idle_) return;  // freed when buf goes out of scope
   idle_ += cap;

@@ -22,6 +22,10 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
   // An empty string with at least `capacity` bytes reserved.
   std::string Take(size_t capacity);
+  // A string of `size` bytes whose contents are unspecified, for a caller that overwrites
+  // them all (a read): a recycled buffer is not zero-filled first (only a part beyond
+  // what it held before), and its pages are already mapped.
+  std::string TakeSized(size_t size);
   // Returns a buffer for reuse (its contents are discarded).
   void Give(std::string&& buf);
   // Makes a shared, immutable block of buf that comes back to the pool when released.
