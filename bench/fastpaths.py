@@ -30,6 +30,7 @@ os.environ.setdefault("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", "t
 import harness  # noqa: E402
 import servers  # noqa: E402
 from doc_section import write_section  # noqa: E402
+from passthrough_ll import PassthroughLL  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN fastpaths (bench/fastpaths.py) -->", "<!-- END fastpaths (bench/fastpaths.py) -->"
 MDTEST = os.path.join(os.path.dirname(REPO), "shared", "bench-kit", "mdtest.py")
@@ -73,17 +74,10 @@ def main():
     os.makedirs(tmpfs)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2G", "tmpfs", tmpfs], check=True)
     ptll_mnt = os.path.join(work, "ptll")
-    os.makedirs(ptll_mnt)
     redis = servers.Redis(os.path.join(work, "srv"), port=servers.REDIS_PORT + 730).start()
     ptll, vols = None, {}
     try:
-        binary = subprocess.run([os.path.join(REPO, "bench", "build-passthrough.sh")], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        ptll = subprocess.Popen([binary, "-o", "source=" + tmpfs, ptll_mnt, "-f"])
-        for _ in range(100):
-            if os.path.ismount(ptll_mnt):
-                break
-            time.sleep(0.05)
+        ptll = PassthroughLL(tmpfs, ptll_mnt).start()
         for engine in ("sqlite", "redis"):
             for trash in (0, 1):
                 name = "TierFS %s, trash %s" % ("SQLite" if engine == "sqlite" else "Redis", "on" if trash else "off")
@@ -127,8 +121,7 @@ def main():
         for v in vols.values():
             v.cleanup()
         if ptll:
-            subprocess.run(["fusermount3", "-u", ptll_mnt])
-            ptll.wait(timeout=10)
+            ptll.stop()
         redis.stop()
         subprocess.run(["umount", tmpfs])
         shutil.rmtree(work, ignore_errors=True)

@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 os.environ.setdefault("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", "tierfs"))
 import harness  # noqa: E402
 from doc_section import write_section  # noqa: E402
+from passthrough_ll import PassthroughLL  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN passthrough (bench/passthrough.py) -->", "<!-- END passthrough (bench/passthrough.py) -->"
 MIB = 1 << 20
@@ -113,7 +114,6 @@ def main():
     os.makedirs(tmpfs)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dM" % (size_mib * 10 + 1024), "tmpfs", tmpfs], check=True)
     ptll_mnt = os.path.join(work, "ptll")
-    os.makedirs(ptll_mnt)
     ptll = None
     vols = []
     try:
@@ -128,13 +128,7 @@ def main():
             subprocess.run(["/usr/bin/python3", "-c", TORCH_SAVE, ckpt, str(size_mib)], check=True)
         files = ["blob"] + (["ckpt.pt"] if torch_ok else [])
         # passthrough_ll over the tmpfs
-        binary = subprocess.run([os.path.join(REPO, "bench", "build-passthrough.sh")], capture_output=True, text=True,
-                                check=True).stdout.strip()
-        ptll = subprocess.Popen([binary, "-o", "source=" + data, "-f", ptll_mnt])
-        for _ in range(100):
-            if os.path.ismount(ptll_mnt):
-                break
-            time.sleep(0.05)
+        ptll = PassthroughLL(data, ptll_mnt).start()
         # Two TierFS volumes (one per mode), caches on the tmpfs.
         modes = {"tierfs user space": ["--no-passthrough"], "tierfs passthrough": []}
         for name, extra in modes.items():
@@ -184,8 +178,7 @@ def main():
         for _, v in vols:
             v.cleanup()
         if ptll:
-            subprocess.run(["fusermount3", "-u", ptll_mnt])
-            ptll.wait(timeout=10)
+            ptll.stop()
         subprocess.run(["umount", tmpfs])
         shutil.rmtree(work, ignore_errors=True)
 
