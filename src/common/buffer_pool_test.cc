@@ -44,4 +44,21 @@ TEST(BufferPool, BlockOutlivesItsPoolHandle) {
   block.reset();  // returns to a pool kept alive by the block itself
 }
 
+TEST(BufferPool, TakeSizedReusesABufferWithoutClearingIt) {
+  auto pool = BufferPool::Create(1 << 20);
+  std::string a = pool->TakeSized(65536);
+  EXPECT_EQ(a.size(), 65536u);
+  a.assign(65536, 'x');
+  const char* mem = a.data();
+  pool->Give(std::move(a));
+  std::string b = pool->TakeSized(60000);  // a read overwrites it all: no zero fill
+  EXPECT_EQ(b.data(), mem);
+  EXPECT_EQ(b.size(), 60000u);
+  EXPECT_EQ(b[59999], 'x');
+  pool->Give(std::move(b));
+  std::string c = pool->Take(60000);  // Take still hands out an empty buffer
+  EXPECT_EQ(c.data(), mem);
+  EXPECT_TRUE(c.empty());
+}
+
 }  // namespace tierfs

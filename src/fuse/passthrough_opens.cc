@@ -21,6 +21,8 @@ metrics::Counter& Opens(const char* mode) {
 
 }  // namespace
 
+PassthroughOpens::PassthroughOpens(int dev_fd) : PassthroughOpens(dev_fd, Backing{BackingOpen, BackingClose}) {}
+
 bool PassthroughOpens::TryBeginCached(Ino ino) {
   if (!tracking_) return true;
   std::lock_guard<std::mutex> l(mu_);
@@ -75,7 +77,7 @@ int PassthroughOpens::BeginPassthrough(Ino ino, uint64_t fh, const std::string& 
   if (path.empty()) return 0;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;  // evicted meanwhile
-  int id = BackingOpen(dev_fd_, fd);
+  int id = backing_.open(dev_fd_, fd);
   close(fd);
   if (id <= 0) {
     // Not negotiated, not allowed (CAP_SYS_ADMIN), or a backing file the kernel refuses
@@ -103,7 +105,7 @@ void PassthroughOpens::End(Ino ino, uint64_t fh) {
   if (h != passthrough_handles_.end()) {
     passthrough_handles_.erase(h);
     if (--m.passthrough == 0) {
-      BackingClose(dev_fd_, m.backing_id);
+      backing_.close(dev_fd_, m.backing_id);
       m.backing_id = 0;
       m.name.clear();
       cv_.notify_all();

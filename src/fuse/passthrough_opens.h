@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -35,9 +36,16 @@ class PassthroughOpens {
   static constexpr std::chrono::milliseconds kConflictWait{2000};
 
   // dev_fd: the FUSE device, for the backing ioctls. Off until Enable.
+  // How backing files are registered with the kernel (fuse/kernel_passthrough.h; tests
+  // pass their own): open returns the id (> 0) or a negative errno.
+  struct Backing {
+    std::function<int(int dev_fd, int fd)> open;
+    std::function<void(int dev_fd, int id)> close;
+  };
   // The ids still registered at the end go with the connection (the device may be closed
   // by then: they are not closed here).
-  explicit PassthroughOpens(int dev_fd) : dev_fd_(dev_fd) {}
+  explicit PassthroughOpens(int dev_fd);
+  PassthroughOpens(int dev_fd, Backing backing) : dev_fd_(dev_fd), backing_(std::move(backing)) {}
 
   // Before the session is served: whether passthrough opens are tried at all.
   void Enable(bool on) { enabled_ = tracking_ = on; }
@@ -66,6 +74,7 @@ class PassthroughOpens {
   };
 
   const int dev_fd_;
+  const Backing backing_;
   std::atomic<bool> enabled_{false};  // new passthrough opens are tried
   bool tracking_ = false;  // opens are counted (set once, before serving; stays on after a fallback)
   std::mutex mu_;
