@@ -161,6 +161,33 @@ class FaultProxy {
   std::vector<std::thread> pumps_;  // guarded by mu_
 };
 
+// After writers were cut off or restarted: every acknowledged increment is in the
+// counter, and at most the ambiguous ones more; every key an acknowledged writer wrote is
+// present. Returns the counter and how many "w" keys are present.
+std::pair<uint64_t, size_t> ExpectNoLostWrites(KvEngine& e, const std::vector<std::vector<std::string>>& written,
+                                               uint64_t acknowledged, uint64_t ambiguous) {
+  uint64_t counter = ReadCounter(e, "counter");
+  EXPECT_GE(counter, acknowledged);
+  EXPECT_LE(counter, acknowledged + ambiguous);
+  std::set<std::string> present;
+  EXPECT_TRUE(e.Txn(
+                   [&](KvTxn& t) {
+                     present.clear();
+                     return t.Scan("w", PrefixEnd("w"), 0, [&](std::string_view k, auto) {
+                       present.emplace(k);
+                       return true;
+                     });
+                   },
+                   true)
+                  .ok());
+  size_t lost = 0;
+  for (const auto& keys : written) {
+    for (const auto& k : keys) lost += present.count(k) == 0;
+  }
+  EXPECT_EQ(lost, 0u);
+  return {counter, present.size()};
+}
+
 // Connections cut at random moments, many of them while a COMMIT is in flight: every
 // transaction either succeeds exactly once or fails with the "may or may not" EIO, and
 // nothing acknowledged is lost.
@@ -224,27 +251,9 @@ TEST(PostgresEngine, ConnectionsCutAtRandomMomentsLoseNothing) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
 
-  uint64_t counter = ReadCounter(*e, "counter");
-  EXPECT_GE(counter, acknowledged.load());
-  EXPECT_LE(counter, acknowledged.load() + ambiguous.load());
-  std::set<std::string> present;
-  ASSERT_TRUE(e->Txn(
-                   [&](KvTxn& t) {
-                     present.clear();
-                     return t.Scan("w", PrefixEnd("w"), 0, [&](std::string_view k, auto) {
-                       present.emplace(k);
-                       return true;
-                     });
-                   },
-                   true)
-                  .ok());
-  size_t lost = 0;
-  for (const auto& keys : written) {
-    for (const auto& k : keys) lost += present.count(k) == 0;
-  }
-  EXPECT_EQ(lost, 0u);
+  auto [counter, present] = ExpectNoLostWrites(*e, written, acknowledged.load(), ambiguous.load());
   // Each key is written by the same transaction as one increment.
-  EXPECT_EQ(present.size(), counter);
+  EXPECT_EQ(present, counter);
   std::cout << "cut test: " << acknowledged.load() << " acknowledged, " << ambiguous.load()
             << " ambiguous\n";
   // The commit markers of the connections cut are deleted through later connections, and
@@ -428,25 +437,7 @@ TEST(PostgresEngine, ServerRestartWhileTransactionsRun) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_GT(reads.load(), 0u);
 
-  uint64_t counter = ReadCounter(*e, "counter");
-  EXPECT_GE(counter, acknowledged.load());
-  EXPECT_LE(counter, acknowledged.load() + ambiguous.load());
-  std::set<std::string> present;
-  ASSERT_TRUE(e->Txn(
-                   [&](KvTxn& t) {
-                     present.clear();
-                     return t.Scan("w", PrefixEnd("w"), 0, [&](std::string_view k, auto) {
-                       present.emplace(k);
-                       return true;
-                     });
-                   },
-                   true)
-                  .ok());
-  size_t lost = 0;
-  for (const auto& keys : written) {
-    for (const auto& k : keys) lost += present.count(k) == 0;
-  }
-  EXPECT_EQ(lost, 0u);
+  ExpectNoLostWrites(*e, written, acknowledged.load(), ambiguous.load());
   std::cout << "restart test: " << acknowledged.load() << " increments acknowledged, "
             << ambiguous.load() << " ambiguous, " << reads.load() << " read transactions\n";
 }

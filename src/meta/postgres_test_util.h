@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/encoding.h"
+#include "common/free_port_for_test.h"
 #include "meta/kv_engine.h"
 #include "meta/engine_for_test.h"
 
@@ -93,23 +94,6 @@ inline int Run(const std::string& cmd, std::string* out = nullptr) {
   int rc = pclose(f);
   if (out != nullptr) *out = text;
   return rc;
-}
-
-// A TCP port on 127.0.0.1 that nothing listens on (at the time of the call).
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // Runs SQL on the shared server through psql (the engine runs no arbitrary SQL).

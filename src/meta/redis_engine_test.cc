@@ -39,7 +39,6 @@ using testing_engines::EncodeU64;
 using testing_engines::Increment;
 using testing_engines::ReadCounter;
 using testing_engines::ServerUrl;
-using redis_test::FreePort;
 using redis_test::RawClient;
 using redis_test::ThrowawayRedis;
 

@@ -20,7 +20,6 @@
 namespace tierfs {
 namespace {
 
-using redis_test::FreePort;
 using redis_test::RawClient;
 using redis_test::ThrowawayRedis;
 using Clock = std::chrono::steady_clock;
