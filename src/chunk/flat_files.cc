@@ -158,6 +158,11 @@ std::string FlatFiles::Ready(const std::string& name) {
   return "";
 }
 
+bool FlatFiles::WouldBuild(const std::string& name, uint64_t size) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return !stop_ && !copies_.count(name) && size <= capacity_;
+}
+
 void FlatFiles::Want(const std::string& name, uint64_t size, Fill fill) {
   std::lock_guard<std::mutex> l(mu_);
   if (stop_ || copies_.count(name) || size > capacity_) return;

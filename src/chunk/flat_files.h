@@ -69,6 +69,9 @@ class FlatFiles {
   // The path of the verified copy named `name`, or "" when there is none yet (a copy found
   // at start and not checked yet moves to the front of the queue).
   std::string Ready(const std::string& name);
+  // Whether Want would queue a build of copy `name` (size bytes): none exists or is queued
+  // under that name, and it fits the capacity. Lets a caller skip preparing one.
+  bool WouldBuild(const std::string& name, uint64_t size) const;
   // Queues a build of copy `name` (size bytes) unless it exists, is queued, or cannot fit.
   void Want(const std::string& name, uint64_t size, Fill fill);
   // Drops copy `name` (tests; a fill found it stale).

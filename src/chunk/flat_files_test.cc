@@ -149,6 +149,9 @@ TEST_F(FlatFilesTest, CapacityEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(f->stats().evicted, 1u);
   EXPECT_LE(f->stats().bytes, 3u << 20);
   // A copy larger than the whole capacity is never built.
+  EXPECT_FALSE(f->WouldBuild(Name('e'), 4 << 20));
+  EXPECT_FALSE(f->WouldBuild(Name('a'), 1 << 20));  // exists
+  EXPECT_TRUE(f->WouldBuild(Name('f'), 1 << 20));
   f->Want(Name('e'), 4 << 20, WriteOf(Bytes(4 << 20, 'e')));
   f->WaitIdle();
   EXPECT_EQ(f->Ready(Name('e')), "");

@@ -113,7 +113,7 @@ Vfs::FlatCopy Vfs::PassthroughCopy(uint64_t fh) {
   if (st->Gen() != gen) return out;  // changed here meanwhile: not this open's content
   out.name = Hash128Hex(LayoutBytes(length, maps));
   out.path = flat_->Ready(out.name);
-  if (!out.path.empty()) return out;
+  if (!out.path.empty() || !flat_->WouldBuild(out.name, length)) return out;
   // Qualifies only with every block on disk: a copy is made from the cache, never by
   // downloading (that is what reading the file does).
   const uint32_t bs = store_->config().block_size;
