@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""What etcd's watch buys a mount (fuse/remote_invalidation.h): the kernel may cache
+"""What the metadata watch buys a mount (fuse/remote_invalidation.h): the kernel may cache
 attributes and names for long and still see another client's change at once.
 
-    sudo bench/meta_watch.py [--files 2000] [--passes 5] [--trials 30]
+    sudo bench/meta_watch.py [--engine etcd|redis] [--files 2000] [--passes 5] [--trials 30]
 
-A three-member etcd cluster on loopback (tests/servers.py, ports moved by 600); one mount
+A three-member etcd cluster, or one Redis server, on loopback (tests/servers.py, ports
+moved by 600); one mount
 writes, four others read, each with one of: kernel caches of 1 s (the default) or 60 s
-(--attr-cache, --entry-cache, --dir-entry-cache), with the watch (the default on etcd) or
+(--attr-cache, --entry-cache, --dir-entry-cache), with the watch (the default) or
 --no-meta-watch. For each reader, interleaved:
   - staleness: the writer chmods a file the reader has just stat'ed; the reader stats it
     every millisecond until it sees the new mode (at most 3 s): median and max over
@@ -14,7 +15,7 @@ writes, four others read, each with one of: kernel caches of 1 s (the default) o
   - stat cost: --passes passes of stat over --files files the reader has listed (after
     one that fills the caches), and the metadata transactions it ran for them
     (tierfs_meta_txn_duration_seconds_count).
-Writes the "meta-watch" section of docs/benchmarks.md."""
+Writes the "meta-watch" section of docs/benchmarks.md (etcd) or "meta-watch-redis"."""
 import argparse
 import json
 import os
@@ -33,7 +34,12 @@ import harness  # noqa: E402
 import servers  # noqa: E402
 from doc_section import write_section  # noqa: E402
 
-BEGIN, END = "<!-- BEGIN meta-watch (bench/meta_watch.py) -->", "<!-- END meta-watch (bench/meta_watch.py) -->"
+
+
+def markers(engine):
+    name = "meta-watch" if engine == "etcd" else "meta-watch-" + engine
+    return "<!-- BEGIN %s (bench/meta_watch.py) -->" % name, "<!-- END %s (bench/meta_watch.py) -->" % name
+
 READERS = [
     ("1 s caches, no watch", ["--no-meta-watch"]),
     ("1 s caches, watch", []),
@@ -65,13 +71,22 @@ def main():
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--engine", choices=["etcd", "redis"], default="etcd")
     a = ap.parse_args()
+    BEGIN, END = markers(a.engine)
     work = tempfile.mkdtemp(prefix="tierfs-watch-bench-")
-    etcd = servers.Etcd(work, name="etcd-watch-bench")
+    if a.engine == "etcd":
+        server = servers.Etcd(work, name="etcd-watch-bench")
+        url = lambda: server.url("watchbench")  # noqa: E731
+        where = "three etcd members on loopback"
+    else:
+        server = servers.Redis(work, port=servers.free_ports(1))
+        url = lambda: server.url() + "/1"  # noqa: E731
+        where = "one Redis server on loopback"
     vol = None
     try:
-        etcd.start()
-        vol = harness.Volume("watchbench", meta_url=etcd.url("watchbench"), base=work)
+        server.start()
+        vol = harness.Volume("watchbench", meta_url=url(), base=work)
         vol.format()
         vol.mount()
         mnts = []
@@ -128,18 +143,19 @@ def main():
                 statistics.median(calls[i]) / a.files))
         cmd = "sudo bench/meta_watch.py " + " ".join(sys.argv[1:])
         section = "\n".join([
-            BEGIN, "## etcd's watch: long kernel caches that still see other clients' changes", "",
-            "`%s` (%s, %d cores; three etcd members on loopback). One mount chmods a file another has just"
+            BEGIN, "## %s's watch: long kernel caches that still see other clients' changes" % (
+                "etcd" if a.engine == "etcd" else "Redis"), "",
+            "`%s` (%s, %d cores; %s). One mount chmods a file another has just"
             " stat'ed, %d times per reader (readers interleaved); then %d passes of stat over %d listed files per"
-            " reader after one that fills the caches. The watch drops the kernel's cached attributes and names as etcd pushes other clients'"
-            " commits (fuse/remote_invalidation.h)." % (cmd, time.strftime("%Y-%m-%d"), os.cpu_count(), a.trials,
-                                                        a.passes, a.files), ""] + rows + ["", END])
+            " reader after one that fills the caches. The watch drops the kernel's cached attributes and names as the engine pushes other clients'"
+            " commits (fuse/remote_invalidation.h)." % (cmd, time.strftime("%Y-%m-%d"), os.cpu_count(), where,
+                                                        a.trials, a.passes, a.files), ""] + rows + ["", END])
         write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, section)
         print(section)
     finally:
         if vol:
             vol.cleanup()
-        etcd.stop()
+        server.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""On etcd, a mount drops what the kernel caches of other clients' changes as etcd pushes
-them (fuse/remote_invalidation.h): with attributes and names cached for 60 s, a chmod,
-a write, a rename, a removal and a new file made through another mount show within
-seconds; a mount with --no-meta-watch, same caches, still shows the old state (so the
-kernel's caches are really in play), and the mount that made the changes drops nothing of
-its own. Then each member of the three in turn is SIGKILLed and restarted: whichever
-member carried the watch, the stream resumes on another and changes keep arriving."""
+"""On etcd and on Redis, a mount drops what the kernel caches of other clients' changes as
+the engine pushes them (fuse/remote_invalidation.h; etcd's watch, the Redis commit
+script's publication): with attributes and names cached for 60 s, a chmod, a write, a
+rename, a removal and a new file made through another mount show within seconds; a mount
+with --no-meta-watch, same caches, still shows the old state (so the kernel's caches are
+really in play), and the mount that made the changes drops nothing of its own. Then the
+servers fail: on etcd each member of the three in turn is SIGKILLed and restarted
+(whichever member carried the watch, the stream resumes on another); on Redis a change
+made while the watcher is unsubscribed (its user denied the channel for a while) shows as
+soon as it subscribes again (every cached name is dropped), and after a restart of the
+server changes show as before."""
 import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -30,6 +35,10 @@ def invalidations(mnt):
     return sum(v for k, v in s.items() if k.startswith("tierfs_remote_invalidations_total"))
 
 
+def all_invalidations(mnt):
+    return stats(mnt)["metrics"].get('tierfs_remote_invalidations_total{kind="all"}', 0)
+
+
 def mode_of(path):
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
@@ -44,16 +53,16 @@ def size_of(path):
         return None
 
 
-class MetaWatchTest(harness.TierFSTestCase):
+class MetaWatchCases:
+    """The checks every watching engine passes; a subclass starts its servers and sets
+    meta_url in start_servers."""
     AUTO_MOUNT = False
 
     def setUp(self):
         super().setUp()
         self.tmp = self.local_tmpdir()
-        self.etcd = servers.Etcd(self.tmp, port=servers.free_ports(6), name="etcd-watch")
-        self.addCleanup(self.etcd.stop)
-        self.etcd.start()
-        self.vol = harness.Volume("watchvol", meta_url=self.etcd.url("watch") + "?timeout=15s", base=self.tmp)
+        meta_url = self.start_servers()
+        self.vol = harness.Volume("watchvol", meta_url=meta_url, base=self.tmp)
         self.addCleanup(self.vol.cleanup)
         self.vol.format()
         self.vol.mount(*CACHE)  # the writer
@@ -72,7 +81,7 @@ class MetaWatchTest(harness.TierFSTestCase):
             got = fn()
         self.assertEqual(got, want, what)
 
-    def test_other_clients_changes_show_at_once_with_long_caches(self):
+    def check_other_clients_changes_show_at_once_with_long_caches(self):
         a = self.vol.mnt
         for name in ("f", "g", "h"):
             with open(os.path.join(a, name), "w") as f:
@@ -111,6 +120,17 @@ class MetaWatchTest(harness.TierFSTestCase):
         # The writer dropped nothing for its own changes.
         self.assertEqual(invalidations(a), own_before)
 
+
+class EtcdMetaWatchTest(MetaWatchCases, harness.TierFSTestCase):
+    def start_servers(self):
+        self.etcd = servers.Etcd(self.tmp, port=servers.free_ports(6), name="etcd-watch")
+        self.addCleanup(self.etcd.stop)
+        self.etcd.start()
+        return self.etcd.url("watch") + "?timeout=15s"
+
+    def test_changes_show_at_once_and_member_losses_lose_none(self):
+        self.check_other_clients_changes_show_at_once_with_long_caches()
+        a, w = self.vol.mnt, self.watching
         # Whichever member carries the stream, losing it loses no change.
         for i in range(3):
             self.etcd.kill_member(i, signal.SIGKILL)
@@ -120,6 +140,45 @@ class MetaWatchTest(harness.TierFSTestCase):
             self.assertTrue(harness.wait_for(lambda: self.etcd.healthy(i), timeout=30), "member %d did not rejoin" % i)
             os.chmod(os.path.join(a, "f"), 0o600 + i)
             self.eventually("chmod after member %d is back" % i, lambda: mode_of(os.path.join(w, "f")), 0o600 + i)
+
+
+class RedisMetaWatchTest(MetaWatchCases, harness.TierFSTestCase):
+    def start_servers(self):
+        self.redis = servers.Redis(self.tmp, port=servers.free_ports(1))
+        self.addCleanup(self.redis.stop)
+        self.redis.start()
+        return self.redis.url() + "/1?timeout=30s"
+
+    def cli(self, *args):
+        out = subprocess.run(["redis-cli", "-p", str(self.redis.port)] + list(args), capture_output=True,
+                             text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout.strip()
+
+    def test_changes_show_at_once_and_a_server_restart_loses_none(self):
+        self.check_other_clients_changes_show_at_once_with_long_caches()
+        a, w = self.vol.mnt, self.watching
+        # A change made while the watcher cannot subscribe (its user denied the channel for
+        # a while, its subscription cut) is never published to it: once it subscribes again
+        # it drops every name the kernel caches (Linux 6.16+), so the change shows anyway.
+        alls = all_invalidations(w)
+        self.assertEqual(self.cli("ACL", "SETUSER", "default", "resetchannels"), "OK")
+        self.cli("CLIENT", "KILL", "TYPE", "pubsub")
+        os.chmod(os.path.join(a, "f"), 0o604)
+        with open(os.path.join(a, "gap-new"), "w") as f:
+            f.write("g")
+        time.sleep(0.5)
+        self.assertEqual(mode_of(os.path.join(w, "f")), 0o600, "the kernel's cache is still in play")
+        self.assertEqual(self.cli("ACL", "SETUSER", "default", "allchannels"), "OK")
+        self.eventually("a chmod in the gap", lambda: mode_of(os.path.join(w, "f")), 0o604)
+        self.eventually("a new file in the gap", lambda: size_of(os.path.join(w, "gap-new")), 1)
+        self.assertGreater(all_invalidations(w), alls)
+        # A restart cuts the subscription too; changes after it show as before.
+        self.redis.restart()
+        os.chmod(os.path.join(a, "f"), 0o602)  # waits for the server, like any commit
+        self.eventually("chmod once the server is back", lambda: mode_of(os.path.join(w, "f")), 0o602)
+        os.chmod(os.path.join(a, "f"), 0o606)
+        self.eventually("a later chmod", lambda: mode_of(os.path.join(w, "f")), 0o606)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 #include <linux/fuse.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -31,6 +32,14 @@ int NotifyInvalEntry(int fd, uint64_t parent, std::string_view name) {
                  {const_cast<char*>(name.data()), name.size()},
                  {const_cast<char*>(&nul), 1}};
   return writev(fd, iov, 4) < 0 ? -errno : 0;
+}
+
+int NotifyIncEpoch(int fd) {
+  constexpr int32_t kIncEpoch = 8;  // FUSE_NOTIFY_INC_EPOCH; Debian's headers predate it
+  fuse_out_header out{};
+  out.error = kIncEpoch;
+  out.len = sizeof out;
+  return write(fd, &out, sizeof out) < 0 ? -errno : 0;
 }
 
 }  // namespace tierfs

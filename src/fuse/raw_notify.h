@@ -14,5 +14,9 @@ namespace tierfs {
 int NotifyInvalAttrs(int fd, uint64_t kernel_ino);
 // FUSE_NOTIFY_INVAL_ENTRY: the name, positive or negative, under kernel inode parent.
 int NotifyInvalEntry(int fd, uint64_t parent, std::string_view name);
+// FUSE_NOTIFY_INC_EPOCH (Linux 6.16+, protocol 7.44): every name the kernel caches,
+// positive or negative, is looked up again before its next use (which refreshes the
+// inode's attributes too). Older kernels refuse it with -EINVAL.
+int NotifyIncEpoch(int fd);
 
 }  // namespace tierfs

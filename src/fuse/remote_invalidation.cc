@@ -36,6 +36,8 @@ struct RemoteInvalidation::Notifier {
   std::condition_variable cv;
   std::deque<MetaChange> queue;  // guarded by mu
   bool stopping = false;         // guarded by mu
+  bool all = false;              // guarded by mu: drop every cached name first
+  bool epoch_refused = false;    // notifier thread only
   uint64_t dropped = 0;          // guarded by mu
 
   ~Notifier() {
@@ -44,14 +46,40 @@ struct RemoteInvalidation::Notifier {
 
   void Push(const std::vector<MetaChange>& changes) {
     std::lock_guard<std::mutex> l(mu);
-    for (const auto& c : changes) {
-      if (queue.size() >= kMaxQueued) {
-        ++dropped;
-        continue;
-      }
-      queue.push_back(c);
+    if (all) return;  // queued to drop everything anyway
+    if (queue.size() + changes.size() > kMaxQueued) {
+      ++dropped;
+      queue.clear();
+      all = true;
+    } else {
+      queue.insert(queue.end(), changes.begin(), changes.end());
     }
     cv.notify_one();
+  }
+
+  // Changes were missed (the engine's watch was cut): what is queued is part of it.
+  void PushAll() {
+    std::lock_guard<std::mutex> l(mu);
+    queue.clear();
+    all = true;
+    cv.notify_one();
+  }
+
+  void SendAll() {
+    int rc = NotifyIncEpoch(fd);
+    if (rc == -EINVAL || rc == -ENOSYS) {
+      if (!epoch_refused) {
+        spdlog::info("remote invalidation: this kernel cannot drop every cached name at once (Linux 6.16+ can): "
+                     "after a lost metadata watch, names expire by --entry-cache and --dir-entry-cache");
+      }
+      epoch_refused = true;
+      return;
+    }
+    if (rc < 0) spdlog::debug("remote invalidation of every name: {}", strerror(-rc));
+    static metrics::Counter& alls = metrics::Default().GetCounter(
+        "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
+        {{"kind", "all"}});
+    alls.Add();
   }
 
   // The kernel's inode for a volume inode (the mount's root is FUSE_ROOT_ID).
@@ -75,8 +103,15 @@ struct RemoteInvalidation::Notifier {
     pthread_setname_np(pthread_self(), "fuse-remote-inv");
     std::unique_lock<std::mutex> l(mu);
     for (;;) {
-      cv.wait(l, [&] { return stopping || !queue.empty(); });
+      cv.wait(l, [&] { return stopping || all || !queue.empty(); });
       if (stopping) return;
+      if (all) {
+        all = false;
+        l.unlock();
+        SendAll();
+        l.lock();
+        continue;
+      }
       MetaChange c = std::move(queue.front());
       queue.pop_front();
       l.unlock();
@@ -95,7 +130,11 @@ std::unique_ptr<RemoteInvalidation> RemoteInvalidation::Start(KvEngine* engine, 
     return nullptr;
   }
   Status st = WatchMetaChanges(engine, [n](const std::vector<MetaChange>& changes, bool all) {
-    if (!all) n->Push(changes);  // missed changes: the kernel's timeouts cover them
+    if (all) {
+      n->PushAll();
+    } else {
+      n->Push(changes);
+    }
   });
   if (!st.ok()) {
     if (st.code() == ENOTSUP) {
@@ -120,7 +159,7 @@ RemoteInvalidation::~RemoteInvalidation() {
     dropped = n_->dropped;
   }
   n_->cv.notify_all();
-  if (dropped) spdlog::info("remote invalidation: {} changes dropped (queue full)", dropped);
+  if (dropped) spdlog::info("remote invalidation: the queue overflowed {} time(s); every cached name was dropped", dropped);
 }
 
 }  // namespace tierfs

@@ -1,19 +1,25 @@
 // Drops what the kernel caches of other clients' changes as the metadata engine pushes
-// them (meta/change_watch.h: etcd's watch): a changed inode's attributes
-// (FUSE_NOTIFY_INVAL_INODE with offset -1: attributes and ACLs, never pages, which stay
-// close-to-open) and a changed name (FUSE_NOTIFY_INVAL_ENTRY, positive or negative). With
-// it a mount may cache attributes and names for long (--attr-cache, --entry-cache,
-// --dir-entry-cache) and still see another client's chmod, rename or new file within
-// milliseconds. Engines that cannot watch get nothing of this (the kernel's timeouts
-// alone, as before); `mount --no-meta-watch` turns it off.
+// them (meta/change_watch.h: etcd's watch, Redis's published commits): a changed inode's
+// attributes (FUSE_NOTIFY_INVAL_INODE with offset -1: attributes and ACLs, never pages,
+// which stay close-to-open) and a changed name (FUSE_NOTIFY_INVAL_ENTRY, positive or
+// negative). With it a mount may cache attributes and names for long (--attr-cache,
+// --entry-cache, --dir-entry-cache) and still see another client's chmod, rename or new
+// file within milliseconds. Engines that cannot watch get nothing of this (the kernel's
+// timeouts alone, as before); `mount --no-meta-watch` turns it off.
+//
+// When the engine says changes were missed (its watch was cut and resumed without the
+// gap's history), every name the kernel caches is dropped at once (FUSE_NOTIFY_INC_EPOCH,
+// Linux 6.16+; each is looked up again, with fresh attributes, before its next use); on
+// older kernels the timeouts cover the gap. Attributes the kernel holds for open files
+// reached without a lookup (fstat) are not dropped by it: they expire by --attr-cache.
 //
 // Threads: the engine's watch thread only queues; one notifier thread writes the
 // notifications on a duplicate of the FUSE device of its own, because the kernel holds an
 // entry notification back while the directory's lock is taken (a request in it being
 // served): such a wait must never hold up the engine's stream, nor the session's end (the
 // notifier is left to finish alone then; the process's exit closes its descriptor). The
-// queue is bounded (65536 changes): past it, changes are dropped and counted, and the
-// kernel's timeouts cover them.
+// queue is bounded (65536 changes): past it, the queue is replaced by dropping every name
+// as above.
 #pragma once
 
 #include <cstdint>

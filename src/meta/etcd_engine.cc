@@ -289,7 +289,7 @@ class EtcdEngine final : public KvEngine {
   std::mutex lease_mu_;
   int64_t lease_ = 0;
   Clock::time_point lease_granted_;
-  etcd::OwnCommits own_commits_;  // recorded only while watched
+  OwnCommits own_commits_;  // recorded only while watched
   std::atomic<bool> watching_{false};
   std::mutex watch_mu_;
   std::unique_ptr<etcd::Watcher> watcher_;  // guarded by watch_mu_; declared last: stopped first

@@ -12,25 +12,6 @@
 
 namespace tierfs::etcd {
 
-namespace {
-constexpr size_t kOwnCommitsKept = 4096;
-}  // namespace
-
-void OwnCommits::Add(const std::string& marker_key) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (!set_.insert(marker_key).second) return;
-  order_.push_back(marker_key);
-  if (order_.size() > kOwnCommitsKept) {
-    set_.erase(order_.front());
-    order_.pop_front();
-  }
-}
-
-bool OwnCommits::Contains(const std::string& marker_key) {
-  std::lock_guard<std::mutex> l(mu_);
-  return set_.count(marker_key) != 0;
-}
-
 Watcher::Watcher(Client& client, size_t members, std::string prefix, std::string value_prefix,
                  std::string marker_prefix, int64_t from, OwnCommits* own, KvEngine::WatchFn on_change)
     : c_(client),

@@ -13,39 +13,24 @@
 //     from the oldest revision still kept;
 //   - a member that hangs without closing the connection is noticed by gRPC's keepalive
 //     (etcd_grpc.cc) within about 15 s.
-// Commits of this engine are skipped (OwnCommits, by the commit marker each commit writes):
-// a client does not invalidate what it just wrote itself. A commit whose answer was lost (resolved through its marker) is
-// reported like another client's: a spurious invalidation, never a missed one.
+// Commits of this engine are skipped (meta/own_commits.h), by the commit marker each commit
+// writes (etcd_engine.h: "x" id): a client does not invalidate what it just wrote itself.
+// A commit whose answer was lost (resolved through its marker) is reported like another
+// client's: a spurious invalidation, never a missed one.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
 
 #include "meta/etcd_client.h"
 #include "meta/kv_engine.h"
+#include "meta/own_commits.h"
 
 namespace tierfs::etcd {
-
-// The commit markers (etcd_engine.h: "x" id) of this engine's latest commits, the last
-// 4096: a commit is recognised in the watch by its marker, which is recorded before the
-// commit is sent (its revision would be known only after the answer, which the watch may
-// beat).
-class OwnCommits {
- public:
-  void Add(const std::string& marker_key);
-  bool Contains(const std::string& marker_key);
-
- private:
-  std::mutex mu_;
-  std::deque<std::string> order_;
-  std::unordered_set<std::string> set_;
-};
 
 class Watcher {
  public:

@@ -1,5 +1,6 @@
 #include "meta/redis_conn.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -253,6 +254,17 @@ Status Conn::Raw(const std::vector<Cmd>& cmds, std::vector<Reply>* replies) {
   if (broken_)
     return Status::Err(ECONNRESET, "Redis at " + params_.where + ": connection is broken");
   SigpipeGuard guard;
+  RETURN_IF_ERROR(Append(cmds));
+  replies->reserve(cmds.size());
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return IoError("reading a reply");
+    replies->emplace_back(static_cast<redisReply*>(raw));
+  }
+  return Status::OK();
+}
+
+Status Conn::Append(const std::vector<Cmd>& cmds) {
   std::vector<const char*> argv;
   std::vector<size_t> argvlen;
   for (const Cmd& c : cmds) {
@@ -262,17 +274,39 @@ Status Conn::Raw(const std::vector<Cmd>& cmds, std::vector<Reply>* replies) {
       argv.push_back(a.data());
       argvlen.push_back(a.size());
     }
-    if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), argvlen.data()) !=
-        REDIS_OK) {
+    if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), argvlen.data()) != REDIS_OK) {
       return IoError("queueing a command");
     }
   }
-  replies->reserve(cmds.size());
-  for (size_t i = 0; i < cmds.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return IoError("reading a reply");
-    replies->emplace_back(static_cast<redisReply*>(raw));
+  return Status::OK();
+}
+
+Status Conn::Send(const std::vector<Cmd>& cmds) {
+  if (broken_) return Status::Err(ECONNRESET, "Redis at " + params_.where + ": connection is broken");
+  SigpipeGuard guard;
+  RETURN_IF_ERROR(Append(cmds));
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return IoError("sending a command");
   }
+  return Status::OK();
+}
+
+Status Conn::Receive(std::chrono::milliseconds wait, Reply* out) {
+  out->reset();
+  if (broken_) return Status::Err(ECONNRESET, "Redis at " + params_.where + ": connection is broken");
+  void* raw = nullptr;
+  if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) return IoError("reading a message");
+  if (raw == nullptr) {
+    pollfd p{ctx_->fd, POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(wait.count()));
+    if (n < 0 && errno == EINTR) return Status::OK();
+    if (n < 0) return IoError("waiting for a message");
+    if (n == 0) return Status::OK();
+    if (redisBufferRead(ctx_) != REDIS_OK) return IoError("reading a message");
+    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) return IoError("reading a message");
+  }
+  out->reset(static_cast<redisReply*>(raw));
   return Status::OK();
 }
 

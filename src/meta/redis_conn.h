@@ -105,6 +105,12 @@ class Conn {
   // the peer does not speak Redis; the connection is then broken() and must not be reused.
   Status Exchange(const std::vector<Cmd>& cmds, std::vector<Reply>* replies);
 
+  // Publish/subscribe (redis_watch.h): Send writes cmds without reading replies; Receive
+  // returns the next reply or message, waiting at most `wait` for one (*out null: none
+  // came). Errors as Exchange's.
+  Status Send(const std::vector<Cmd>& cmds);
+  Status Receive(std::chrono::milliseconds wait, Reply* out);
+
   bool broken() const { return broken_; }
   // In Sentinel mode turns an EROFS (READONLY) error into EAGAIN and breaks the
   // connection; otherwise returns why unchanged.
@@ -122,6 +128,8 @@ class Conn {
  private:
   Conn(redisContext* ctx, ConnParams params) : ctx_(ctx), params_(std::move(params)) {}
   Status Raw(const std::vector<Cmd>& cmds, std::vector<Reply>* replies);
+  // Queues cmds in hiredis's output buffer.
+  Status Append(const std::vector<Cmd>& cmds);
   Status IoError(const char* what);
   Status Handshake();
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,8 @@
 #include "meta/redis_options.h"
 #include "meta/redis_sentinel.h"
 #include "meta/redis_txn.h"
+#include "meta/redis_watch.h"
+#include "meta/own_commits.h"
 #include "meta/meta_retry_timeout.h"
 #include "meta/txn_nesting.h"
 
@@ -71,7 +74,9 @@ bool Retryable(const Status& st) {
 
 class RedisEngine final : public KvEngine {
  public:
-  explicit RedisEngine(redis::Options options) : o_(std::move(options)) {}
+  explicit RedisEngine(redis::Options options)
+      : o_(std::move(options)), channel_(redis::ChangeChannel(o_.conn.db)) {}
+  ~RedisEngine() override { (void)Watch(nullptr); }
 
   // Connects once and checks (or marks) the database. Waits for a loading server, but
   // reports an unreachable one at once: at open that is nearly always a wrong URL.
@@ -92,6 +97,26 @@ class RedisEngine final : public KvEngine {
   }
 
   std::string Describe() const override { return o_.describe; }
+
+  // Commits are published by the commit script (redis_watch.h).
+  Status Watch(WatchFn on_change) override {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    if (!on_change) {
+      watcher_.reset();  // joins the watch thread
+      watching_ = false;
+      return Status::OK();
+    }
+    if (watcher_) return Status::Err(EBUSY, "Redis " + Describe() + " is already watched");
+    watching_ = true;  // before subscribing: every commit the watch may see is recorded
+    auto w = redis::Watcher::Start([this] { return OpenConn(); }, channel_, o_.describe, &own_commits_,
+                                   std::move(on_change));
+    if (!w.ok()) {
+      watching_ = false;
+      return w.status();
+    }
+    watcher_ = std::move(*w);
+    return Status::OK();
+  }
 
   // How long one WAIT may block: a slice, never past the deadline, never 0 (which would
   // mean "forever" to Redis).
@@ -200,9 +225,10 @@ class RedisEngine final : public KvEngine {
       }
     }
     std::string m = NewMarker();
+    if (watching_.load(std::memory_order_relaxed)) own_commits_.Add(m);
     long long ttl =
         std::chrono::duration_cast<std::chrono::milliseconds>(o_.deadline + kMarkerSlack).count();
-    Finish f = txn.Commit(m, ttl, o_.wait_replicas, WaitSlice(deadline));
+    Finish f = txn.Commit(m, ttl, channel_, o_.wait_replicas, WaitSlice(deadline));
     switch (f.outcome) {
       case Outcome::kOk:
         *marker = std::move(m);
@@ -494,9 +520,14 @@ class RedisEngine final : public KvEngine {
   }
 
   const redis::Options o_;
+  const std::string channel_;  // where commits are published (redis_watch.h)
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
   std::optional<redis::MasterAddr> master_;  // Sentinel mode: the master last used; guarded by mu_
+  OwnCommits own_commits_;                   // recorded only while watched
+  std::atomic<bool> watching_{false};
+  std::mutex watch_mu_;
+  std::unique_ptr<redis::Watcher> watcher_;  // guarded by watch_mu_; declared last: stopped first
 };
 
 }  // namespace

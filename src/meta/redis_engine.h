@@ -12,6 +12,8 @@
 //   "W"        integer global version: increased by every commit
 //   "x" id     string  commit marker (below), expires
 //   "tierfs"   string  marks the database as a TierFS volume (set when it was empty)
+// and the pub/sub channel "tierfs:changes:" DB, on which every commit is published
+// (redis_watch.h: how Watch tells mounts of other clients' changes).
 // An indexed key whose "k" value is missing or not a string (damage done behind the
 // engine's back) is scanned with an empty value, so that the layers above report it as a
 // damaged record (redis_scripts.h); deleting it drops its index entry.
@@ -26,8 +28,8 @@
 //   values atomically, one round trip per batch. Other scans watch "W" instead.
 // - Put/Delete are buffered in the client and merged into Get and Scan results.
 // - Commit: MULTI + EVALSHA of the commit script (values, indexes, "G", versions, marker) +
-//   EXEC, one round trip. A nil EXEC (something watched changed) reruns the callback
-//   after exponential backoff with jitter.
+//   EXEC, one round trip; the script also publishes the commit's keys. A nil EXEC
+//   (something watched changed) reruns the callback after exponential backoff with jitter.
 // - A transaction that wrote nothing and read in one round trip is consistent by itself
 //   (getattr costs one round trip). One that read in several round trips, or whose
 //   callback failed after several reads (its error may come from an inconsistent view),

@@ -9,20 +9,25 @@
 
 namespace tierfs::redis {
 
-// ARGV: marker, marker_ttl_ms, nput, ndel, nput x (key, group_len, value),
+// ARGV: marker, marker_ttl_ms, channel, nput, ndel, nput x (key, group_len, value),
 // ndel x (key, group_len). Returns 1 when applied, 0 when the marker already existed
 // (the commit was declared lost by a resolver and must not apply).
+// An applied commit is published on `channel` (redis_watch.h) as the marker, a newline,
+// then each key written or deleted as its decimal length, ':' and the key. pcall: a user
+// whom ACLs deny the channel still commits (its mounts then cannot watch, and say so).
 inline constexpr char kCommitScript[] = R"lua(
 if not redis.call('SET', ARGV[1], '1', 'NX', 'PX', ARGV[2]) then return 0 end
-local np, nd = tonumber(ARGV[3]), tonumber(ARGV[4])
+local np, nd = tonumber(ARGV[4]), tonumber(ARGV[5])
 local touched = {}
-local i = 5
+local pub = {ARGV[1], '\n'}
+local i = 6
 for _ = 1, np do
   local k = ARGV[i]
   local g = string.sub(k, 1, tonumber(ARGV[i + 1]))
   redis.call('SET', 'k' .. k, ARGV[i + 2])
   if redis.call('ZADD', 'i' .. g, 0, k) == 1 then redis.call('ZADD', 'G', 0, g) end
   touched[g] = true
+  pub[#pub + 1] = #k .. ':' .. k
   i = i + 3
 end
 for _ = 1, nd do
@@ -31,6 +36,7 @@ for _ = 1, nd do
   local gone = redis.call('DEL', 'k' .. k)
   -- The index entry goes even when the value was already gone (damage: see the scans).
   if redis.call('ZREM', 'i' .. g, k) == 1 or gone == 1 then touched[g] = true end
+  pub[#pub + 1] = #k .. ':' .. k
   i = i + 2
 end
 for g in pairs(touched) do
@@ -42,6 +48,7 @@ for g in pairs(touched) do
   end
 end
 redis.call('INCR', 'W')
+redis.pcall('PUBLISH', ARGV[3], table.concat(pub))
 return 1
 )lua";
 

@@ -430,12 +430,13 @@ Finish RedisTxn::Validate() {
   return Exec(std::move(cmds), /*commits=*/false);
 }
 
-Finish RedisTxn::Commit(const std::string& marker, long long marker_ttl_ms, int wait_replicas, long long wait_ms) {
+Finish RedisTxn::Commit(const std::string& marker, long long marker_ttl_ms, const std::string& channel,
+                        int wait_replicas, long long wait_ms) {
   if (!unavailable_.ok()) return {Outcome::kRetry, unavailable_};
   size_t puts = 0;
   for (const auto& [k, v] : writes_) puts += v.has_value();
   Cmd script("EVALSHA");
-  script.Arg(conn_.shas().commit).Arg(0LL).ArgRef(marker).Arg(marker_ttl_ms);
+  script.Arg(conn_.shas().commit).Arg(0LL).ArgRef(marker).Arg(marker_ttl_ms).ArgRef(channel);
   script.Arg(static_cast<long long>(puts)).Arg(static_cast<long long>(writes_.size() - puts));
   for (const auto& [k, v] : writes_) {
     if (!v) continue;

@@ -65,9 +65,10 @@ class RedisTxn final : public KvTxn {
   // Applies the buffered writes with the commit script under the watches. marker names
   // the commit for resolving a lost EXEC reply; it expires after marker_ttl_ms. With
   // wait_replicas > 0, WAIT wait_replicas wait_ms follows EXEC in the same round trip and
-  // Finish::replicas says how many replicas hold the commit.
-  Finish Commit(const std::string& marker, long long marker_ttl_ms, int wait_replicas = 0,
-                long long wait_ms = 0);
+  // Finish::replicas says how many replicas hold the commit. The commit is published on
+  // channel (redis_watch.h).
+  Finish Commit(const std::string& marker, long long marker_ttl_ms, const std::string& channel,
+                int wait_replicas = 0, long long wait_ms = 0);
 
   class ServerRange;
 
