@@ -344,21 +344,18 @@ Result<OpenResult> Vfs::OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr
     a = *t;
     gen = st->Gen();
   }
-  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, a, flags, gen));
+  std::vector<ChunkSegment> first_map;
+  bool with_map = want_chunk && a.IsRegular() && a.length > 0;
+  if (with_map) first_map = BuildSliceMap(std::move(first_chunk));
+  ASSIGN_OR_RETURN(OpenResult r, OpenWithAttr(st, a, flags, gen, with_map ? &first_map : nullptr));
   // The kernel may serve the reads from its page cache, out of our sight: the open counts.
   if ((flags & O_ACCMODE) == O_RDONLY && a.IsRegular()) r.atime_marked = NoteAccess(st);
   if (attr_out) *attr_out = MergePending(ino, a);  // with this client's buffered writes
-  if (want_chunk && a.IsRegular() && a.length > 0) {
-    // Not while writes are buffered: more cautious than the cache's rule (the writer's
-    // commit would drop the map anyway), kept as it was.
-    std::lock_guard<std::mutex> l(st->mu);
-    if (!(st->writer && st->writer->Dirty())) st->KeepSegmentsLocked(0, BuildSliceMap(std::move(first_chunk)), gen);
-  }
   return r;
 }
 
 Result<OpenResult> Vfs::OpenWithAttr(const std::shared_ptr<InodeState>& st, const Attr& a, int flags,
-                                     uint64_t gen) {
+                                     uint64_t gen, std::vector<ChunkSegment>* first_chunk) {
   auto h = std::make_shared<Handle>();
   h->ino = st->ino;
   h->flags = flags;
@@ -376,8 +373,14 @@ Result<OpenResult> Vfs::OpenWithAttr(const std::shared_ptr<InodeState>& st, cons
     // clients without a lock race anyway; with one, taking the lock revalidates).
     // `a` replaces the cached length only if it is current: this client did not change
     // the file while it was being read (then the state already holds something newer).
+    const bool raced = st->gen_locked() != gen;
     bool unseen = st->RefreshLocked(&a, gen, InodeState::Cause::kOpen);
     r.keep_cache = !unseen || dirty;
+    // The map read with `a` is as current as `a`, so it outlives the refresh that may have
+    // dropped older maps (the first open after a mount always does), unless a commit of
+    // this client's raced with the read. Not while writes are buffered: more cautious
+    // than the cache's rule (the writer's commit would drop the map anyway).
+    if (first_chunk && !raced && !dirty) st->KeepSegmentsLocked(0, std::move(*first_chunk), st->gen_locked());
     st->opens++;
   }
   r.fh = AddHandle(std::move(h));

@@ -28,6 +28,7 @@
 namespace tierfs {
 
 class CachedStore;
+struct ChunkSegment;
 class InodeState;
 class ReadPieces;
 struct Handle;
@@ -231,8 +232,10 @@ class Vfs {
   FlatCopy PassthroughCopy(uint64_t fh);
 
  private:
-  // Opens with attributes read from the engine while the state's generation was `gen`.
-  Result<OpenResult> OpenWithAttr(const std::shared_ptr<InodeState>& st, const Attr& a, int flags, uint64_t gen);
+  // Opens with attributes read from the engine while the state's generation was `gen`;
+  // first_chunk: the map of chunk 0 read with them, kept for the reads to come.
+  Result<OpenResult> OpenWithAttr(const std::shared_ptr<InodeState>& st, const Attr& a, int flags, uint64_t gen,
+                                  std::vector<ChunkSegment>* first_chunk = nullptr);
   // Open, also giving the attributes the file was opened with (after O_TRUNC).
   Result<OpenResult> OpenInode(const Ctx& ctx, Ino ino, int flags, Attr* attr_out);
   std::shared_ptr<InodeState> State(Ino ino);

@@ -108,6 +108,31 @@ class VfsTest : public ::testing::Test {
   std::unique_ptr<Vfs> vfs_;
 };
 
+// The first open of a file after a mount reads its attributes and the map of its first
+// chunk in one transaction; the map must survive the refresh that open makes (everything
+// is unseen to a fresh client), or every first read pays a second transaction for it.
+TEST_F(VfsTest, TheFirstOpenAfterAMountKeepsTheMapItRead) {
+  uint64_t fh = Create("f");
+  std::string data(100 << 10, 'x');
+  ASSERT_TRUE(vfs_->Write(fh, 0, data.data(), data.size()).ok());
+  ASSERT_TRUE(vfs_->Release(fh).ok());
+  auto e = vfs_->Lookup(ctx_, kRootIno, "f");
+  ASSERT_TRUE(e.ok());
+  // Another client of the same session's engine: a mount that has seen nothing yet.
+  auto store = NewStore();
+  Vfs fresh(meta_.get(), store.get(), VfsOptions{});
+  int before = engine_->scans.load();
+  auto o = fresh.Open(ctx_, e->ino, O_RDONLY);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(engine_->scans.load(), before + 1);  // attributes and chunk 0's map
+  std::string got(data.size(), '\0');
+  auto r = fresh.Read(o->fh, 0, got.size(), got.data());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(engine_->scans.load(), before + 1);  // the read used the map the open read
+  ASSERT_TRUE(fresh.Release(o->fh).ok());
+}
+
 TEST_F(VfsTest, RandomWritesMatchAModel) {
   uint64_t fh = Create("f");
   std::string model;
