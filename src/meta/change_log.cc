@@ -56,6 +56,9 @@ class LoggingTxn final : public KvTxn {
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     return in_.Scan(begin, end, limit, fn);
   }
+  Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override {
+    return in_.Prefetch(keys, prefixes);
+  }
 
   // Appends the record, in the inner transaction (nothing when nothing logged was written).
   Status Append() {

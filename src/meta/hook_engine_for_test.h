@@ -34,6 +34,9 @@ class ScanSpy : public KvTxn {
     *scanned_ = true;
     return t_.Scan(begin, end, limit, fn);
   }
+  Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override {
+    return t_.Prefetch(keys, prefixes);
+  }
 
  private:
   KvTxn& t_;

@@ -41,6 +41,16 @@ class KvTxn {
   // trip, or a statement with its own set-up, read them in one go (a listing page reads the
   // attributes and an xattr of a thousand entries).
   virtual Result<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys);
+  // A hint that the transaction is about to read `keys` and scan each of `prefixes` whole
+  // ([p, PrefixEnd(p))). Engines whose reads are round trips read them all in one and serve
+  // those reads from what they got (Redis: an open reads the attributes and the first
+  // chunk's map in one round trip, not four). The default does nothing; the reads that
+  // follow are what count, and see the transaction's own writes as always.
+  virtual Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) {
+    (void)keys;
+    (void)prefixes;
+    return Status::OK();
+  }
   using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
   virtual Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) = 0;
 };

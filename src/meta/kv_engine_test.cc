@@ -22,6 +22,7 @@
 #include "common/encoding.h"
 #include "common/url.h"
 #include "meta/engine_for_test.h"
+#include "meta/key_schema.h"
 #include "meta/kv_engine_test_util.h"
 
 namespace tierfs {
@@ -258,6 +259,60 @@ TYPED_TEST(KvEngineTest, GetManyReadsWhatGetReads) {
                },
                true)
                   .ok());
+}
+
+// Prefetch is a hint: the reads after it see exactly what they would without it, the
+// transaction's own writes included, also past the first batch of a long prefix (200
+// chunk records; Redis prefetches 128) and for prefixes and keys that hold nothing.
+TYPED_TEST(KvEngineTest, PrefetchChangesNothingTheReadsSee) {
+  KvEngine& e = *this->engine_;
+  ASSERT_TRUE(e.Txn([](KvTxn& t) {
+                 RETURN_IF_ERROR(t.Put(keys::Inode(5), "attr5"));
+                 for (uint64_t seq = 1; seq <= 200; ++seq) {
+                   RETURN_IF_ERROR(t.Put(keys::ChunkRecord(5, 0, seq), "slice" + std::to_string(seq)));
+                 }
+                 return t.Put(keys::ChunkRecord(5, 1, 1), "next chunk");
+               })
+                  .ok());
+  auto scan = [](KvTxn& t, const std::string& prefix, KvList* out) {
+    out->clear();
+    return t.Scan(prefix, PrefixEnd(prefix), 0, [&](std::string_view k, std::string_view v) {
+      out->emplace_back(k, v);
+      return true;
+    });
+  };
+  for (bool own_writes : {false, true}) {
+    KvList plain, hinted, plain_empty, hinted_empty;
+    std::optional<std::string> plain_attr, hinted_attr, plain_missing, hinted_missing;
+    auto read = [&](bool hint, KvList* chunk, KvList* empty, std::optional<std::string>* attr,
+                    std::optional<std::string>* missing) {
+      return [&, hint, chunk, empty, attr, missing](KvTxn& t) -> Status {
+        if (own_writes) {
+          RETURN_IF_ERROR(t.Put(keys::ChunkRecord(5, 0, 150), "rewritten"));
+          RETURN_IF_ERROR(t.Delete(keys::ChunkRecord(5, 0, 2)));
+          RETURN_IF_ERROR(t.Put(keys::Inode(5), "attr5 changed"));
+        }
+        if (hint) {
+          RETURN_IF_ERROR(t.Prefetch({keys::Inode(5), keys::Inode(6)},
+                                     {keys::ChunkPrefix(5, 0), keys::ChunkPrefix(6, 0), keys::TruncRulesPrefix(5)}));
+        }
+        ASSIGN_OR_RETURN(*attr, t.Get(keys::Inode(5)));
+        ASSIGN_OR_RETURN(*missing, t.Get(keys::Inode(6)));
+        RETURN_IF_ERROR(scan(t, keys::ChunkPrefix(5, 0), chunk));
+        return scan(t, keys::ChunkPrefix(6, 0), empty);
+      };
+    };
+    // Read-only when nothing is written: the path where Redis answers in one round trip.
+    ASSERT_TRUE(e.Txn(read(false, &plain, &plain_empty, &plain_attr, &plain_missing), !own_writes).ok());
+    ASSERT_TRUE(e.Txn(read(true, &hinted, &hinted_empty, &hinted_attr, &hinted_missing), !own_writes).ok());
+    EXPECT_EQ(hinted, plain);
+    EXPECT_EQ(hinted.size(), own_writes ? 199u : 200u);
+    EXPECT_EQ(hinted_attr, plain_attr);
+    EXPECT_EQ(hinted_attr, std::optional<std::string>(own_writes ? "attr5 changed" : "attr5"));
+    EXPECT_FALSE(hinted_missing.has_value());
+    EXPECT_TRUE(hinted_empty.empty());
+    EXPECT_TRUE(plain_empty.empty());
+  }
 }
 
 TYPED_TEST(KvEngineTest, GetManyOfKeysFarApart) {

@@ -29,6 +29,7 @@ Status DamagedChunkRecord(std::string_view key) {
 
 Status ReadChunkTx(KvTxn& t, Ino ino, uint32_t index, std::vector<SliceRecord>* out) {
   out->clear();
+  RETURN_IF_ERROR(t.Prefetch({}, {keys::ChunkPrefix(ino, index), keys::TruncRulesPrefix(ino)}));
   Status damaged;
   RETURN_IF_ERROR(ScanPrefix(t, keys::ChunkPrefix(ino, index), 0, [&](std::string_view k, std::string_view v) {
     SliceRecord r;

@@ -643,6 +643,10 @@ Result<Attr> Meta::Open(const Ctx& ctx, Ino ino, int flags, std::vector<SliceRec
   acl::Acl access;
   Status st = engine_->Txn(
       [&](KvTxn& t) {
+        if (first_chunk) {
+          // One round trip where reads are round trips (a directory's chunk scans find nothing).
+          RETURN_IF_ERROR(t.Prefetch({keys::Inode(ino)}, {keys::ChunkPrefix(ino, 0), keys::TruncRulesPrefix(ino)}));
+        }
         RETURN_IF_ERROR(GetAttrTx(t, ino, &a));
         RETURN_IF_ERROR(LoadAccessAclTx(t, ctx, ino, a, &access));  // reads only when it must
         if (first_chunk && a.IsRegular() && a.length > 0) return ReadChunkTx(t, ino, 0, first_chunk);

@@ -205,13 +205,14 @@ Status Conn::FollowFailover(Status why) {
 
 Status Conn::ReloadScripts() {
   std::vector<Cmd> cmds;
-  for (const char* src : {kCommitScript, kScanGroupScript, kScanMultiScript, kResolveScript, kGetIndirectScript}) {
+  for (const char* src :
+       {kCommitScript, kScanGroupScript, kScanMultiScript, kResolveScript, kGetIndirectScript, kPrefetchScript}) {
     cmds.push_back(std::move(Cmd("SCRIPT").Arg("LOAD").ArgRef(src)));
   }
   std::vector<Reply> replies;
   RETURN_IF_ERROR(Raw(cmds, &replies));
-  std::string* out[] = {&shas_.commit, &shas_.scan_group, &shas_.scan_multi, &shas_.resolve,
-                        &shas_.get_indirect};
+  std::string* out[] = {&shas_.commit,  &shas_.scan_group,  &shas_.scan_multi,
+                        &shas_.resolve, &shas_.get_indirect, &shas_.prefetch};
   for (size_t i = 0; i < replies.size(); ++i) {
     const redisReply* r = replies[i].get();
     if (r->type != REDIS_REPLY_STRING) return ReplyStatus(r, params_.where, "loading a script");

@@ -83,7 +83,7 @@ class Cmd {
 
 // SHA1 names of the engine's Lua scripts as loaded on a connection (redis_scripts.h).
 struct ScriptShas {
-  std::string commit, scan_group, scan_multi, resolve, get_indirect;
+  std::string commit, scan_group, scan_multi, resolve, get_indirect, prefetch;
 };
 
 // Used by one thread at a time (the pool hands it out). Not thread-safe.

@@ -118,6 +118,29 @@ if next_group == nil then return {'', 0, out} end
 return {next_group, 1, out}
 )lua";
 
+// RedisTxn::Prefetch in one atomic step. ARGV: nkeys, nscans, batch, the keys (without
+// "k"), then per scan: group, from, to (exclusive; the scans are bounded). Returns the
+// keys' values (false when missing), then per scan {count, last_key, {k1, v1, ...}} as
+// kScanGroupScript does with n = batch.
+inline constexpr char kPrefetchScript[] = R"lua(
+local nk, ns, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 4, 3 + nk do out[#out + 1] = redis.call('GET', 'k' .. ARGV[i]) end
+local a = 4 + nk
+for _ = 1, ns do
+  local ks = redis.call('ZRANGEBYLEX', 'i' .. ARGV[a], '[' .. ARGV[a + 1], '(' .. ARGV[a + 2], 'LIMIT', 0, n)
+  local kv = {}
+  for _, k in ipairs(ks) do
+    local v = redis.pcall('GET', 'k' .. k)
+    if type(v) ~= 'string' then v = '' end
+    kv[#kv + 1] = k; kv[#kv + 1] = v
+  end
+  out[#out + 1] = {#ks, ks[#ks] or '', kv}
+  a = a + 3
+end
+return out
+)lua";
+
 // ARGV: marker, ttl_ms. Decides the fate of a commit whose EXEC reply was lost: returns 1
 // when it applied; otherwise plants the marker as "lost" so that the commit can never apply
 // later (its EXEC may still sit in a dead connection's buffer) and returns 0. A marker found

@@ -49,6 +49,14 @@ class RedisTxn::ServerRange {
     }
     max_batch_ = single_ ? kMaxGroupBatch : (limit > 0 ? kMaxMultiBatch : kMaxUnlimitedMultiBatch);
     batch_ = std::min(limit > 0 ? limit : kFirstBatch, max_batch_);
+    // A whole prefix that Prefetch read: its first batch is already here, under its watch.
+    auto p = txn_.prefetched_.find(begin);
+    if (single_ && p != txn_.prefetched_.end() && end == PrefixEnd(begin)) {
+      buf_ = p->second.entries;
+      exhausted_ = p->second.complete;
+      if (!exhausted_) from_ = Successor(buf_.back().first);
+      batch_ = std::min(batch_ * 2, max_batch_);
+    }
   }
 
   // Points *out at the first server entry with key >= cursor (> cursor when !inclusive),
@@ -305,12 +313,16 @@ Result<std::vector<std::optional<std::string>>> RedisTxn::GetIndirect(const std:
   script.Arg(conn_.shas().get_indirect).Arg(0LL).Arg(static_cast<long long>(n)).Arg(indirect_prefix).Arg(indirect_suffix);
   for (const auto& k : direct) script.Arg("k", k);
   std::vector<Cmd> cmds;
+  // The indirect key is known only once the script ran, too late to watch it; the global
+  // version stands for all of them, so that a transaction that reads more afterwards is
+  // validated against every commit in between (a lookup that stops here needs none).
+  AddWatch(&cmds, "W", "");
   cmds.push_back(std::move(script));
   std::vector<Reply> replies;
   RETURN_IF_ERROR(Exchange(cmds, &replies));
   ++reads_;
+  for (const Reply& each : replies) RETURN_IF_ERROR(Expect(each.get(), "reading keys"));
   const redisReply* r = replies.back().get();
-  RETURN_IF_ERROR(Expect(r, "reading keys"));
   if (r->type != REDIS_REPLY_ARRAY || r->elements != direct.size() + 1) return Expect(nullptr, "reading keys");
   std::vector<std::optional<std::string>> out;
   for (size_t i = 0; i < r->elements; ++i) {
@@ -324,6 +336,68 @@ Result<std::vector<std::optional<std::string>>> RedisTxn::GetIndirect(const std:
     }
   }
   return out;
+}
+
+Status RedisTxn::Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) {
+  if (!unavailable_.ok()) return unavailable_;
+  std::vector<const std::string*> ks, ps;
+  std::vector<std::string> ends;
+  for (const auto& k : keys) {
+    if (!writes_.count(k) && !read_cache_.count(k)) ks.push_back(&k);
+  }
+  for (const auto& p : prefixes) {
+    std::string_view group = keys::ScanGroup(p);
+    std::string end = PrefixEnd(p), group_end = PrefixEnd(group);
+    bool single = keys::IsFullScanGroup(group) && !end.empty() && (group_end.empty() || end <= group_end);
+    // A prefix with buffered writes is merged by the scan itself; nothing gained here.
+    auto w = writes_.lower_bound(p);
+    bool written = w != writes_.end() && w->first < end;
+    if (single && !written && !prefetched_.count(p)) {
+      ps.push_back(&p);
+      ends.push_back(std::move(end));
+    }
+  }
+  if (ks.empty() && ps.empty()) return Status::OK();
+  std::vector<Cmd> cmds;
+  for (const std::string* k : ks) AddWatch(&cmds, "k", *k);
+  for (const std::string* p : ps) AddWatch(&cmds, "v", keys::ScanGroup(*p));
+  Cmd script("EVALSHA");
+  script.Arg(conn_.shas().prefetch).Arg(0LL).Arg(static_cast<long long>(ks.size()));
+  script.Arg(static_cast<long long>(ps.size())).Arg(static_cast<long long>(kFirstBatch));
+  for (const std::string* k : ks) script.ArgRef(*k);
+  for (size_t i = 0; i < ps.size(); ++i) script.Arg(keys::ScanGroup(*ps[i])).ArgRef(*ps[i]).ArgRef(ends[i]);
+  cmds.push_back(std::move(script));
+  std::vector<Reply> replies;
+  RETURN_IF_ERROR(Exchange(cmds, &replies));
+  ++reads_;
+  for (const Reply& r : replies) RETURN_IF_ERROR(Expect(r.get(), "reading keys"));
+  const redisReply* r = replies.back().get();
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != ks.size() + ps.size()) return Expect(nullptr, "reading keys");
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const redisReply* e = r->element[i];
+    std::optional<std::string> value;
+    if (e->type == REDIS_REPLY_STRING) {
+      value.emplace(e->str, e->len);
+    } else if (e->type != REDIS_REPLY_NIL) {
+      return Expect(nullptr, "reading keys");
+    }
+    read_cache_.emplace(*ks[i], std::move(value));
+  }
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const redisReply* e = r->element[ks.size() + i];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[2]->type != REDIS_REPLY_ARRAY) {
+      return Expect(nullptr, "scanning keys");
+    }
+    Prefetched got;
+    const redisReply* kv = e->element[2];
+    for (size_t j = 0; j + 1 < kv->elements; j += 2) {
+      got.entries.emplace_back(std::string(Str(kv->element[j])), std::string(Str(kv->element[j + 1])));
+    }
+    got.complete = static_cast<size_t>(e->element[0]->integer) < kFirstBatch;
+    prefetched_.emplace(*ps[i], std::move(got));
+  }
+  return Status::OK();
 }
 
 Status RedisTxn::Put(std::string_view key, std::string_view value) {

@@ -49,6 +49,12 @@ class RedisTxn final : public KvTxn {
                                                               std::string_view indirect_prefix, size_t n,
                                                               std::string_view indirect_suffix) override;
 
+  // One round trip: WATCHes of the keys and the prefixes' groups, then a script that reads
+  // the keys and the first batch of each prefix's index atomically; later Gets and Scans of
+  // exactly those find them here. Prefixes that span scan groups, and keys and prefixes
+  // already read or written, are left to the reads themselves.
+  Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override;
+
   // Set when a read failed because the connection broke or the server was busy; the
   // callback saw an error it did not cause, so the attempt must be retried.
   const Status& unavailable() const { return unavailable_; }
@@ -90,6 +96,12 @@ class RedisTxn final : public KvTxn {
   int reads_ = 0;
   bool watching_ = false;
   std::set<std::string, std::less<>> watched_;  // Redis keys WATCHed so far
+  // What Prefetch read of a prefix's index: its first batch, and whether that was all.
+  struct Prefetched {
+    std::vector<std::pair<std::string, std::string>> entries;
+    bool complete = false;
+  };
+  std::map<std::string, Prefetched, std::less<>> prefetched_;  // by prefix
   // Values read from the server, kept valid by their WATCH until EXEC.
   std::map<std::string, std::optional<std::string>, std::less<>> read_cache_;
   // Buffered writes; nullopt = delete.

@@ -28,6 +28,9 @@ class PassThrough : public KvTxn {
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     return in_.Scan(begin, end, limit, fn);
   }
+  Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override {
+    return in_.Prefetch(keys, prefixes);
+  }
   Status Put(std::string_view key, std::string_view value) override { return in_.Put(key, value); }
   Status Delete(std::string_view key) override { return in_.Delete(key); }
 
@@ -63,6 +66,16 @@ class MirrorReads final : public KvTxn {
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     if (!MirrorHoldsRange(begin, end)) return Divert();
     return in_.Scan(begin, end, limit, fn);
+  }
+  // Only a hint: forwarded when the mirror holds all of it, else the reads decide.
+  Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override {
+    for (const auto& k : keys) {
+      if (!MirrorHolds(k)) return Status::OK();
+    }
+    for (const auto& p : prefixes) {
+      if (!MirrorHoldsRange(p, PrefixEnd(p))) return Status::OK();
+    }
+    return in_.Prefetch(keys, prefixes);
   }
   Status Put(std::string_view, std::string_view) override { return ReadOnly(); }
   Status Delete(std::string_view) override { return ReadOnly(); }
