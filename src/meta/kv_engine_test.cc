@@ -262,13 +262,14 @@ TYPED_TEST(KvEngineTest, GetManyReadsWhatGetReads) {
 }
 
 // Prefetch is a hint: the reads after it see exactly what they would without it, the
-// transaction's own writes included, also past the first batch of a long prefix (200
-// chunk records; Redis prefetches 128) and for prefixes and keys that hold nothing.
+// transaction's own writes included, also past the first batch of a long prefix (300
+// chunk records; Redis prefetches 128, PostgreSQL 256) and for prefixes and keys that hold
+// nothing.
 TYPED_TEST(KvEngineTest, PrefetchChangesNothingTheReadsSee) {
   KvEngine& e = *this->engine_;
   ASSERT_TRUE(e.Txn([](KvTxn& t) {
                  RETURN_IF_ERROR(t.Put(keys::Inode(5), "attr5"));
-                 for (uint64_t seq = 1; seq <= 200; ++seq) {
+                 for (uint64_t seq = 1; seq <= 300; ++seq) {
                    RETURN_IF_ERROR(t.Put(keys::ChunkRecord(5, 0, seq), "slice" + std::to_string(seq)));
                  }
                  return t.Put(keys::ChunkRecord(5, 1, 1), "next chunk");
@@ -306,13 +307,33 @@ TYPED_TEST(KvEngineTest, PrefetchChangesNothingTheReadsSee) {
     ASSERT_TRUE(e.Txn(read(false, &plain, &plain_empty, &plain_attr, &plain_missing), !own_writes).ok());
     ASSERT_TRUE(e.Txn(read(true, &hinted, &hinted_empty, &hinted_attr, &hinted_missing), !own_writes).ok());
     EXPECT_EQ(hinted, plain);
-    EXPECT_EQ(hinted.size(), own_writes ? 199u : 200u);
+    EXPECT_EQ(hinted.size(), own_writes ? 299u : 300u);
     EXPECT_EQ(hinted_attr, plain_attr);
     EXPECT_EQ(hinted_attr, std::optional<std::string>(own_writes ? "attr5 changed" : "attr5"));
     EXPECT_FALSE(hinted_missing.has_value());
     EXPECT_TRUE(hinted_empty.empty());
     EXPECT_TRUE(plain_empty.empty());
   }
+  // A scan with a limit stops at it, from a prefetched batch too.
+  auto first3 = [&](bool hint) {
+    KvList out;
+    EXPECT_TRUE(e.Txn(
+                     [&](KvTxn& t) -> Status {
+                       std::string p = keys::ChunkPrefix(5, 0);
+                       if (hint) RETURN_IF_ERROR(t.Prefetch({}, {p}));
+                       out.clear();
+                       return t.Scan(p, PrefixEnd(p), 3, [&](std::string_view k, std::string_view v) {
+                         out.emplace_back(k, v);
+                         return true;
+                       });
+                     },
+                     true)
+                    .ok());
+    return out;
+  };
+  KvList hinted3 = first3(true);
+  EXPECT_EQ(hinted3.size(), 3u);
+  EXPECT_EQ(hinted3, first3(false));
 }
 
 TYPED_TEST(KvEngineTest, GetManyOfKeysFarApart) {

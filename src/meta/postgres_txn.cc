@@ -59,8 +59,31 @@ Status Txn::CheckWritable() {
   return Status::OK();
 }
 
+Status Txn::Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) {
+  if (!error_.ok()) return error_;
+  if (keys.size() + prefixes.size() > kMaxQueued) return Status::OK();  // a hint: too big to bother
+  Begin();
+  std::vector<size_t> at_key, at_prefix;
+  std::string want = Int8(kScanBatch);
+  for (const auto& k : keys) at_key.push_back(c_.Queue(Stmt::kGet, {k}));
+  std::vector<std::string> ends;
+  for (const auto& p : prefixes) ends.push_back(PrefixEnd(p));
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    at_prefix.push_back(ends[i].empty() ? c_.Queue(Stmt::kScanOpen, {prefixes[i], want})
+                                        : c_.Queue(Stmt::kScanRange, {prefixes[i], ends[i], want}));
+  }
+  RETURN_IF_ERROR(RoundTrip());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const PGresult* r = results_[at_key[i]].get();
+    got_[keys[i]] = PQntuples(r) == 0 ? std::optional<std::string>() : std::string(Cell(r, 0, 0));
+  }
+  for (size_t i = 0; i < prefixes.size(); ++i) scanned_[prefixes[i]] = std::move(results_[at_prefix[i]]);
+  return Status::OK();
+}
+
 Result<std::optional<std::string>> Txn::Get(std::string_view key) {
   if (!error_.ok()) return error_;
+  if (auto g = got_.find(key); g != got_.end()) return g->second;
   Begin();
   size_t i = c_.Queue(Stmt::kGet, {key});
   RETURN_IF_ERROR(RoundTrip());
@@ -89,6 +112,7 @@ Result<std::vector<std::optional<std::string>>> Txn::GetMany(const std::vector<s
 
 Status Txn::Put(std::string_view key, std::string_view value) {
   RETURN_IF_ERROR(CheckWritable());
+  DropPrefetched();
   if (value.size() >= kMaxField || key.size() >= kMaxField) {
     return Fail(Status::Err(EFBIG, "a metadata value of " + std::to_string(value.size()) +
                                        " bytes exceeds PostgreSQL's limit of 1 GB per field"));
@@ -102,6 +126,7 @@ Status Txn::Put(std::string_view key, std::string_view value) {
 
 Status Txn::Delete(std::string_view key) {
   RETURN_IF_ERROR(CheckWritable());
+  DropPrefetched();
   Begin();
   c_.Queue(Stmt::kDelete, {key});
   wrote_ = true;
@@ -117,20 +142,32 @@ Status Txn::Scan(std::string_view begin, std::string_view end, size_t limit, con
   // are seen by later batches).
   std::string cursor(begin);
   size_t visited = 0;
+  // A whole prefix that Prefetch read: its first batch of kScanBatch rows is here.
+  ResultPtr prefetched;
+  if (auto p = scanned_.find(begin); p != scanned_.end() && end == PrefixEnd(begin)) {
+    prefetched = std::move(p->second);
+    scanned_.erase(p);
+  }
   for (;;) {
     size_t want = kScanBatch;
-    if (limit != 0) want = std::min(want, limit - visited);
-    std::string want_param = Int8(want);
-    Begin();
-    size_t i = end.empty() ? c_.Queue(Stmt::kScanOpen, {cursor, want_param})
-                           : c_.Queue(Stmt::kScanRange, {cursor, end, want_param});
-    RETURN_IF_ERROR(RoundTrip());
     // Owned here: a Get or Scan from the callback reuses results_.
-    ResultPtr batch = std::move(results_[i]);
+    ResultPtr batch;
+    if (prefetched) {
+      batch = std::move(prefetched);
+    } else {
+      if (limit != 0) want = std::min(want, limit - visited);
+      std::string want_param = Int8(want);
+      Begin();
+      size_t i = end.empty() ? c_.Queue(Stmt::kScanOpen, {cursor, want_param})
+                             : c_.Queue(Stmt::kScanRange, {cursor, end, want_param});
+      RETURN_IF_ERROR(RoundTrip());
+      batch = std::move(results_[i]);
+    }
     const int rows = PQntuples(batch.get());
     for (int row = 0; row < rows; ++row) {
       ++visited;
       if (!fn(Cell(batch.get(), row, 0), Cell(batch.get(), row, 1))) return error_;
+      if (limit != 0 && visited >= limit) return error_;
     }
     if (!error_.ok()) return error_;
     if (static_cast<size_t>(rows) < want) return Status::OK();  // range exhausted

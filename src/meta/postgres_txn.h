@@ -10,6 +10,8 @@
 // and failing, even if the callback ignored it.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,10 @@ class Txn final : public KvTxn {
   Status Delete(std::string_view key) override;
   Status Scan(std::string_view begin, std::string_view end, size_t limit,
               const ScanFn& fn) override;
+  // One round trip for the keys and the first batch of each prefix (open: attributes and
+  // chunk 0's map in one instead of three); the Gets and whole-prefix Scans that follow
+  // are answered from it until the transaction writes.
+  Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override;
 
   // Whether BEGIN was queued (the connection is inside a transaction).
   bool begun() const { return begun_; }
@@ -37,6 +43,11 @@ class Txn final : public KvTxn {
 
  private:
   void Begin();
+  // Forgets what Prefetch read (a write may have changed it).
+  void DropPrefetched() {
+    if (!got_.empty()) got_.clear();
+    if (!scanned_.empty()) scanned_.clear();
+  }
   Status CheckWritable();
   Status RoundTrip();
   Status Fail(Status st);
@@ -47,6 +58,8 @@ class Txn final : public KvTxn {
   bool wrote_ = false;
   Status error_;
   std::vector<ResultPtr> results_;
+  std::map<std::string, std::optional<std::string>, std::less<>> got_;  // Prefetch's keys
+  std::map<std::string, ResultPtr, std::less<>> scanned_;               // Prefetch's prefixes
 };
 
 }  // namespace tierfs::pg

@@ -26,6 +26,9 @@
 // - Get: WATCH "k" K + GET, one round trip; values read are cached for the attempt.
 // - Scan inside one group: WATCH "v" g + a read-only script that returns index range and
 //   values atomically, one round trip per batch. Other scans watch "W" instead.
+// - Prefetch (keys and whole prefixes a transaction is about to read): WATCHes of them and
+//   one script that reads the keys and each prefix's first batch atomically, one round
+//   trip; an open (attributes and chunk 0's map) is then a single consistent read.
 // - Put/Delete are buffered in the client and merged into Get and Scan results.
 // - Commit: MULTI + EVALSHA of the commit script (values, indexes, "G", versions, marker) +
 //   EXEC, one round trip; the script also publishes the commit's keys. A nil EXEC
