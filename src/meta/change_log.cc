@@ -56,8 +56,14 @@ class LoggingTxn final : public KvTxn {
   Status Scan(std::string_view begin, std::string_view end, size_t limit, const ScanFn& fn) override {
     return in_.Scan(begin, end, limit, fn);
   }
+  // With the counter, for the same reason as Get: the Get that follows then finds both.
   Status Prefetch(const std::vector<std::string>& keys, const std::vector<std::string>& prefixes) override {
-    return in_.Prefetch(keys, prefixes);
+    if (counter_ || std::none_of(keys.begin(), keys.end(), [](const std::string& k) { return IsLoggedKey(k); })) {
+      return in_.Prefetch(keys, prefixes);
+    }
+    std::vector<std::string> with = keys;
+    with.push_back(SeqCounter());
+    return in_.Prefetch(with, prefixes);
   }
 
   // Appends the record, in the inner transaction (nothing when nothing logged was written).

@@ -344,6 +344,12 @@ Status Meta::CreateEntry(const Ctx& ctx, Ino parent, const std::string& name, At
   int64_t one_inode = 1;
   RETURN_IF_ERROR(ChargedTxn(nullptr, &one_inode, [&](KvTxn& t) {
     Attr pa;
+    // What a create reads, in one round trip where reads are round trips.
+    if (unnamed) {
+      RETURN_IF_ERROR(t.Prefetch({keys::Inode(parent), QuotaListKey()}, {}));
+    } else {
+      RETURN_IF_ERROR(t.Prefetch({keys::Inode(parent), keys::Dentry(parent, name), QuotaListKey()}, {}));
+    }
     RETURN_IF_ERROR(GetAttrTx(t, parent, &pa));
     if (!pa.IsDir()) return NotDir(parent);
     // A directory removed into the trash is, to a descriptor of it opened before, removed.
@@ -496,12 +502,16 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
 
 // Loads, for unlink and rmdir, a directory the caller may change (write and search) and the
 // entry `name` in it, applying the sticky-directory rule.
+// Reads in two round trips where reads are round trips: the directory, the entry and the
+// quota list, then the inode with its xattrs (which a last unlink deletes).
 static Status LoadEntryToRemove(KvTxn& t, const Ctx& ctx, Ino parent, const std::string& name,
                                 Attr* pa, Ino* ino, uint32_t* type, Attr* a) {
+  RETURN_IF_ERROR(t.Prefetch({keys::Inode(parent), keys::Dentry(parent, name), QuotaListKey()}, {}));
   RETURN_IF_ERROR(GetAttrTx(t, parent, pa));
   if (!pa->IsDir()) return NotDir(parent);
   RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, *pa, W_OK | X_OK));
   RETURN_IF_ERROR(GetDentryTx(t, parent, name, ino, type));
+  RETURN_IF_ERROR(t.Prefetch({keys::Inode(*ino)}, {keys::XattrPrefix(*ino)}));
   RETURN_IF_ERROR(GetAttrTx(t, *ino, a));
   return CheckSticky(ctx, *pa, *a);
 }

@@ -95,6 +95,10 @@ Result<std::optional<std::string>> Txn::Get(std::string_view key) {
 Result<std::vector<std::optional<std::string>>> Txn::GetMany(const std::vector<std::string>& keys) {
   if (!error_.ok()) return error_;
   std::vector<std::optional<std::string>> out(keys.size());
+  if (!got_.empty() && std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return got_.count(k); })) {
+    for (size_t i = 0; i < keys.size(); ++i) out[i] = got_.find(keys[i])->second;
+    return out;
+  }
   // kMaxQueued reads a round trip: the replies of one round trip are held at once.
   for (size_t at = 0; at < keys.size(); at += kMaxQueued) {
     const size_t n = std::min(kMaxQueued, keys.size() - at);
