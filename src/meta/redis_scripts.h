@@ -58,20 +58,27 @@ return 1
 // the layers above report it (and fsck --repair can delete it) instead of a scan failing
 // as a whole or the key silently vanishing.
 //
+// The index walk every scan script shares (prepended to each): up to n keys of group g
+// from `from` (inclusive) to hi (a ZRANGEBYLEX bound), as {count, last_key, {k1, v1, ...}}.
+#define TIERFS_REDIS_SCAN_GROUP_FN \
+  "local function scan_group(g, from, hi, n)\n" \
+  "  local ks = redis.call('ZRANGEBYLEX', 'i' .. g, '[' .. from, hi, 'LIMIT', 0, n)\n" \
+  "  local kv = {}\n" \
+  "  for _, k in ipairs(ks) do\n" \
+  "    local v = redis.pcall('GET', 'k' .. k)\n" \
+  "    if type(v) ~= 'string' then v = '' end\n" \
+  "    kv[#kv + 1] = k; kv[#kv + 1] = v\n" \
+  "  end\n" \
+  "  return {#ks, ks[#ks] or '', kv}\n" \
+  "end\n"
+
 // ARGV: group, from, to, bounded ('1' when `to` limits the range), n. Returns
 // {count, last_key, {k1, v1, k2, v2, ...}}: up to n keys of the group in [from, to) with
 // their values; count is how many index entries were read (fewer than n: the range is
 // done) and last_key the last of them.
-inline constexpr char kScanGroupScript[] = R"lua(
+inline constexpr char kScanGroupScript[] = TIERFS_REDIS_SCAN_GROUP_FN R"lua(
 local hi = ARGV[4] == '1' and ('(' .. ARGV[3]) or '+'
-local ks = redis.call('ZRANGEBYLEX', 'i' .. ARGV[1], '[' .. ARGV[2], hi, 'LIMIT', 0, tonumber(ARGV[5]))
-local out = {}
-for _, k in ipairs(ks) do
-  local v = redis.pcall('GET', 'k' .. k)
-  if type(v) ~= 'string' then v = '' end
-  out[#out + 1] = k; out[#out + 1] = v
-end
-return {#ks, ks[#ks] or '', out}
+return scan_group(ARGV[1], ARGV[2], hi, tonumber(ARGV[5]))
 )lua";
 
 // A scan across groups. ARGV: from, to, bounded, n, max_group_len. Visits the groups that
@@ -81,21 +88,15 @@ return {#ks, ks[#ks] or '', out}
 // has_next = 1 when groups from next_group on were not visited; truncated = 1 when the
 // group may hold more keys in range after last_key. The caller merges the groups' lists
 // (they interleave only when one group is a prefix of another).
-inline constexpr char kScanMultiScript[] = R"lua(
+inline constexpr char kScanMultiScript[] = TIERFS_REDIS_SCAN_GROUP_FN R"lua(
 local from, n = ARGV[1], tonumber(ARGV[4])
 local hi = ARGV[3] == '1' and ('(' .. ARGV[2]) or '+'
 local out = {}
 local total = 0
 local function take(g, want)
-  local ks = redis.call('ZRANGEBYLEX', 'i' .. g, '[' .. from, hi, 'LIMIT', 0, want)
-  local kv = {}
-  for _, k in ipairs(ks) do
-    local v = redis.pcall('GET', 'k' .. k)
-    if type(v) ~= 'string' then v = '' end
-    kv[#kv + 1] = k; kv[#kv + 1] = v
-  end
-  out[#out + 1] = {g, (#ks >= want) and 1 or 0, ks[#ks] or '', kv}
-  total = total + #ks
+  local r = scan_group(g, from, hi, want)
+  out[#out + 1] = {g, (r[1] >= want) and 1 or 0, r[2], r[3]}
+  total = total + r[1]
 end
 for len = 0, math.min(#from - 1, tonumber(ARGV[5])) do
   local p = string.sub(from, 1, len)
@@ -122,20 +123,13 @@ return {next_group, 1, out}
 // "k"), then per scan: group, from, to (exclusive; the scans are bounded). Returns the
 // keys' values (false when missing), then per scan {count, last_key, {k1, v1, ...}} as
 // kScanGroupScript does with n = batch.
-inline constexpr char kPrefetchScript[] = R"lua(
+inline constexpr char kPrefetchScript[] = TIERFS_REDIS_SCAN_GROUP_FN R"lua(
 local nk, ns, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
 for i = 4, 3 + nk do out[#out + 1] = redis.call('GET', 'k' .. ARGV[i]) end
 local a = 4 + nk
 for _ = 1, ns do
-  local ks = redis.call('ZRANGEBYLEX', 'i' .. ARGV[a], '[' .. ARGV[a + 1], '(' .. ARGV[a + 2], 'LIMIT', 0, n)
-  local kv = {}
-  for _, k in ipairs(ks) do
-    local v = redis.pcall('GET', 'k' .. k)
-    if type(v) ~= 'string' then v = '' end
-    kv[#kv + 1] = k; kv[#kv + 1] = v
-  end
-  out[#out + 1] = {#ks, ks[#ks] or '', kv}
+  out[#out + 1] = scan_group(ARGV[a], ARGV[a + 1], '(' .. ARGV[a + 2], n)
   a = a + 3
 end
 return out
