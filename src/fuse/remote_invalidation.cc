@@ -46,7 +46,8 @@ struct RemoteInvalidation::Notifier {
 
   void Push(const std::vector<MetaChange>& changes) {
     std::lock_guard<std::mutex> l(mu);
-    if (all) return;  // queued to drop everything anyway
+    // Queued even when every name is about to be dropped: an attribute change still
+    // matters to the open files the kernel reaches without a name (fstat).
     if (queue.size() + changes.size() > kMaxQueued) {
       ++dropped;
       queue.clear();
