@@ -503,10 +503,16 @@ Status Meta::DropLink(KvTxn& t, Ino ino, Attr* a, int64_t now) {
 // Loads, for unlink and rmdir, a directory the caller may change (write and search) and the
 // entry `name` in it, applying the sticky-directory rule.
 // Reads in two round trips where reads are round trips: the directory, the entry and the
-// quota list, then the inode with its xattrs (which a last unlink deletes).
-static Status LoadEntryToRemove(KvTxn& t, const Ctx& ctx, Ino parent, const std::string& name,
+// quota list (and, with the trash on, the trash and this hour's entry in it), then the
+// inode with its xattrs (which a last unlink deletes).
+static Status LoadEntryToRemove(KvTxn& t, const Ctx& ctx, Ino parent, const std::string& name, bool trash,
                                 Attr* pa, Ino* ino, uint32_t* type, Attr* a) {
-  RETURN_IF_ERROR(t.Prefetch({keys::Inode(parent), keys::Dentry(parent, name), QuotaListKey()}, {}));
+  std::vector<std::string> first = {keys::Inode(parent), keys::Dentry(parent, name), QuotaListKey()};
+  if (trash) {
+    first.push_back(keys::Inode(kTrashIno));
+    first.push_back(keys::Dentry(kTrashIno, Meta::TrashHourName(NowNanos())));
+  }
+  RETURN_IF_ERROR(t.Prefetch(first, {}));
   RETURN_IF_ERROR(GetAttrTx(t, parent, pa));
   if (!pa->IsDir()) return NotDir(parent);
   RETURN_IF_ERROR(CheckAccessTx(t, ctx, parent, *pa, W_OK | X_OK));
@@ -530,7 +536,7 @@ Status Meta::Unlink(const Ctx& ctx, Ino parent, const std::string& name, bool tr
     Attr pa, a;
     Ino ino;
     uint32_t type;
-    RETURN_IF_ERROR(LoadEntryToRemove(t, ctx, parent, name, &pa, &ino, &type, &a));
+    RETURN_IF_ERROR(LoadEntryToRemove(t, ctx, parent, name, spare != 0, &pa, &ino, &type, &a));
     if (type == S_IFDIR) return Status::Err(EISDIR, "'" + name + "' is a directory");
     int64_t now = NowNanos();
     RETURN_IF_ERROR(t.Delete(keys::Dentry(parent, name)));
@@ -572,7 +578,7 @@ Status Meta::Rmdir(const Ctx& ctx, Ino parent, const std::string& name, bool tra
     Attr pa, a;
     Ino ino;
     uint32_t type;
-    RETURN_IF_ERROR(LoadEntryToRemove(t, ctx, parent, name, &pa, &ino, &type, &a));
+    RETURN_IF_ERROR(LoadEntryToRemove(t, ctx, parent, name, spare != 0, &pa, &ino, &type, &a));
     ForgetDir(ino);
     if (type != S_IFDIR) return Status::Err(ENOTDIR, "'" + name + "' is not a directory");
     bool empty = true;

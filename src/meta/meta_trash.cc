@@ -82,10 +82,14 @@ Status Meta::TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& na
   if (a->flags & kAttrInTrash) return Status::OK();
   if (pa.parent == kTrashIno || (pa.flags & kAttrInTrash)) return Status::OK();  // removed from the trash
 
+  // The trash and its hour directories are written only when they change: every removal
+  // rewriting them made concurrent removals conflict on the same two keys.
   Attr trash;
+  bool trash_changed = false, hour_changed = false;
   Status st = GetAttrTx(t, kTrashIno, &trash);
   if (st.code() == ENOENT) {
     trash = NewTrashDir(now, kRootIno);
+    trash_changed = true;
   } else {
     RETURN_IF_ERROR(st);
   }
@@ -98,6 +102,7 @@ Status Meta::TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& na
     hour = spare;
     ha = NewTrashDir(now, kTrashIno);
     trash.nlink++;
+    trash_changed = hour_changed = true;
     RETURN_IF_ERROR(t.Put(keys::Dentry(kTrashIno, hour_name), EncodeDentry(hour, ha.mode)));
   } else {
     RETURN_IF_ERROR(st);
@@ -108,6 +113,7 @@ Status Meta::TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& na
   RETURN_IF_ERROR(t.Put(keys::Dentry(hour, entry), EncodeDentry(ino, a->mode)));
   if (a->IsDir()) {
     ha.nlink++;
+    hour_changed = true;
     a->nlink = 2;  // rmdir removes only empty directories
   } else {
     a->nlink = 1;
@@ -115,10 +121,15 @@ Status Meta::TrashTx(KvTxn& t, Ino parent, const Attr& pa, const std::string& na
   a->parent = hour;
   a->flags |= kAttrInTrash;
   a->ctime_ns = now;
-  ha.mtime_ns = ha.ctime_ns = now;
+  // An hour directory's times follow its entries to the second (nothing but TierFS
+  // writes in it, and nothing reads them closer than that).
+  if (hour_changed || now - ha.mtime_ns >= 1'000'000'000) {
+    ha.mtime_ns = ha.ctime_ns = now;
+    hour_changed = true;
+  }
   RETURN_IF_ERROR(PutAttrTx(t, ino, *a));
-  RETURN_IF_ERROR(PutAttrTx(t, hour, ha));
-  RETURN_IF_ERROR(PutAttrTx(t, kTrashIno, trash));
+  if (hour_changed) RETURN_IF_ERROR(PutAttrTx(t, hour, ha));
+  if (trash_changed) RETURN_IF_ERROR(PutAttrTx(t, kTrashIno, trash));
   if ((a->IsRegular() || a->IsDir()) && IsOpen(ino)) {
     // Open here: for POSIX an unlinked open file, held as one (the session's `SO` record,
     // dropped at the last close) so that file handles of it stay valid until then, on
