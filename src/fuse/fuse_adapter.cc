@@ -711,7 +711,10 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     ctxt.direct.cv.notify_all();
   });
   std::unique_ptr<RemoteInvalidation> remote;
-  if (opts.meta_watch) remote = RemoteInvalidation::Start(vfs->meta()->engine(), se, opts.root);
+  if (opts.meta_watch) {
+    remote = RemoteInvalidation::Start(vfs->meta()->engine(), se, opts.root,
+                                       [meta = vfs->meta()](uint64_t ino) { return meta->IsOpen(ino); });
+  }
   int rc = ServeSession(se, opts.max_threads, [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); });
   remote.reset();
   {

@@ -32,6 +32,7 @@ constexpr size_t kMaxQueued = 65536;
 struct RemoteInvalidation::Notifier {
   int fd = -1;
   uint64_t root = 1;
+  std::function<bool(uint64_t)> open_here;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<MetaChange> queue;  // guarded by mu
@@ -87,6 +88,13 @@ struct RemoteInvalidation::Notifier {
   uint64_t KernelIno(uint64_t ino) const { return fuse_internal::InoOut(root, ino); }
 
   void Send(const MetaChange& c) {
+    if (c.kind == MetaChange::kAttr && open_here && open_here(c.ino)) {
+      static metrics::Counter& kept = metrics::Default().GetCounter(
+          "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
+          {{"kind", "attr_open_here"}});
+      kept.Add();  // counted, not sent (see the header)
+      return;
+    }
     int rc = c.kind == MetaChange::kAttr ? NotifyInvalAttrs(fd, KernelIno(c.ino))
                                          : NotifyInvalEntry(fd, KernelIno(c.parent), c.name);
     // ENOENT: the kernel does not hold that inode or name, the common case.
@@ -122,9 +130,11 @@ struct RemoteInvalidation::Notifier {
   }
 };
 
-std::unique_ptr<RemoteInvalidation> RemoteInvalidation::Start(KvEngine* engine, fuse_session* se, uint64_t root) {
+std::unique_ptr<RemoteInvalidation> RemoteInvalidation::Start(KvEngine* engine, fuse_session* se, uint64_t root,
+                                                             std::function<bool(uint64_t)> open_here) {
   auto n = std::make_shared<Notifier>();
   n->root = root;
+  n->open_here = std::move(open_here);
   n->fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 0);
   if (n->fd < 0) {
     spdlog::warn("remote invalidation off: cannot duplicate the FUSE device: {}", strerror(errno));

@@ -13,6 +13,12 @@
 // older kernels the timeouts cover the gap. Attributes the kernel holds for open files
 // reached without a lookup (fstat) are not dropped by it: they expire by --attr-cache.
 //
+// The attributes of an inode this client has open are never dropped this way: the kernel
+// discards a GETATTR answer that crosses such a notification (its attr_version moved) and
+// then positions an O_APPEND write or an lseek(SEEK_END) by the size it had before, so two
+// clients appending under flock overwrote each other's lines. Open files are close-to-open
+// anyway, and a lock taken here refreshes them (fuse_locks.cc).
+//
 // Threads: the engine's watch thread only queues; one notifier thread writes the
 // notifications on a duplicate of the FUSE device of its own, because the kernel holds an
 // entry notification back while the directory's lock is taken (a request in it being
@@ -23,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 struct fuse_session;
@@ -34,8 +41,10 @@ class KvEngine;
 class RemoteInvalidation {
  public:
   // Starts watching engine; null when the engine cannot (logged at debug level). root: the
-  // volume's inode the kernel knows as its root (--subdir).
-  static std::unique_ptr<RemoteInvalidation> Start(KvEngine* engine, fuse_session* se, uint64_t root);
+  // volume's inode the kernel knows as its root (--subdir). open_here: whether this client
+  // has the inode open; such an inode's attributes are not dropped (see above).
+  static std::unique_ptr<RemoteInvalidation> Start(KvEngine* engine, fuse_session* se, uint64_t root,
+                                                   std::function<bool(uint64_t)> open_here);
   // Stops the watch (no change is queued after it) and the notifier.
   ~RemoteInvalidation();
 

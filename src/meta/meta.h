@@ -646,6 +646,9 @@ class Meta {
   // Drops every record lock of owner on ino (close(2) of any of the owner's descriptors).
   Status ReleaseRecordLocks(Ino ino, uint64_t owner);
 
+  // Whether this client has the inode open (counted from Open to Release).
+  bool IsOpen(Ino ino);
+
  private:
   Meta(std::unique_ptr<KvEngine> engine, MetaOptions opts, FormatRecord format);
   Result<Ino> NextInode();
@@ -657,7 +660,6 @@ class Meta {
   Status ChargedTxn(const int64_t* bytes, const int64_t* inodes, const std::function<Status(KvTxn&)>& fn);
   // Moves a session's shards into the volume's counters (its end, or its death).
   Status FoldUsage(uint64_t sid);
-  bool IsOpen(Ino ino);
   // Inodes this client freed (their last link and open gone) in the last minute or so: an
   // open that read one while it was being freed must not succeed (Meta::Open).
   bool FreedHere(Ino ino);
