@@ -32,6 +32,15 @@ std::string Successor(std::string_view key) {
   return s;
 }
 
+// Whether [begin, end) ("" = unbounded) lies inside one full scan group, the group a
+// scan of it reads under the group's version; sets *group then.
+bool InOneGroup(std::string_view begin, std::string_view end, std::string_view* group) {
+  *group = keys::ScanGroup(begin);
+  if (!keys::IsFullScanGroup(*group)) return false;
+  std::string group_end = PrefixEnd(*group);
+  return group_end.empty() || (!end.empty() && end <= group_end);
+}
+
 }  // namespace
 
 // The server's keys in [begin, end), fetched in batches as the scan advances. A range
@@ -41,12 +50,9 @@ class RedisTxn::ServerRange {
  public:
   ServerRange(RedisTxn& txn, std::string_view begin, std::string_view end, size_t limit)
       : txn_(txn), end_(end), from_(begin) {
-    std::string_view group = keys::ScanGroup(begin);
-    if (keys::IsFullScanGroup(group)) {
-      std::string group_end = PrefixEnd(group);
-      single_ = group_end.empty() || (!end.empty() && end <= group_end);
-      if (single_) group_.assign(group);
-    }
+    std::string_view group;
+    single_ = InOneGroup(begin, end, &group);
+    if (single_) group_.assign(group);
     max_batch_ = single_ ? kMaxGroupBatch : (limit > 0 ? kMaxMultiBatch : kMaxUnlimitedMultiBatch);
     batch_ = std::min(limit > 0 ? limit : kFirstBatch, max_batch_);
     // A whole prefix that Prefetch read: its first batch is already here, under its watch.
@@ -346,9 +352,9 @@ Status RedisTxn::Prefetch(const std::vector<std::string>& keys, const std::vecto
     if (!writes_.count(k) && !read_cache_.count(k)) ks.push_back(&k);
   }
   for (const auto& p : prefixes) {
-    std::string_view group = keys::ScanGroup(p);
-    std::string end = PrefixEnd(p), group_end = PrefixEnd(group);
-    bool single = keys::IsFullScanGroup(group) && !end.empty() && (group_end.empty() || end <= group_end);
+    std::string_view group;
+    std::string end = PrefixEnd(p);
+    bool single = !end.empty() && InOneGroup(p, end, &group);
     // A prefix with buffered writes is merged by the scan itself; nothing gained here.
     auto w = writes_.lower_bound(p);
     bool written = w != writes_.end() && w->first < end;
