@@ -366,13 +366,13 @@ bool CacheDir::CheckFreeSpace(uint64_t incoming) {
   return enough;
 }
 
-bool CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data) {
+bool CacheDir::Write(uint64_t fp, const std::string& key, std::string_view data, const std::vector<uint32_t>* sums) {
   if (down_) return false;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (policy_.Contains(fp) || data.size() > policy_.capacity()) return false;
   }
-  std::string header = EncodeCacheHeader(key, data);
+  std::string header = EncodeCacheHeader(key, data, sums);
   if (!CheckFreeSpace(header.size() + data.size())) return false;
   int64_t t0 = MonoNanos();
   static std::atomic<uint64_t> seq{0};

@@ -67,8 +67,8 @@ class CacheDir {
   std::shared_ptr<const std::string> ReadBlock(uint64_t fp, const std::string& key, uint32_t block_len,
                                                BufferPool* pool = nullptr);
   // Stores the block (synchronously; callers run it on a background thread). True when it
-  // wrote the file (false: already cached, no room, or a fault).
-  bool Write(uint64_t fp, const std::string& key, std::string_view data);
+  // wrote the file (false: already cached, no room, or a fault). sums: EncodeCacheHeader's.
+  bool Write(uint64_t fp, const std::string& key, std::string_view data, const std::vector<uint32_t>* sums = nullptr);
   void Erase(uint64_t fp);
   // Waits for the orphan sweep (tests).
   void WaitSweep();

@@ -13,7 +13,7 @@ constexpr std::string_view kMagic = "TFSBLK01";
 uint32_t SegmentCount(uint32_t len, uint32_t seg) { return (len + seg - 1) / seg; }
 }  // namespace
 
-std::string EncodeCacheHeader(std::string_view key, std::string_view data) {
+std::string EncodeCacheHeader(std::string_view key, std::string_view data, const std::vector<uint32_t>* sums) {
   uint32_t n = SegmentCount(static_cast<uint32_t>(data.size()), kCacheSegment);
   uint32_t header_len = static_cast<uint32_t>(kMagic.size() + 4 * 3 + 4 + key.size() + 4 * n + 4);
   std::string h;
@@ -23,8 +23,9 @@ std::string EncodeCacheHeader(std::string_view key, std::string_view data) {
   PutU32(&h, static_cast<uint32_t>(data.size()));
   PutU32(&h, kCacheSegment);
   PutStr(&h, key);
+  const bool given = sums != nullptr && sums->size() == n;
   for (uint32_t i = 0; i < n; ++i) {
-    PutU32(&h, Checksum32(data.substr(static_cast<size_t>(i) * kCacheSegment, kCacheSegment)));
+    PutU32(&h, given ? (*sums)[i] : Checksum32(data.substr(static_cast<size_t>(i) * kCacheSegment, kCacheSegment)));
   }
   PutU32(&h, Checksum32(h));
   return h;

@@ -36,7 +36,10 @@ struct CacheHeader {
   std::vector<uint32_t> crcs;
 };
 
-std::string EncodeCacheHeader(std::string_view key, std::string_view data);
+// sums: the Checksum32 of each segment when the caller has them already (verified against
+// the object store's table, ObjectStore::GetVerified); computed here when null or of
+// another count.
+std::string EncodeCacheHeader(std::string_view key, std::string_view data, const std::vector<uint32_t>* sums = nullptr);
 
 // Parses a header from the start of `buf`. Returns false when it is damaged or `buf` is too
 // short; *need (when given) is then the length the header claims, so that a caller can read

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "chunk/block_key.h"
+#include "chunk/cache_file.h"
 #include "chunk/slice_writer.h"
 #include "chunk/writeback.h"
 #include "common/backoff.h"
@@ -70,10 +71,14 @@ std::string CachedStore::KeyOf(uint64_t id, uint32_t index, uint32_t block_len, 
   return BlockKey(cfg_.volume, id, index, block_len);
 }
 
-Result<std::string> CachedStore::StoreGet(const std::string& key, uint32_t off, uint32_t len, bool whole) {
+Result<std::string> CachedStore::StoreGet(const std::string& key, uint32_t off, uint32_t len, bool whole,
+                                          std::vector<uint32_t>* sums) {
+  if (sums) sums->clear();
   std::string pack_key;
   uint32_t pack_off = 0;
   if (ParsePackedBlockKey(key, &pack_key, &pack_off)) return store_->Get(pack_key, pack_off + off, len);
+  static_assert(kVerifiedSegment == kCacheSegment, "the disk cache keeps the checksums the store verified");
+  if (whole && sums) return store_->GetVerified(key, sums);
   if (whole) return store_->Get(key);
   return store_->Get(key, off, len);
 }
@@ -239,15 +244,18 @@ void CachedStore::RunFetch(const std::string& key, uint32_t block_len, const std
   fetch->cv.notify_all();
 }
 
-Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len) {
+Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::string& key, uint32_t block_len,
+                                                                  std::vector<uint32_t>* sums) {
   gets_++;
   int64_t t0 = MonoNanos();
-  auto got = StoreGet(key, 0, block_len, true);
+  // Received into recycled memory, which the block returns to when the caches let go.
+  ReceiveInto receive(pool_.get());
+  auto got = StoreGet(key, 0, block_len, true, sums);
   if (!got.ok() && got.status().code() != ENOENT) NoteFailure(key, got.status().With("reading block " + key), t0);
   if (!got.ok() && got.status().code() == ENOENT) {
     got = WaitForStaged(key, std::move(got), [&] {
       gets_++;
-      return StoreGet(key, 0, block_len, true);
+      return StoreGet(key, 0, block_len, true, sums);
     });
   }
   if (!got.ok()) {
@@ -261,7 +269,7 @@ Result<std::shared_ptr<const std::string>> CachedStore::GetBlock(const std::stri
     return Status::Err(EIO, "block " + key + " is corrupt: " + std::to_string(got->size()) +
                                 " bytes in object storage, expected " + std::to_string(block_len));
   }
-  return std::make_shared<const std::string>(std::move(got).value());
+  return pool_->Share(std::move(got).value());
 }
 
 Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::string& key, uint32_t block_len,
@@ -295,8 +303,9 @@ Result<std::shared_ptr<const std::string>> CachedStore::FetchBlock(const std::st
     }
     if (got.status().code() != ENODATA) peer_failures_++;
   }
-  auto got = GetBlock(key, block_len);
-  if (got.ok() && disk_) disk_->Put(key, *got);
+  std::vector<uint32_t> sums;
+  auto got = GetBlock(key, block_len, &sums);
+  if (got.ok() && disk_) disk_->Put(key, *got, std::move(sums));
   return got;
 }
 

@@ -255,7 +255,10 @@ class CachedStore {
   Result<std::shared_ptr<const std::string>> CompleteFetch(const std::string& key, uint32_t block_len,
                                                            const std::shared_ptr<Fetch>& fetch, bool owner,
                                                            bool disk_missed, bool ask_peers);
-  Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len);
+  // sums (when not null): the block's segment checksums, when the store verified them
+  // (ObjectStore::GetVerified), for the disk cache.
+  Result<std::shared_ptr<const std::string>> GetBlock(const std::string& key, uint32_t block_len,
+                                                      std::vector<uint32_t>* sums = nullptr);
   // The whole block from the disk cache (unless disk_missed), else from its owner in the
   // cache group (when ask_peers), else from the store; queued for the disk when it did not
   // come from there.
@@ -264,7 +267,9 @@ class CachedStore {
   Status GetRange(const std::string& key, uint32_t off_in_block, uint32_t len, char* dst);
   // The object-store read behind a cache key: [off, off+len) of a block, or of a packed
   // slice's range of its pack (whole: the entire block, len its length).
-  Result<std::string> StoreGet(const std::string& key, uint32_t off, uint32_t len, bool whole);
+  // sums: ObjectStore::GetVerified's, for a whole block that is an object of its own.
+  Result<std::string> StoreGet(const std::string& key, uint32_t off, uint32_t len, bool whole,
+                               std::vector<uint32_t>* sums = nullptr);
 
   // After the store answered ENOENT for key: waits while the block's slice is staged by a
   // live client, calling get again; returns get's result, or an error saying where the

@@ -67,9 +67,10 @@ std::shared_ptr<const std::string> DiskCache::ReadBlock(const std::string& key, 
   return d ? d->ReadBlock(fp, key, block_len, pool) : nullptr;
 }
 
-void DiskCache::WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, const std::string& block) {
+void DiskCache::WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, const std::string& block,
+                              const std::vector<uint32_t>* sums) {
   int64_t t0 = MonoNanos();
-  bool wrote = d->Write(fp, key, block);
+  bool wrote = d->Write(fp, key, block, sums);
   int64_t ns = MonoNanos() - t0;
   std::lock_guard<std::mutex> l(pending_mu_);
   pending_fps_.erase(fp);
@@ -83,7 +84,7 @@ void DiskCache::WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, 
   pending_cv_.notify_all();
 }
 
-void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> block) {
+void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> block, std::vector<uint32_t> sums) {
   if (!block || dirs_.empty()) return;
   uint64_t fp = Hash64(key);
   CacheDir* d = DirFor(fp);
@@ -100,8 +101,8 @@ void DiskCache::Put(const std::string& key, std::shared_ptr<const std::string> b
     ++pending_writes_;
     pending_fps_.insert(fp);
   }
-  bool queued = writers_->TrySubmit([this, d, fp, key, block = std::move(block), bytes] {
-    WriteMeasured(d, fp, key, *block);
+  bool queued = writers_->TrySubmit([this, d, fp, key, block = std::move(block), bytes, sums = std::move(sums)] {
+    WriteMeasured(d, fp, key, *block, &sums);
     {
       std::lock_guard<std::mutex> l(pending_mu_);
       pending_bytes_ -= bytes;

@@ -73,7 +73,8 @@ class DiskCache {
   bool Read(const std::string& key, uint32_t block_len, uint32_t off, uint32_t len, char* dst);
   std::shared_ptr<const std::string> ReadBlock(const std::string& key, uint32_t block_len,
                                                BufferPool* pool = nullptr);  // CacheDir::ReadBlock
-  void Put(const std::string& key, std::shared_ptr<const std::string> block);
+  // sums: the block's segment checksums when the caller verified them (CacheDir::Write).
+  void Put(const std::string& key, std::shared_ptr<const std::string> block, std::vector<uint32_t> sums = {});
   // Stores the block in the calling thread (warm-up: nothing is dropped); when a fill of
   // the same block is queued or running, waits for it instead.
   void PutNow(const std::string& key, const std::shared_ptr<const std::string>& block);
@@ -88,7 +89,8 @@ class DiskCache {
  private:
   CacheDir* DirFor(uint64_t fp) const;
   // Writes one block, timing it into the speed; `fp` is in pending_fps_ meanwhile.
-  void WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, const std::string& block);
+  void WriteMeasured(CacheDir* d, uint64_t fp, const std::string& key, const std::string& block,
+                     const std::vector<uint32_t>* sums = nullptr);
 
   DiskCacheOptions opts_;
   std::vector<std::unique_ptr<CacheDir>> dirs_;

@@ -329,6 +329,75 @@ TEST_F(DiskCacheTest, CachedStoreServesAWarmCacheAfterRestartWithoutTheStore) {
   EXPECT_EQ(fake->gets.load(), 0);
 }
 
+// A block fetched from a checksumming store enters the disk cache with the checksums the
+// store verified, not hashed again: the file's header is the one EncodeCacheHeader computes
+// from the bytes, and a store that handed over wrong checksums would be caught by the first
+// read from the disk (counted corrupt, fetched again), never served.
+TEST_F(DiskCacheTest, AFetchedBlockKeepsTheChecksumsTheStoreVerified) {
+  constexpr uint32_t kBlock = 256 << 10;
+  const uint32_t size = kBlock + 5000;
+  const std::string data = RandomBytes(size, 11);
+  struct Spy : FakeStore {
+    std::vector<uint32_t> lie;  // when set, the checksums GetVerified claims
+    std::atomic<int> verified{0};
+    Result<std::string> GetVerified(const std::string& key, std::vector<uint32_t>* sums) override {
+      verified++;
+      auto got = Get(key, 0, -1);
+      sums->clear();
+      if (got.ok()) {
+        for (size_t off = 0; off < got->size(); off += kCacheSegment) {
+          sums->push_back(Checksum32(std::string_view(*got).substr(off, kCacheSegment)));
+        }
+        if (!lie.empty()) *sums = lie;
+      }
+      return got;
+    }
+  };
+  auto make = [&](Spy** spy) {
+    StoreConfig cfg;
+    cfg.volume = "vol";
+    cfg.block_size = kBlock;
+    cfg.disk = Opts();
+    cfg.cache_bytes = 0;  // every read goes to the disk cache or the store
+    auto f = std::make_unique<Spy>();
+    *spy = f.get();
+    for (uint32_t i = 0; i < 2; ++i) {
+      f->Set(BlockKey("vol", 7, i, BlockLength(size, kBlock, i)), data.substr(uint64_t{i} * kBlock, BlockLength(size, kBlock, i)));
+    }
+    return std::make_unique<CachedStore>(std::move(f), cfg);
+  };
+  Spy* spy = nullptr;
+  auto store = make(&spy);
+  std::string out(size, '\0');
+  ASSERT_TRUE(store->ReadSlice(7, size, 0, size, out.data()).ok());
+  EXPECT_EQ(out, data);
+  store->disk()->Drain();
+  EXPECT_EQ(spy->verified.load(), 2);
+  const std::string key0 = BlockKey("vol", 7, 0, kBlock);
+  std::string header = EncodeCacheHeader(key0, std::string_view(data).substr(0, kBlock));
+  std::string file;
+  {
+    std::ifstream f(FileOf(key0), std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  ASSERT_GE(file.size(), header.size());
+  EXPECT_EQ(file.substr(0, header.size()), header);
+
+  // Wrong checksums from the store: the disk cache's own check turns them away.
+  store.reset();
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  store = make(&spy);
+  spy->lie.assign(4, 0x12345678u);  // block 0's four segments
+  ASSERT_TRUE(store->ReadSlice(7, size, 0, kBlock, out.data()).ok());
+  store->disk()->Drain();
+  const int gets = spy->gets.load();
+  ASSERT_TRUE(store->ReadSlice(7, size, 100, 1000, out.data()).ok());
+  EXPECT_EQ(out.substr(0, 1000), data.substr(100, 1000));
+  EXPECT_EQ(store->stats().disk.corrupt, 1u);
+  EXPECT_GT(spy->gets.load(), gets) << "the damaged cache file was served instead of fetched again";
+}
+
 // Uploaded blocks of small files enter the disk cache; those of large files only on request.
 TEST_F(DiskCacheTest, SmallWrittenBlocksEnterTheDiskCache) {
   StoreConfig cfg;

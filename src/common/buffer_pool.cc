@@ -4,6 +4,7 @@ namespace tierfs {
 
 namespace {
 constexpr size_t kMinClass = 4096;
+thread_local BufferPool* t_receive_pool = nullptr;
 size_t ClassSize(int c) { return kMinClass << c; }
 }  // namespace
 
@@ -17,27 +18,37 @@ int BufferPool::ClassOf(size_t capacity) {
   return c;
 }
 
+bool BufferPool::PopIdle(size_t capacity, std::string* out) {
+  int c = ClassOf(capacity);
+  if (ClassSize(c) < capacity) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  if (free_[c].empty()) return false;
+  *out = std::move(free_[c].back());
+  free_[c].pop_back();
+  idle_ -= out->capacity();
+  return true;
+}
+
 std::string BufferPool::TakeSized(size_t size) {
   int c = ClassOf(size);
-  if (ClassSize(c) >= size) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!free_[c].empty()) {
-      std::string buf = std::move(free_[c].back());
-      free_[c].pop_back();
-      idle_ -= buf.capacity();
-      buf.resize(size);  // shrinking, or filling only what it did not hold
-      return buf;
-    }
-  }
   std::string buf;
+  if (PopIdle(size, &buf)) {
+    buf.resize(size);  // shrinking, or filling only what it did not hold
+    return buf;
+  }
   buf.reserve(std::max(size, ClassSize(c)));
   buf.resize(size);
   return buf;
 }
 
 std::string BufferPool::Take(size_t capacity) {
-  std::string buf = TakeSized(capacity);
-  buf.clear();
+  std::string buf;
+  if (PopIdle(capacity, &buf)) {
+    buf.clear();
+    return buf;
+  }
+  // Reserved, not filled: the caller's own writes touch its pages once.
+  buf.reserve(std::max(capacity, ClassSize(ClassOf(capacity))));
   return buf;
 }
 
@@ -61,6 +72,16 @@ std::shared_ptr<const std::string> BufferPool::Share(std::string&& buf) {
     self->Give(std::move(*const_cast<std::string*>(p)));
     delete p;
   });
+}
+
+ReceiveInto::ReceiveInto(BufferPool* pool) : prev_(t_receive_pool) { t_receive_pool = pool; }
+ReceiveInto::~ReceiveInto() { t_receive_pool = prev_; }
+
+std::string ReceiveInto::Buffer(size_t n) {
+  if (t_receive_pool != nullptr) return t_receive_pool->Take(n);
+  std::string buf;
+  buf.reserve(n);
+  return buf;
 }
 
 size_t BufferPool::idle_bytes() const {

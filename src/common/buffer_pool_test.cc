@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace tierfs {
 
 TEST(BufferPool, RecyclesSharedBlocks) {
@@ -59,6 +61,35 @@ TEST(BufferPool, TakeSizedReusesABufferWithoutClearingIt) {
   std::string c = pool->Take(60000);  // Take still hands out an empty buffer
   EXPECT_EQ(c.data(), mem);
   EXPECT_TRUE(c.empty());
+}
+
+// A received body goes into the pool of the innermost ReceiveInto of its thread, and only
+// of its thread; without one it is a new buffer.
+TEST(ReceiveInto, BodiesGoIntoTheScopedPoolOfThisThreadOnly) {
+  auto pool = BufferPool::Create(16 << 20);
+  std::string given = pool->Take(4 << 20);
+  const char* mem = given.data();
+  pool->Give(std::move(given));
+  {
+    std::string outside = ReceiveInto::Buffer(4 << 20);
+    EXPECT_NE(outside.data(), mem);
+    EXPECT_GE(outside.capacity(), 4u << 20);
+    EXPECT_TRUE(outside.empty());
+  }
+  {
+    ReceiveInto scope(pool.get());
+    std::thread([&] { EXPECT_NE(ReceiveInto::Buffer(4 << 20).data(), mem); }).join();
+    {
+      ReceiveInto off(nullptr);
+      EXPECT_NE(ReceiveInto::Buffer(4 << 20).data(), mem);
+    }
+    std::string body = ReceiveInto::Buffer(4 << 20);
+    EXPECT_EQ(body.data(), mem);
+    EXPECT_TRUE(body.empty());
+    auto block = pool->Share(std::move(body));
+  }
+  EXPECT_EQ(pool->idle_bytes(), 4u << 20) << "the shared block came back to the pool";
+  EXPECT_NE(ReceiveInto::Buffer(4 << 20).data(), mem) << "the scope ended";
 }
 
 }  // namespace tierfs

@@ -167,6 +167,40 @@ TEST_F(ChecksumMetaTest, DamagedDataIsNeverReturned) {
   EXPECT_TRUE(store_->Get("c", 3 * kSeg, 10).ok());
 }
 
+// GetVerified hands over the table it checked the data against (the disk cache keeps it
+// instead of hashing the block again): exactly the checksums of the data's segments, and
+// nothing for a damaged object or one of larger segments.
+TEST_F(ChecksumMetaTest, GetVerifiedGivesTheTableItCheckedTheDataAgainst) {
+  std::string data = RandomData(3 * kSeg + 100, 6);
+  ASSERT_TRUE(store_->Put("v", data).ok());
+  std::vector<uint32_t> sums = {1, 2};
+  mem_->ResetCounters();
+  auto got = store_->GetVerified("v", &sums);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+  EXPECT_EQ(mem_->gets(), 1u);
+  std::vector<uint32_t> want;
+  for (uint64_t off = 0; off < data.size(); off += kSeg) want.push_back(Checksum32(std::string_view(data).substr(off, kSeg)));
+  EXPECT_EQ(sums, want);
+
+  ASSERT_TRUE(store_->Put("empty", "").ok());
+  ASSERT_TRUE(store_->GetVerified("empty", &sums).ok());
+  EXPECT_TRUE(sums.empty());
+
+  std::string huge = RandomData((16 << 20) + 3 * kSeg, 7);  // 128 KiB segments
+  ASSERT_TRUE(store_->Put("huge", huge).ok());
+  got = store_->GetVerified("huge", &sums);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, huge);
+  EXPECT_TRUE(sums.empty()) << "a table of 128 KiB segments is not the 64 KiB one callers keep";
+
+  Tamper("v", [](std::string* d, std::string*) { (*d)[kSeg + 3] ^= 1; });
+  sums = {1};
+  got = store_->GetVerified("v", &sums);
+  EXPECT_EQ(got.status().message(), "object v is corrupt (checksum mismatch in segment 1)");
+  EXPECT_TRUE(sums.empty());
+}
+
 TEST_F(ChecksumMetaTest, DamagedOrMissingTable) {
   std::string data = RandomData(2 * kSeg, 6);
   auto corrupt = [&](const std::string& key, const std::string& part) {

@@ -105,6 +105,15 @@ Status VerifySegments(const std::string& key, std::string_view sums, uint64_t fi
   return Status::OK();
 }
 
+static_assert(kChecksumSegment == kVerifiedSegment, "GetWholeInline gives its table to GetVerified as is");
+
+// The checksum table (4 bytes per segment) as numbers.
+void TableOf(std::string_view table, std::vector<uint32_t>* sums) {
+  ByteReader r(table);
+  sums->resize(table.size() / 4);
+  for (uint32_t& v : *sums) v = r.U32();
+}
+
 void AppendChecksums(std::string_view data, std::string* out, uint64_t segment = kChecksumSegment) {
   while (!data.empty()) {
     std::string_view piece = data.substr(0, segment);
@@ -165,7 +174,8 @@ Status ChecksumStore::Put(const std::string& key, std::string_view data) {
   return inner_->PutParts(key, {header, data});
 }
 
-Result<std::string> ChecksumStore::GetWithTableInMeta(const std::string& key, uint64_t off, int64_t len) {
+Result<std::string> ChecksumStore::GetWithTableInMeta(const std::string& key, uint64_t off, int64_t len,
+                                                      std::vector<uint32_t>* sums) {
   if (len == 0) return inner_->Get(key, off, 0);  // reports a missing object
   // Whole 64 KiB segments around the range, the segment of every object up to 16 MiB:
   // one request carries the data and, in its metadata, the table to check it against.
@@ -194,27 +204,38 @@ Result<std::string> ChecksumStore::GetWithTableInMeta(const std::string& key, ui
   if (got.size() < want) return Truncated(key, avail_end);
   if (got.size() > want) return Corrupt(key, "holds bytes past the length its checksum table gives");
   RETURN_IF_ERROR(VerifySegments(key, std::string_view(header).substr(kFixedHeader), begin / l.segment, got, l.segment));
+  if (sums != nullptr && begin == 0 && n < 0 && l.segment == kVerifiedSegment) {
+    TableOf(std::string_view(header).substr(kFixedHeader), sums);
+  }
   uint64_t end = len < 0 ? l.data_len : std::min<uint64_t>(l.data_len, off + static_cast<uint64_t>(len));
   if (begin == off && end == avail_end) return got;  // the whole object, or an aligned range: no copy
   return got.substr(off - begin, end - off);
 }
 
+Result<std::string> ChecksumStore::GetWholeInline(const std::string& key, std::vector<uint32_t>* sums) {
+  ASSIGN_OR_RETURN(std::string stored, inner_->Get(key));
+  ASSIGN_OR_RETURN(Layout l, ParseLayout(key, stored));
+  uint64_t want = l.header_size + l.data_len;
+  if (stored.size() < want) return Truncated(key, want);
+  if (stored.size() > want) {
+    return Corrupt(key, std::to_string(stored.size() - want) + " unexpected bytes after the data");
+  }
+  std::string_view view(stored);
+  RETURN_IF_ERROR(VerifySegments(key, view.substr(kFixedHeader, 4 * l.segments), 0, view.substr(l.header_size)));
+  if (sums != nullptr) TableOf(view.substr(kFixedHeader, 4 * l.segments), sums);
+  stored.erase(0, l.header_size);
+  return stored;
+}
+
+Result<std::string> ChecksumStore::GetVerified(const std::string& key, std::vector<uint32_t>* sums) {
+  sums->clear();
+  if (table_in_meta_) return GetWithTableInMeta(key, 0, -1, sums);
+  return GetWholeInline(key, sums);
+}
+
 Result<std::string> ChecksumStore::Get(const std::string& key, uint64_t off, int64_t len) {
   if (table_in_meta_) return GetWithTableInMeta(key, off, len);
-  if (off == 0 && len < 0) {
-    ASSIGN_OR_RETURN(std::string stored, inner_->Get(key));
-    ASSIGN_OR_RETURN(Layout l, ParseLayout(key, stored));
-    uint64_t want = l.header_size + l.data_len;
-    if (stored.size() < want) return Truncated(key, want);
-    if (stored.size() > want) {
-      return Corrupt(key, std::to_string(stored.size() - want) + " unexpected bytes after the data");
-    }
-    std::string_view view(stored);
-    RETURN_IF_ERROR(VerifySegments(key, view.substr(kFixedHeader, 4 * l.segments), 0,
-                                   view.substr(l.header_size)));
-    stored.erase(0, l.header_size);
-    return stored;
-  }
+  if (off == 0 && len < 0) return GetWholeInline(key, nullptr);
 
   ASSIGN_OR_RETURN(std::string probe, inner_->Get(key, 0, kProbeBytes));
   ASSIGN_OR_RETURN(Layout l, ParseLayout(key, probe));

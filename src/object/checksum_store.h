@@ -74,6 +74,8 @@ class ChecksumStore : public ObjectStore {
   std::optional<StoreSpace> Space() const override { return inner_->Space(); }
   Status Put(const std::string& key, std::string_view data) override;
   Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) override;
+  // The table the object was verified against, when its segment is kVerifiedSegment.
+  Result<std::string> GetVerified(const std::string& key, std::vector<uint32_t>* sums) override;
   Result<ObjectInfo> Head(const std::string& key) override;
   Status Delete(const std::string& key) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix, const std::string& start_after,
@@ -96,7 +98,10 @@ class ChecksumStore : public ObjectStore {
     std::map<int, Part> parts;
   };
 
-  Result<std::string> GetWithTableInMeta(const std::string& key, uint64_t off, int64_t len);
+  // sums (when not null): the verified table of a whole-object read (GetVerified).
+  Result<std::string> GetWithTableInMeta(const std::string& key, uint64_t off, int64_t len,
+                                         std::vector<uint32_t>* sums = nullptr);
+  Result<std::string> GetWholeInline(const std::string& key, std::vector<uint32_t>* sums);
 
   std::unique_ptr<ObjectStore> inner_;
   const bool table_in_meta_;

@@ -392,5 +392,29 @@ TEST(CreateObjectStore, MemBucketsAreSharedByName) {
   EXPECT_EQ(*(*c)->Get("k"), "from a");
 }
 
+// The inline layout's GetVerified: the table from the object's header, checked against the
+// data (checksum_meta_test.cc has the metadata layout).
+TEST_F(ChecksumStoreTest, GetVerifiedGivesTheTableItCheckedTheDataAgainst) {
+  std::string data = RandomData(2 * kSeg + 9, 8);
+  ASSERT_TRUE(store_->Put("v", data).ok());
+  std::vector<uint32_t> sums;
+  auto got = store_->GetVerified("v", &sums);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+  EXPECT_EQ(sums, (std::vector<uint32_t>{Checksum32(std::string_view(data).substr(0, kSeg)),
+                                         Checksum32(std::string_view(data).substr(kSeg, kSeg)),
+                                         Checksum32(std::string_view(data).substr(2 * kSeg))}));
+  Tamper("v", [](std::string* raw) { raw->back() ^= 1; });
+  got = store_->GetVerified("v", &sums);
+  EXPECT_EQ(got.status().code(), EIO);
+  EXPECT_TRUE(sums.empty());
+  // Stores that verify nothing give no table.
+  MemStore plain("plain");
+  ASSERT_TRUE(plain.Put("p", data).ok());
+  sums = {5};
+  ASSERT_TRUE(plain.GetVerified("p", &sums).ok());
+  EXPECT_TRUE(sums.empty());
+}
+
 }  // namespace
 }  // namespace tierfs

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/buffer_pool.h"
+
 namespace tierfs {
 namespace {
 
@@ -97,7 +99,8 @@ size_t HeaderCallback(char* data, size_t size, size_t nitems, void* userdata) {
   std::string value = Trim(line.substr(colon + 1));
   if (ex->reserve_body && name == "content-length") {
     uint64_t n = std::strtoull(value.c_str(), nullptr, 10);
-    if (n > 0 && n <= kMaxReserve) ex->response->body.reserve(n);
+    // Into a recycled buffer when the caller scoped a pool (ReceiveInto, common/buffer_pool.h).
+    if (n > 0 && n <= kMaxReserve && ex->response->body.empty()) ex->response->body = ReceiveInto::Buffer(n);
   }
   ex->response->headers[std::move(name)] = std::move(value);
   return line.size();

@@ -27,6 +27,11 @@ Status ObjectStore::PutWithMeta(const std::string& key, std::string_view, const 
   return Status::Err(EOPNOTSUPP, "cannot write object " + key + " with metadata: " + Describe() + " keeps none");
 }
 
+Result<std::string> ObjectStore::GetVerified(const std::string& key, std::vector<uint32_t>* sums) {
+  sums->clear();
+  return Get(key);
+}
+
 Result<std::string> ObjectStore::GetWithMeta(const std::string& key, uint64_t, int64_t, std::string*) {
   return Status::Err(EOPNOTSUPP, "cannot read the metadata of object " + key + ": " + Describe() + " keeps none");
 }

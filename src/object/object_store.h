@@ -39,6 +39,9 @@ struct StoreSpace {
   uint64_t free_bytes = 0;  // available to unprivileged writers
 };
 
+// The segment of the checksums GetVerified gives.
+inline constexpr uint32_t kVerifiedSegment = 64 << 10;
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -54,6 +57,12 @@ class ObjectStore {
   // Reads len bytes at offset off; len < 0 reads to the end. Reading past the end returns
   // what exists (possibly fewer bytes).
   virtual Result<std::string> Get(const std::string& key, uint64_t off = 0, int64_t len = -1) = 0;
+  // A whole object, and the checksums this store verified it against on the way when it
+  // did (ChecksumStore: Checksum32 of every 64 KiB segment, kVerifiedSegment), so that a
+  // cache that keeps the same checksums takes them instead of hashing every byte again.
+  // The other stores (and ChecksumStore for objects of other segment sizes) leave *sums
+  // empty.
+  virtual Result<std::string> GetVerified(const std::string& key, std::vector<uint32_t>* sums);
   virtual Result<ObjectInfo> Head(const std::string& key) = 0;
   // Deleting a missing object succeeds.
   virtual Status Delete(const std::string& key) = 0;

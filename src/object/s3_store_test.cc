@@ -20,6 +20,7 @@
 #include <random>
 #include <thread>
 
+#include "common/buffer_pool.h"
 #include "common/clock.h"
 #include "common/io_budget.h"
 #include "object/http_client.h"
@@ -67,6 +68,23 @@ TEST(S3Retry, ServerErrorsAreRetried) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, "hello");
   EXPECT_EQ(server.requests(), 3);
+}
+
+// A body of known length is received into the thread's scoped pool (ReceiveInto): a cold
+// read writes into recycled, already mapped memory.
+TEST(S3Receive, ABodyLandsInTheScopedPoolsBuffer) {
+  const std::string payload(300'000, 'p');
+  TinyServer server([&](int, const std::string&, size_t) { return TinyServer::Reply(200, "OK", payload); });
+  auto store = StoreAt("http://127.0.0.1:" + std::to_string(server.port()) + "/b");
+  auto pool = BufferPool::Create(4 << 20);
+  std::string recycled = pool->Take(payload.size());
+  const char* mem = recycled.data();
+  pool->Give(std::move(recycled));
+  ReceiveInto scope(pool.get());
+  auto got = store->Get("k");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, payload);
+  EXPECT_EQ(got->data(), mem);
 }
 
 TEST(S3Retry, RetriedPutResendsTheWholeBody) {
