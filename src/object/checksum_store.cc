@@ -10,6 +10,7 @@
 #include "common/base64.h"
 #include "common/encoding.h"
 #include "common/hash.h"
+#include "common/segment_hasher.h"
 
 namespace tierfs {
 namespace {
@@ -88,15 +89,17 @@ Result<Layout> ParseLayout(const std::string& key, std::string_view stored, bool
 }
 
 // Checks the segments [first, first + n) whose data is `data` (starting at segment first)
-// against the checksum table `sums` (4 bytes per segment, starting at segment 0).
+// against the checksum table `sums` (4 bytes per segment, starting at segment 0). `have`:
+// the checksums of data's segments when already computed (SegmentHasher), else empty.
 Status VerifySegments(const std::string& key, std::string_view sums, uint64_t first, std::string_view data,
-                      uint64_t segment = kChecksumSegment) {
+                      uint64_t segment = kChecksumSegment, const std::vector<uint32_t>& have = {}) {
   uint64_t seg = first;
+  const bool given = !have.empty() && have.size() == (data.size() + segment - 1) / segment;
   while (!data.empty()) {
     std::string_view piece = data.substr(0, segment);
     ByteReader r(sums.substr(4 * seg, 4));
     uint32_t want = r.U32();
-    if (!r.ok() || Checksum32(piece) != want) {
+    if (!r.ok() || (given ? have[seg - first] : Checksum32(piece)) != want) {
       return Corrupt(key, "checksum mismatch in segment " + std::to_string(seg));
     }
     data.remove_prefix(piece.size());
@@ -182,6 +185,9 @@ Result<std::string> ChecksumStore::GetWithTableInMeta(const std::string& key, ui
   uint64_t begin = off / kChecksumSegment * kChecksumSegment;
   int64_t n = len < 0 ? -1 : static_cast<int64_t>(RoundUp(off + static_cast<uint64_t>(len), kChecksumSegment) - begin);
   std::string meta, header;
+  // The body of a request from a segment boundary is hashed as it arrives, in 64 KiB
+  // segments: those of every object up to 16 MiB (larger ones are hashed below).
+  SegmentHasher hasher(kChecksumSegment);
   ASSIGN_OR_RETURN(std::string got, inner_->GetWithMeta(key, begin, n, &meta));
   if (meta.empty() && got.empty()) {
     // A range past the end (of an empty object, too) may come back without the object's
@@ -203,7 +209,8 @@ Result<std::string> ChecksumStore::GetWithTableInMeta(const std::string& key, ui
   uint64_t want = avail_end > begin ? avail_end - begin : 0;
   if (got.size() < want) return Truncated(key, avail_end);
   if (got.size() > want) return Corrupt(key, "holds bytes past the length its checksum table gives");
-  RETURN_IF_ERROR(VerifySegments(key, std::string_view(header).substr(kFixedHeader), begin / l.segment, got, l.segment));
+  RETURN_IF_ERROR(VerifySegments(key, std::string_view(header).substr(kFixedHeader), begin / l.segment, got, l.segment,
+                                 l.segment == kChecksumSegment ? hasher.Sums(got) : std::vector<uint32_t>()));
   if (sums != nullptr && begin == 0 && n < 0 && l.segment == kVerifiedSegment) {
     TableOf(std::string_view(header).substr(kFixedHeader), sums);
   }

@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "common/buffer_pool.h"
+#include "common/segment_hasher.h"
 
 namespace tierfs {
 namespace {
@@ -75,6 +76,8 @@ int SeekCallback(void* userdata, curl_off_t offset, int origin) {
 size_t WriteCallback(char* data, size_t size, size_t nmemb, void* userdata) {
   auto* ex = static_cast<Exchange*>(userdata);
   ex->response->body.append(data, size * nmemb);
+  // Segments hashed while in the CPU's cache, when the caller asked (SegmentHasher).
+  SegmentHasher::Received(ex->response->body, size * nmemb);
   return size * nmemb;
 }
 

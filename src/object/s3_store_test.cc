@@ -22,6 +22,7 @@
 
 #include "common/buffer_pool.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/io_budget.h"
 #include "object/http_client.h"
 #include "object/s3_xml.h"
@@ -603,6 +604,15 @@ TEST_F(S3StoreTest, ThroughCreateObjectStoreWithChecksums) {
   ASSERT_TRUE((*store)->Put("cs/empty", "").ok());
   EXPECT_EQ(*(*store)->Get("cs/empty"), "");
   EXPECT_EQ(*(*store)->Get("cs/empty", 0, 10), "");
+  // A whole read over HTTP is hashed as it arrives (SegmentHasher): the table it hands on
+  // is the data's.
+  std::vector<uint32_t> sums;
+  ASSERT_TRUE((*store)->GetVerified("cs/meta", &sums).ok());
+  std::vector<uint32_t> want;
+  for (size_t off = 0; off < data.size(); off += kVerifiedSegment) {
+    want.push_back(Checksum32(std::string_view(data).substr(off, kVerifiedSegment)));
+  }
+  EXPECT_EQ(sums, want);
   // Damage the data behind the checksums' back: the read fails, it never returns it.
   std::string meta;
   ASSERT_TRUE(store_->GetWithMeta("cs/meta", 0, 1, &meta).ok());
