@@ -27,6 +27,13 @@ namespace tierfs {
 
 namespace {
 constexpr size_t kMaxQueued = 65536;
+
+// tierfs_remote_invalidations_total{kind}: "all" (every name at once), "attr", "entry", and
+// "attr_open_here" (counted, not sent: see the header).
+metrics::Counter& Invalidations(const char* kind) {
+  return metrics::Default().GetCounter("tierfs_remote_invalidations_total",
+                                       "Kernel cache entries dropped for other clients' changes", {{"kind", kind}});
+}
 }  // namespace
 
 struct RemoteInvalidation::Notifier {
@@ -78,9 +85,7 @@ struct RemoteInvalidation::Notifier {
       return;
     }
     if (rc < 0) spdlog::debug("remote invalidation of every name: {}", strerror(-rc));
-    static metrics::Counter& alls = metrics::Default().GetCounter(
-        "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
-        {{"kind", "all"}});
+    static metrics::Counter& alls = Invalidations("all");
     alls.Add();
   }
 
@@ -89,9 +94,7 @@ struct RemoteInvalidation::Notifier {
 
   void Send(const MetaChange& c) {
     if (c.kind == MetaChange::kAttr && open_here && open_here(c.ino)) {
-      static metrics::Counter& kept = metrics::Default().GetCounter(
-          "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
-          {{"kind", "attr_open_here"}});
+      static metrics::Counter& kept = Invalidations("attr_open_here");
       kept.Add();  // counted, not sent (see the header)
       return;
     }
@@ -99,12 +102,8 @@ struct RemoteInvalidation::Notifier {
                                          : NotifyInvalEntry(fd, KernelIno(c.parent), c.name);
     // ENOENT: the kernel does not hold that inode or name, the common case.
     if (rc < 0 && rc != -ENOENT) spdlog::debug("remote invalidation: {}", strerror(-rc));
-    static metrics::Counter& attrs = metrics::Default().GetCounter(
-        "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
-        {{"kind", "attr"}});
-    static metrics::Counter& entries = metrics::Default().GetCounter(
-        "tierfs_remote_invalidations_total", "Kernel cache entries dropped for other clients' changes",
-        {{"kind", "entry"}});
+    static metrics::Counter& attrs = Invalidations("attr");
+    static metrics::Counter& entries = Invalidations("entry");
     (c.kind == MetaChange::kAttr ? attrs : entries).Add();
   }
 

@@ -56,7 +56,8 @@
 
 namespace tierfs {
 
-inline constexpr uint32_t kChecksumSegment = 64 << 10;
+// The segment of the checksums ObjectStore::GetVerified hands on: the same by definition.
+inline constexpr uint32_t kChecksumSegment = kVerifiedSegment;
 
 class ChecksumStore : public ObjectStore {
  public:
