@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
-  libfuse3-dev fuse3 libsqlite3-dev sqlite3 libxxhash-dev
+  libfuse3-dev fuse3 libsqlite3-dev sqlite3 libxxhash-dev liburing-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libzstd-dev
   libgtest-dev libgmock-dev
   libhiredis-dev libpq-dev libcurl4-openssl-dev libssl-dev libtinyxml2-dev libcpp-httplib-dev librados-dev libradospp-dev

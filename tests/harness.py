@@ -247,6 +247,35 @@ def rados_storage_args():
     return ["--storage", "rados", "--bucket", srv["rados_pool"], "--ceph-conf", srv["ceph_conf"]]
 
 
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+def run_mount_args():
+    """Mount arguments the whole run adds to every mount (TIERFS_TEST_MOUNT_ARGS, split on
+    spaces): ctest runs some suites again with `--io-uring`. The kernel takes FUSE requests
+    through io_uring only while its module parameter is on, so that is turned on here (it
+    changes nothing for mounts that do not ask; tests/servers.py down restores the value
+    the run found)."""
+    args = (os.environ.get("TIERFS_TEST_MOUNT_ARGS") or "").split()
+    if "--io-uring" in args:
+        enable_fuse_uring()
+    return args
+
+
+def enable_fuse_uring():
+    """Turns FUSE over io_uring on in the kernel; False where this kernel has no such
+    parameter (before Linux 6.14, or built without it)."""
+    try:
+        with open(URING_PARAM) as f:
+            if f.read().strip() == "Y":
+                return True
+        with open(URING_PARAM, "w") as f:
+            f.write("Y\n")
+        return True
+    except FileNotFoundError:
+        return False
+
+
 RUN_TRASH_DAYS = object()  # Volume.format: the run's setting (TIERFS_TEST_TRASH_DAYS, else 0)
 
 
@@ -318,7 +347,8 @@ class Volume:
         runs under (a network namespace: netns.Network.prefix)."""
         self._mountpoints.add(mountpoint)
         self._logs[mountpoint] = log or (mountpoint + ".log")
-        args = ["mount", self.meta_url, mountpoint, "-d", "--log", self._logs[mountpoint]] + list(extra)
+        extra = list(extra) + [a for a in run_mount_args() if a not in extra]
+        args = ["mount", self.meta_url, mountpoint, "-d", "--log", self._logs[mountpoint]] + extra
         if "--cache-dir" not in extra:
             # Each mount point its own disk cache, kept across remounts, gone with the test.
             args += ["--cache-dir", mountpoint.rstrip("/") + ".cache"]
@@ -339,6 +369,12 @@ class Volume:
         # The daemon commits buffered writes and closes its session after the unmount.
         if self.pid and not wait_for(lambda: not pid_alive(self.pid), timeout=60):
             raise AssertionError("mount daemon %d still running 60 s after umount" % self.pid)
+        if check and "--io-uring" in run_mount_args() and os.path.exists(URING_PARAM):
+            # A run with --io-uring must not pass by falling back to /dev/fuse unseen.
+            with open(self.log, errors="replace") as f:
+                if "FUSE over io_uring: " not in f.read():
+                    raise AssertionError("--io-uring: the mount did not start its io_uring queues\n"
+                                         + self.log_tail())
         self.pid = None
         return res
 

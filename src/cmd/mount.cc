@@ -166,6 +166,8 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   fopts.dir_entry_timeout = a.dir_entry_cache;
   fopts.meta_watch = !a.no_meta_watch;
   fopts.passthrough = !a.no_passthrough;
+  fopts.io_uring = a.io_uring;
+  fopts.io_uring_depth = a.io_uring_depth;
   if (fopts.passthrough) {
     auto min_size = ParseSize(a.passthrough_min_size);
     if (!min_size.ok()) return fail(Status::Err(EINVAL, "--passthrough-min-size: " + min_size.status().message()));

@@ -35,6 +35,14 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
                 "file whose blocks are all in the disk cache gets a verified whole-file copy there, and later "
                 "read-only opens read it at the disk's speed; while such an open lasts, the file cannot be "
                 "opened for writing on this host (ETXTBSY)");
+  sub->add_flag("--io-uring", a->io_uring,
+                "Take FUSE requests through io_uring queues, one per CPU, instead of reading /dev/fuse (Linux "
+                "6.14+ with /sys/module/fuse/parameters/enable_uring set to Y; falls back to /dev/fuse, with a "
+                "log line, elsewhere). Each queue serves one request at a time, so a request waiting for the "
+                "object store holds its CPU's queue: see docs/benchmarks.md before turning it on");
+  sub->add_option("--io-uring-depth", a->io_uring_depth, "Requests each io_uring queue holds at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
   sub->add_option("--passthrough-min-size", a->passthrough_min_size,
                   "Smallest file given a passthrough copy")
       ->capture_default_str();

@@ -26,6 +26,8 @@ struct MountArgs {
   double attr_cache = 1.0, entry_cache = 1.0, dir_entry_cache = 1.0;
   bool no_meta_watch = false;
   bool no_passthrough = false;
+  bool io_uring = false;
+  int io_uring_depth = 8;
   std::string passthrough_min_size = "1M";
   std::string passthrough_cache_size;  // "": a quarter of --cache-size
   std::string buffer_size = "300M";

@@ -27,7 +27,8 @@
 #include "chunk/read_pieces.h"
 #include "fuse/access_log.h"
 #include "fuse/fuse_internal.h"
-#include "fuse/kernel_passthrough.h"
+#include "fuse/session_io.h"
+#include "fuse/uring_queues.h"
 #include "fuse/name_hints.h"
 #include "fuse/raw_notify.h"
 #include "fuse/remote_invalidation.h"
@@ -698,7 +699,11 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   }
   RaiseReadahead(opts.mountpoint);
   ctxt.opens = std::make_unique<PassthroughOpens>(fuse_session_fd(se));
-  ctxt.opens->Enable(opts.passthrough && vfs->flat_files() && InstallPassthroughInit(se, true));
+  auto raw = [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); };
+  std::unique_ptr<UringQueues> uring;
+  if (opts.io_uring) uring = std::make_unique<UringQueues>(se, raw, opts.io_uring_depth);
+  const bool passthrough = opts.passthrough && vfs->flat_files();
+  ctxt.opens->Enable(InstallSessionIo(se, {passthrough, uring.get()}) && passthrough);
   on_ready(Status::OK());
   ctxt.direct.thread = std::thread(DirectWriteLoop, &ctxt);
   // The pages of files the vfs fences (Vfs::OnSessionLost) are dropped, so that reads reach
@@ -715,7 +720,8 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
     remote = RemoteInvalidation::Start(vfs->meta()->engine(), se, opts.root,
                                        [meta = vfs->meta()](uint64_t ino) { return meta->IsOpen(ino); });
   }
-  int rc = ServeSession(se, opts.max_threads, [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); });
+  int rc = ServeSession(se, opts.max_threads, raw);
+  if (uring) uring->Stop();
   remote.reset();
   {
     // Lock waiters use the session and the Vfs: they end (EINTR) before either goes.

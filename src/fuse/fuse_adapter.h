@@ -32,6 +32,10 @@ struct FuseOptions {
   // FUSE passthrough for files with a verified flat copy (Vfs::EnableFlatCopies), where the
   // kernel offers it (fuse/kernel_passthrough.h; `mount --no-passthrough`).
   bool passthrough = true;
+  // FUSE over io_uring where the kernel offers it (fuse/uring_queues.h; `mount --io-uring`),
+  // with io_uring_depth entries per queue.
+  bool io_uring = false;
+  int io_uring_depth = 8;
 };
 
 // Mounts, calls on_ready once the kernel mount exists, and serves requests until the file

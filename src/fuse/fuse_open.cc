@@ -16,6 +16,7 @@
 #include "fuse/fuse_internal.h"
 #include "fuse/kernel_passthrough.h"
 #include "fuse/raw_notify.h"
+#include "fuse/session_io.h"
 #include "fuse/session_loop.h"
 
 namespace tierfs::fuse_internal {

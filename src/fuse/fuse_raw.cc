@@ -5,7 +5,7 @@
 //                 entry and an open file.
 //   FUSE_OPEN     read-only opens, when passthrough was negotiated (fuse_passthrough.cc):
 //                 the reply carries a backing id libfuse's fuse_open_out has no room for.
-//   FUSE_INIT     only looked at (fuse/kernel_passthrough.h), then left to libfuse.
+//   FUSE_INIT     only looked at (fuse/session_io.h), then left to libfuse.
 #include <linux/fuse.h>
 
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "fuse/fuse_internal.h"
-#include "fuse/kernel_passthrough.h"
+#include "fuse/session_io.h"
 #include "fuse/session_loop.h"
 
 namespace tierfs::fuse_internal {

@@ -3,8 +3,8 @@
 // the daemon. libfuse 3.14 predates it, so this file speaks that part of the protocol:
 //
 //   INIT     the kernel offers FUSE_PASSTHROUGH (bit 37, in flags2 with FUSE_INIT_EXT); the
-//            session's I/O (fuse_session_custom_io: plain read and writev) adds the flag and
-//            max_stack_depth 1 to libfuse's INIT reply when passthrough is wanted.
+//            session's I/O (fuse/session_io.h) adds the flag and max_stack_depth 1 to
+//            libfuse's INIT reply when passthrough is wanted.
 //   BACKING  FUSE_DEV_IOC_BACKING_OPEN on the device registers an open file and returns its
 //            id; FUSE_DEV_IOC_BACKING_CLOSE drops the id (an inode using the file keeps it).
 //            The kernel allows it to CAP_SYS_ADMIN only: a mount by another user falls back.
@@ -22,13 +22,7 @@
 
 #include "common/status.h"
 
-struct fuse_session;
-
-namespace tierfs {
-
-struct RawRequest;
-
-namespace fuse_internal {
+namespace tierfs::fuse_internal {
 
 // Wire-format values newer than Debian 12's <linux/fuse.h>.
 constexpr uint32_t kFopenPassthrough = 1u << 7;
@@ -40,20 +34,9 @@ struct FuseOpenOutV2 {  // fuse_open_out since protocol 7.40
   int32_t backing_id;
 };
 
-// Installs the session I/O that adds passthrough to the INIT reply when `want` and the
-// kernel offers it. Call after fuse_session_mount, before serving. Returns false (and
-// logs) when the session's I/O could not be replaced: passthrough then stays off.
-bool InstallPassthroughInit(fuse_session* se, bool want);
-// The raw handler's look at every request before libfuse sees it: the INIT request is
-// noted (its id, and whether the kernel offers passthrough). Never answers it.
-void NoteInitRequest(const RawRequest& r);
-// Whether the INIT reply asked for passthrough (the kernel offered it and it was wanted).
-bool PassthroughNegotiated();
-
 // Registers fd (open for reading) with the kernel: the backing id (> 0), or a negative
 // errno (EPERM without CAP_SYS_ADMIN, EOPNOTSUPP when not negotiated).
 int BackingOpen(int dev_fd, int fd);
 void BackingClose(int dev_fd, int backing_id);
 
-}  // namespace fuse_internal
-}  // namespace tierfs
+}  // namespace tierfs::fuse_internal

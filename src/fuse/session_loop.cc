@@ -17,6 +17,8 @@
 #include <mutex>
 #include <thread>
 
+#include "fuse/session_io.h"
+
 namespace tierfs {
 namespace {
 
@@ -147,7 +149,7 @@ int RawReply(fuse_session* se, uint64_t unique, int error, const std::vector<iov
     }
   }
   out.len = static_cast<uint32_t>(len);
-  ssize_t n = writev(fuse_session_fd(se), iov.data(), static_cast<int>(iov.size()));
+  ssize_t n = fuse_internal::SendToKernel(fuse_session_fd(se), iov.data(), static_cast<int>(iov.size()));
   return n < 0 ? -errno : 0;
 }
 
