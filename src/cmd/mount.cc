@@ -167,6 +167,7 @@ int Serve(const MountArgs& a, const ReadyFn& ready) {
   fopts.meta_watch = !a.no_meta_watch;
   fopts.passthrough = !a.no_passthrough;
   fopts.io_uring = a.io_uring;
+  fopts.io_uring_threads = a.io_uring_threads;
   fopts.io_uring_depth = a.io_uring_depth;
   if (fopts.passthrough) {
     auto min_size = ParseSize(a.passthrough_min_size);

@@ -38,9 +38,13 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
   sub->add_flag("--io-uring", a->io_uring,
                 "Take FUSE requests through io_uring queues, one per CPU, instead of reading /dev/fuse (Linux "
                 "6.14+ with /sys/module/fuse/parameters/enable_uring set to Y; falls back to /dev/fuse, with a "
-                "log line, elsewhere). Each queue serves one request at a time, so a request waiting for the "
-                "object store holds its CPU's queue: see docs/benchmarks.md before turning it on");
-  sub->add_option("--io-uring-depth", a->io_uring_depth, "Requests each io_uring queue holds at once")
+                "log line, elsewhere); see docs/benchmarks.md for where it helps");
+  sub->add_option("--io-uring-threads", a->io_uring_threads,
+                  "Threads serving each io_uring queue (each with its own ring): while one waits, another "
+                  "takes the queue's next request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  sub->add_option("--io-uring-depth", a->io_uring_depth, "Requests each io_uring thread holds at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 128));
   sub->add_option("--passthrough-min-size", a->passthrough_min_size,

@@ -27,6 +27,7 @@ struct MountArgs {
   bool no_meta_watch = false;
   bool no_passthrough = false;
   bool io_uring = false;
+  int io_uring_threads = 2;
   int io_uring_depth = 8;
   std::string passthrough_min_size = "1M";
   std::string passthrough_cache_size;  // "": a quarter of --cache-size

@@ -701,7 +701,7 @@ Status RunFuse(Vfs* vfs, const FuseOptions& opts, const std::function<void(const
   ctxt.opens = std::make_unique<PassthroughOpens>(fuse_session_fd(se));
   auto raw = [&ctxt](const RawRequest& r) { return HandleRawRequest(&ctxt, r); };
   std::unique_ptr<UringQueues> uring;
-  if (opts.io_uring) uring = std::make_unique<UringQueues>(se, raw, opts.io_uring_depth);
+  if (opts.io_uring) uring = std::make_unique<UringQueues>(se, raw, opts.io_uring_threads, opts.io_uring_depth);
   const bool passthrough = opts.passthrough && vfs->flat_files();
   ctxt.opens->Enable(InstallSessionIo(se, {passthrough, uring.get()}) && passthrough);
   on_ready(Status::OK());

@@ -33,8 +33,9 @@ struct FuseOptions {
   // kernel offers it (fuse/kernel_passthrough.h; `mount --no-passthrough`).
   bool passthrough = true;
   // FUSE over io_uring where the kernel offers it (fuse/uring_queues.h; `mount --io-uring`),
-  // with io_uring_depth entries per queue.
+  // with io_uring_threads threads of io_uring_depth entries each per queue.
   bool io_uring = false;
+  int io_uring_threads = 2;
   int io_uring_depth = 8;
 };
 

@@ -74,8 +74,10 @@ struct UringQueues::Entry {
   char* payload() { return mem + kPayloadOffset; }
 };
 
+// One thread's share of a queue: its ring, its entries (registered on the queue qid).
 struct UringQueues::Queue {
   uint16_t qid = 0;
+  int index = 0;  // of the queue's threads
   io_uring ring;
   bool ring_ok = false;
   int wake_fd = -1;
@@ -87,8 +89,12 @@ struct UringQueues::Queue {
   std::vector<Entry*> foreign;  // replied from other threads, to commit; guarded by mu
 };
 
-UringQueues::UringQueues(fuse_session* se, RawHandler raw, int depth)
-    : se_(se), dev_fd_(fuse_session_fd(se)), raw_(std::move(raw)), depth_(depth < 1 ? 1 : depth) {}
+UringQueues::UringQueues(fuse_session* se, RawHandler raw, int threads, int depth)
+    : se_(se),
+      dev_fd_(fuse_session_fd(se)),
+      raw_(std::move(raw)),
+      threads_(threads < 1 ? 1 : threads),
+      depth_(depth < 1 ? 1 : depth) {}
 
 UringQueues::~UringQueues() {
   Stop();
@@ -104,13 +110,17 @@ void UringQueues::Start(size_t payload_size) {
   payload_size_ = payload_size;
   const int n = get_nprocs_conf();  // the kernel keeps one queue per possible CPU
   for (int i = 0; i < n; ++i) {
-    auto q = std::make_unique<Queue>();
-    q->qid = static_cast<uint16_t>(i);
-    for (int j = 0; j < depth_; ++j) NewEntry(q.get());
-    queues_.push_back(std::move(q));
+    for (int t = 0; t < threads_; ++t) {
+      auto q = std::make_unique<Queue>();
+      q->qid = static_cast<uint16_t>(i);
+      q->index = t;
+      for (int j = 0; j < depth_; ++j) NewEntry(q.get());
+      queues_.push_back(std::move(q));
+    }
   }
   for (auto& q : queues_) q->thread = std::thread(&UringQueues::Serve, this, q.get());
-  spdlog::info("FUSE over io_uring: {} queues of {} entries, {} KiB payload each", n, depth_, payload_size >> 10);
+  spdlog::info("FUSE over io_uring: {} queues, {} threads of {} entries each, {} KiB payload each", n, threads_,
+               depth_, payload_size >> 10);
 }
 
 UringQueues::Entry* UringQueues::NewEntry(Queue* q) {
@@ -172,21 +182,13 @@ void ArmWake(io_uring* ring, int fd) {
   sqe->user_data = kWakeTag;
 }
 
-void PinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);  // best effort: an offline CPU keeps the default
-}
-
 }  // namespace
 
 void UringQueues::Serve(Queue* q) {
   char name[32];
-  snprintf(name, sizeof name, "fuse-uring-%u", static_cast<unsigned>(q->qid % 1000));
+  snprintf(name, sizeof name, "fuse-uring-%u.%d", static_cast<unsigned>(q->qid % 1000), q->index % 100);
   name[15] = 0;  // the kernel's limit for thread names
   pthread_setname_np(pthread_self(), name);
-  PinToCpu(q->qid);
   tl_queue = q;
   for (Entry& e : q->entries) {
     if (!e.mem) {

@@ -20,10 +20,13 @@
 // raw handler read it with no copy of the payload (a WRITE's data stays where the kernel
 // put it). The first argument's size is what the header's len leaves after the payload.
 //
-// Threads: one per queue, pinned to its CPU, serves its requests one at a time on that
-// thread (libfuse's model too): a request that waits (a cold read from the store) holds
-// its queue, while /dev/fuse's pool of workers would take the next. That is the trade-off
-// that keeps this off by default; bench/fastpaths.py measures it. A reply sent from
+// Threads: each queue is served by --io-uring-threads threads (default 2), each with its
+// own ring and its share of the queue's entries, serving its requests one at a time on
+// that thread. The kernel hands a request to any free entry of the queue, so while one
+// thread waits (a cold read from the store) the other takes the next. Threads are not
+// pinned to their queue's CPU: on a machine with few cores, a handler pinned to the
+// caller's CPU competes with the caller while the other cores idle (measured: cached
+// reads at half the speed of /dev/fuse's pool; bench/uring.py). A reply sent from
 // another thread (a lock waiter, an O_DIRECT write's reply) is handed to the queue's
 // thread, which alone submits to its ring, through an eventfd the ring polls.
 //
@@ -56,8 +59,9 @@ class UringQueues {
   // TakeReply's answer for a reply to a request no queue delivered.
   static constexpr ssize_t kNotMine = -2;
 
-  // depth: entries per queue (each holds one request at a time).
-  UringQueues(fuse_session* se, RawHandler raw, int depth);
+  // threads: per queue, each with its own ring and depth entries (each entry holds one
+  // request at a time).
+  UringQueues(fuse_session* se, RawHandler raw, int threads, int depth);
   ~UringQueues();  // Stop(), then frees the rings and buffers
   UringQueues(const UringQueues&) = delete;
   UringQueues& operator=(const UringQueues&) = delete;
@@ -88,6 +92,7 @@ class UringQueues {
   fuse_session* const se_;
   const int dev_fd_;
   const RawHandler raw_;
+  const int threads_;
   const int depth_;
   size_t payload_size_ = 0;
   std::vector<std::unique_ptr<Queue>> queues_;
