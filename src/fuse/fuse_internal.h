@@ -96,7 +96,7 @@ void BeginCachedOpen(Ctxt* c, Ino ino, std::function<void(bool)> answer);
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
 // Answers a read-only FUSE_OPEN itself, in passthrough mode when the file's flat copy is
-// ready (fuse_passthrough.cc); false leaves the request to libfuse.
+// ready (fuse_open.cc); false leaves the request to libfuse.
 bool HandlePassthroughOpen(Ctxt* c, const RawRequest& r);
 
 // Per-operation request counts and total latency, logged when the file system unmounts,

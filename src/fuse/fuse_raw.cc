@@ -3,7 +3,7 @@
 //   FUSE_TMPFILE  open(2) with O_TMPFILE: newer kernels send it, libfuse would answer
 //                 ENOSYS. A CREATE without a name (fuse_create_in, then "/"); the answer an
 //                 entry and an open file.
-//   FUSE_OPEN     read-only opens, when passthrough was negotiated (fuse_passthrough.cc):
+//   FUSE_OPEN     read-only opens, when passthrough was negotiated (fuse_open.cc):
 //                 the reply carries a backing id libfuse's fuse_open_out has no room for.
 //   FUSE_INIT     only looked at (fuse/session_io.h), then left to libfuse.
 #include <linux/fuse.h>
