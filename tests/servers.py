@@ -49,7 +49,7 @@ AZURE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZ
 # Databases the PostgreSQL fixture creates: one per test binary/script that needs one.
 PG_DATABASES = ["tierfs_meta_test", "tierfs_kv_test", "tierfs_cli", "tierfs_multi", "tierfs_migrate",
                 "tierfs_bench"]
-PG_DATABASES += ["tierfs_damaged"]
+PG_DATABASES += ["tierfs_damaged", "tierfs_watch"]
 PG_BIN = "/usr/lib/postgresql/15/bin"
 # Opt-in bluestore OSD (see the module docstring); the test suite keeps memstore.
 CEPH_BLUESTORE = os.environ.get("TIERFS_CEPH_BLUESTORE", "") not in ("", "0")

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """On etcd and on Redis, a mount drops what the kernel caches of other clients' changes as
 the engine pushes them (fuse/remote_invalidation.h; etcd's watch, the Redis commit
-script's publication): with attributes and names cached for 60 s, a chmod, a write, a
+script's publication), and on SQLite (mounts on one host) and PostgreSQL as the change log
+is polled (volumes formatted with --changelog-hours; meta/change_log_watch.h): with
+attributes and names cached for 60 s, a chmod, a write, a
 rename, a removal and a new file made through another mount show within seconds; a mount
 with --no-meta-watch, same caches, still shows the old state (so the kernel's caches are
 really in play), and the mount that made the changes drops nothing of its own. Then the
@@ -57,6 +59,7 @@ class MetaWatchCases:
     """The checks every watching engine passes; a subclass starts its servers and sets
     meta_url in start_servers."""
     AUTO_MOUNT = False
+    FORMAT_ARGS = ()
 
     def setUp(self):
         super().setUp()
@@ -64,7 +67,7 @@ class MetaWatchCases:
         meta_url = self.start_servers()
         self.vol = harness.Volume("watchvol", meta_url=meta_url, base=self.tmp)
         self.addCleanup(self.vol.cleanup)
-        self.vol.format()
+        self.vol.format(*self.FORMAT_ARGS)
         self.vol.mount(*CACHE)  # the writer
         self.watching = os.path.join(self.tmp, "watching")
         self.blind = os.path.join(self.tmp, "blind")
@@ -179,6 +182,50 @@ class RedisMetaWatchTest(MetaWatchCases, harness.TierFSTestCase):
         self.eventually("chmod once the server is back", lambda: mode_of(os.path.join(w, "f")), 0o602)
         os.chmod(os.path.join(a, "f"), 0o606)
         self.eventually("a later chmod", lambda: mode_of(os.path.join(w, "f")), 0o606)
+
+
+
+class SqliteMetaWatchTest(MetaWatchCases, harness.TierFSTestCase):
+    """The embedded engine has no push: the change log is polled (a read of its counter
+    every 100 ms), which is how mounts of one SQLite file on one host see each other."""
+    FORMAT_ARGS = ("--changelog-hours", "1")
+
+    def start_servers(self):
+        return None  # the volume's own meta.db
+
+    def test_changes_show_at_once(self):
+        self.check_other_clients_changes_show_at_once_with_long_caches()
+
+    def test_without_the_change_log_the_timeouts_rule(self):
+        # A volume without the log has nothing to poll: the watching mount keeps the old
+        # state for its caches' 60 s, like the blind one (so the test above is the poll's).
+        self.vol.umount()
+        for mnt in (self.watching, self.blind):
+            subprocess.run(["umount", mnt], check=True)
+        r = harness.tierfs("config", self.vol.meta_url, "--changelog-hours", "0")
+        self.assertEqual(r[0], 0, harness.msg(*r))
+        self.vol.mount(*CACHE)
+        res = self.vol.mount_at(self.watching, *CACHE)
+        self.assertEqual(res[0], 0, harness.msg(*res))
+        a, w = self.vol.mnt, self.watching
+        with open(os.path.join(a, "f"), "w") as f:
+            f.write("x")
+        os.chmod(os.path.join(a, "f"), 0o644)
+        self.assertEqual(mode_of(os.path.join(w, "f")), 0o644)
+        os.chmod(os.path.join(a, "f"), 0o600)
+        time.sleep(1)
+        self.assertEqual(mode_of(os.path.join(w, "f")), 0o644)
+        self.assertEqual(invalidations(w), 0)
+
+
+class PostgresMetaWatchTest(MetaWatchCases, harness.TierFSTestCase):
+    FORMAT_ARGS = ("--changelog-hours", "1", "--force")
+
+    def start_servers(self):
+        return harness.servers()["pg_url"] + "/tierfs_watch"
+
+    def test_changes_show_at_once(self):
+        self.check_other_clients_changes_show_at_once_with_long_caches()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ void AddMountOptions(CLI::App* sub, MountArgs* a) {
       ->check(CLI::Range(0.0, 86400.0));
   sub->add_flag("--no-meta-watch", a->no_meta_watch,
                 "Do not drop the kernel's cached attributes and names as other clients change them (etcd and "
-                "Redis push changes; other engines rely on the timeouts above alone)");
+                "Redis push changes; SQLite and PostgreSQL volumes with a change log are polled every 100 ms; "
+                "others rely on the timeouts above alone)");
   sub->add_flag("--no-passthrough", a->no_passthrough,
                 "Never let the kernel read cached files directly (FUSE passthrough, Linux 6.9+): by default a "
                 "file whose blocks are all in the disk cache gets a verified whole-file copy there, and later "

@@ -4,8 +4,10 @@
 // which stay close-to-open) and a changed name (FUSE_NOTIFY_INVAL_ENTRY, positive or
 // negative). With it a mount may cache attributes and names for long (--attr-cache,
 // --entry-cache, --dir-entry-cache) and still see another client's chmod, rename or new
-// file within milliseconds. Engines that cannot watch get nothing of this (the kernel's
-// timeouts alone, as before); `mount --no-meta-watch` turns it off.
+// file within milliseconds. SQLite and PostgreSQL volumes with the change log on are
+// watched by polling the log (meta/change_log_watch.h: within about 0.1 s); engines that
+// cannot watch get nothing of this (the kernel's timeouts alone, as before);
+// `mount --no-meta-watch` turns it off.
 //
 // When the engine says changes were missed (its watch was cut and resumed without the
 // gap's history), every name the kernel caches is dropped at once (FUSE_NOTIFY_INC_EPOCH,

@@ -1,10 +1,13 @@
 #include "meta/change_log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <mutex>
 
 #include "common/encoding.h"
 #include "common/clock.h"
+#include "meta/change_log_watch.h"
 #include "meta/key_schema.h"
 
 namespace tierfs {
@@ -67,7 +70,8 @@ class LoggingTxn final : public KvTxn {
   }
 
   // Appends the record, in the inner transaction (nothing when nothing logged was written).
-  Status Append() {
+  // own, when given, is told the sequence this attempt takes.
+  Status Append(OwnCommits* own) {
     if (writes_.empty()) return Status::OK();
     std::optional<std::string> last;
     if (counter_) {
@@ -82,11 +86,15 @@ class LoggingTxn final : public KvTxn {
     RETURN_IF_ERROR(in_.Put(SeqCounter(), keys::EncodeU64(r.seq)));
     RETURN_IF_ERROR(in_.Put(ChangeRecordKey(r.seq), EncodeChangeRecord(r)));
     last_appended_seq = r.seq;  // a retried attempt sets it again; the committed one is last
+    appended_ = r.seq;
+    if (own) own->Attempt(r.seq);
     return Status::OK();
   }
+  uint64_t appended() const { return appended_; }
 
  private:
   KvTxn& in_;
+  uint64_t appended_ = 0;
   std::map<std::string, std::optional<std::string>, std::less<>> writes_;
   // The counter's value, once read with the first namespace read (nothing else in the
   // transaction writes it before Append).
@@ -99,21 +107,56 @@ class ChangeLogEngine final : public KvEngine {
   std::string Describe() const override { return in_->Describe(); }
   Status Txn(const std::function<Status(KvTxn&)>& fn, bool read_only) override {
     if (read_only || UnloggedScope::active()) return in_->Txn(fn, read_only);
-    return in_->Txn(
+    OwnCommits* own = polled_.load() ? &own_ : nullptr;
+    std::vector<uint64_t> attempts;
+    uint64_t appended = 0;
+    Status st = in_->Txn(
         [&](KvTxn& t) -> Status {
           LoggingTxn logged(t);  // one per attempt: a retried callback starts afresh
+          appended = 0;
           RETURN_IF_ERROR(fn(logged));
-          return logged.Append();
+          RETURN_IF_ERROR(logged.Append(own));
+          appended = logged.appended();
+          if (appended) attempts.push_back(appended);
+          return Status::OK();
         },
         false);
+    if (own) own->Finish(attempts, st.ok() ? appended : 0);
+    return st;
   }
   Status Reset() override { return in_->Reset(); }
   Status Sync() override { return in_->Sync(); }
   Result<DurabilityReport> Durability() override { return in_->Durability(); }
-  Status Watch(WatchFn on_change) override { return in_->Watch(std::move(on_change)); }
+  // The inner engine's push where it has one (etcd, Redis); otherwise the log is polled
+  // (meta/change_log_watch.h).
+  Status Watch(WatchFn on_change) override {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    if (!on_change) {
+      if (!poller_) return in_->Watch(nullptr);
+      poller_.reset();
+      polled_.store(false);
+      return Status::OK();
+    }
+    Status st = in_->Watch(on_change);
+    if (st.code() != ENOTSUP) return st;
+    if (poller_) return Status::Err(EBUSY, "the change log is watched already");
+    polled_.store(true);  // before the poller's first read: no own commit goes unnoted
+    auto p = ChangeLogPoller::Start(in_.get(), std::move(on_change), &own_);
+    if (!p.ok()) {
+      polled_.store(false);
+      return p.status();
+    }
+    poller_ = std::move(*p);
+    return Status::OK();
+  }
+  ~ChangeLogEngine() override { (void)Watch(nullptr); }
 
  private:
   std::unique_ptr<KvEngine> in_;
+  std::atomic<bool> polled_{false};
+  OwnCommits own_;
+  std::mutex watch_mu_;
+  std::unique_ptr<ChangeLogPoller> poller_;  // guarded by watch_mu_
 };
 
 }  // namespace

@@ -1,8 +1,11 @@
 // The change log (change_log.h) on every engine: one record per committed change, in
 // commit order with no gaps, each holding the whole write set of its transaction; nothing
 // for failed operations or access times; trimming keeps the newest.
+#include <chrono>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/encoding.h"
@@ -194,6 +197,34 @@ TYPED_TEST(MetaTest, ChangeLogKeysChangedMeanwhileAreLeftAlone) {
                  return Status::OK();
                }).ok());
   EXPECT_EQ(v, "block");
+}
+
+// Every engine watches a logged volume: etcd and Redis push, the others are polled
+// (meta/change_log_watch.h). Another client's commits are reported, this one's are not.
+TYPED_TEST(MetaTest, ChangeLogWatchReportsOtherClientsCommitsNotItsOwn) {
+  this->FormatWithChangeLog();
+  auto other = this->Open(false);
+  KvEngine* e = this->m_->engine();
+  std::mutex mu;
+  std::set<std::string> seen;
+  ASSERT_TRUE(e->Watch([&](const std::vector<std::string>& keys, bool) {
+                 std::lock_guard<std::mutex> l(mu);
+                 seen.insert(keys.begin(), keys.end());
+               }).ok());
+  const std::string mine = keys::Dentry(kRootIno, "mine"), theirs = keys::Dentry(kRootIno, "theirs");
+  for (int i = 0; i < 20; ++i) this->File("mine" + std::to_string(i));
+  this->Dir("mine");
+  ASSERT_TRUE(other->Mkdir(this->root_, kRootIno, "theirs", 0755).ok());
+  bool got = false;
+  for (int i = 0; i < 200 && !got; ++i) {  // records come in commit order: "mine" before "theirs"
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard<std::mutex> l(mu);
+    got = seen.count(theirs) != 0;
+  }
+  ASSERT_TRUE(e->Watch(nullptr).ok());
+  EXPECT_TRUE(got) << "another client's mkdir was never reported";
+  EXPECT_EQ(seen.count(mine), 0u) << "this client's own commit was reported";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(seen.count(keys::Dentry(kRootIno, "mine" + std::to_string(i))), 0u);
 }
 
 TYPED_TEST(MetaTest, NoChangeLogUnlessTheVolumeAsks) {

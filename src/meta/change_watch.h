@@ -1,5 +1,5 @@
 // What other clients change in the namespace, pushed by engines that can watch
-// (KvEngine::Watch: etcd), as the inodes and names it concerns: the FUSE client uses it to
+// (KvEngine::Watch: etcd, Redis, and the change log's poller: meta/change_log_watch.h), as the inodes and names it concerns: the FUSE client uses it to
 // drop what the kernel caches of them (fuse/remote_invalidation.h), so that the kernel may
 // cache attributes and names for long and still see another client's change within
 // milliseconds instead of after --attr-cache / --entry-cache seconds.
