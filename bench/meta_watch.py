@@ -2,10 +2,12 @@
 """What the metadata watch buys a mount (fuse/remote_invalidation.h): the kernel may cache
 attributes and names for long and still see another client's change at once.
 
-    sudo bench/meta_watch.py [--engine etcd|redis] [--files 2000] [--passes 5] [--trials 30]
+    sudo bench/meta_watch.py [--engine etcd|redis|sqlite|postgres] [--files 2000] [--passes 5] [--trials 30]
 
-A three-member etcd cluster, or one Redis server, on loopback (tests/servers.py, ports
-moved by 600); one mount
+A three-member etcd cluster, or one Redis or PostgreSQL server, on loopback
+(tests/servers.py, ports moved by 600), or SQLite (every mount on this host); SQLite and
+PostgreSQL volumes are formatted with --changelog-hours 1, whose log the mounts poll
+(meta/change_log_watch.h). One mount
 writes, four others read, each with one of: kernel caches of 1 s (the default) or 60 s
 (--attr-cache, --entry-cache, --dir-entry-cache), with the watch (the default) or
 --no-meta-watch. For each reader, interleaved:
@@ -15,7 +17,7 @@ writes, four others read, each with one of: kernel caches of 1 s (the default) o
   - stat cost: --passes passes of stat over --files files the reader has listed (after
     one that fills the caches), and the metadata transactions it ran for them
     (tierfs_meta_txn_duration_seconds_count).
-Writes the "meta-watch" section of docs/benchmarks.md (etcd) or "meta-watch-redis"."""
+Writes the "meta-watch" section of docs/benchmarks.md (etcd) or "meta-watch-ENGINE"."""
 import argparse
 import json
 import os
@@ -34,6 +36,15 @@ import harness  # noqa: E402
 import servers  # noqa: E402
 from doc_section import write_section  # noqa: E402
 
+
+
+class NoServer:
+    """SQLite: the volume's own database file."""
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
 
 
 def markers(engine):
@@ -71,7 +82,7 @@ def main():
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--trials", type=int, default=30)
-    ap.add_argument("--engine", choices=["etcd", "redis"], default="etcd")
+    ap.add_argument("--engine", choices=["etcd", "redis", "sqlite", "postgres"], default="etcd")
     a = ap.parse_args()
     BEGIN, END = markers(a.engine)
     work = tempfile.mkdtemp(prefix="tierfs-watch-bench-")
@@ -79,15 +90,24 @@ def main():
         server = servers.Etcd(work, name="etcd-watch-bench")
         url = lambda: server.url("watchbench")  # noqa: E731
         where = "three etcd members on loopback"
-    else:
+    elif a.engine == "redis":
         server = servers.Redis(work, port=servers.free_ports(1))
         url = lambda: server.url() + "/1"  # noqa: E731
         where = "one Redis server on loopback"
+    elif a.engine == "postgres":
+        os.chmod(work, 0o755)  # the server runs as the postgres user
+        server = servers.Postgres(work, port=servers.free_ports(1))
+        url = lambda: server.url("tierfs_bench")  # noqa: E731
+        where = "one PostgreSQL server on loopback, change log polled"
+    else:
+        server = NoServer()
+        url = lambda: None  # noqa: E731
+        where = "SQLite, mounts on one host, change log polled"
     vol = None
     try:
         server.start()
         vol = harness.Volume("watchbench", meta_url=url(), base=work)
-        vol.format()
+        vol.format(*(["--changelog-hours", "1"] if a.engine in ("sqlite", "postgres") else []))
         vol.mount()
         mnts = []
         for i, (_, extra) in enumerate(READERS):
@@ -144,11 +164,11 @@ def main():
         cmd = "sudo bench/meta_watch.py " + " ".join(sys.argv[1:])
         section = "\n".join([
             BEGIN, "## %s's watch: long kernel caches that still see other clients' changes" % (
-                "etcd" if a.engine == "etcd" else "Redis"), "",
+                {"etcd": "etcd", "redis": "Redis", "sqlite": "SQLite", "postgres": "PostgreSQL"}[a.engine]), "",
             "`%s` (%s, %d cores; %s). One mount chmods a file another has just"
             " stat'ed, %d times per reader (readers interleaved); then %d passes of stat over %d listed files per"
             " reader after one that fills the caches. The watch drops the kernel's cached attributes and names as the engine pushes other clients'"
-            " commits (fuse/remote_invalidation.h)." % (cmd, time.strftime("%Y-%m-%d"), os.cpu_count(), where,
+            " commits, or as the change log shows them (fuse/remote_invalidation.h)." % (cmd, time.strftime("%Y-%m-%d"), os.cpu_count(), where,
                                                         a.trials, a.passes, a.files), ""] + rows + ["", END])
         write_section(os.path.join(REPO, "docs", "benchmarks.md"), BEGIN, END, section)
         print(section)
