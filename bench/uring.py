@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 os.environ.setdefault("TIERFS_BIN", os.path.join(REPO, "build", "src", "cmd", "tierfs"))
 import harness  # noqa: E402
 from doc_section import write_section  # noqa: E402
-from fastpaths import MDTEST, PHASES, cell, med, mdtest  # noqa: E402
+from fastpaths import MDTEST, PHASES, cell, mdtest  # noqa: E402
+from passthrough import cpu_seconds, drop_caches  # noqa: E402
 from passthrough_ll import PassthroughLL  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN uring (bench/uring.py) -->", "<!-- END uring (bench/uring.py) -->"
@@ -41,16 +42,7 @@ DEV, URING, URING1 = "TierFS, /dev/fuse", "TierFS, --io-uring", "TierFS, --io-ur
 
 def drop_page_cache():
     subprocess.run(["sync"])
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def cpu_seconds(pid):
-    if not pid:
-        return 0.0
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    drop_caches()
 
 
 def timed_read(path, pid):

@@ -47,11 +47,6 @@ def daemon_reads(mnt):
     return metric(mnt, 'tierfs_fuse_op_duration_seconds_count{op="read"}')
 
 
-def drop_page_cache():
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
 class PassthroughTestCase(harness.TierFSTestCase):
     AUTO_MOUNT = False
 
@@ -91,7 +86,7 @@ class PassthroughReadTest(PassthroughTestCase):
         mnt = self.v.mnt
         path, data = self.write_file(mnt, "big", 9 * MiB + 12345)
         self.make_hot(path)
-        drop_page_cache()
+        harness.drop_page_cache()
         opens, reads = pt_opens(mnt), daemon_reads(mnt)
         with open(path, "rb") as f:
             got = f.read()
@@ -203,7 +198,7 @@ class DamagedCopyTest(PassthroughTestCase):
             f.write(bytes([b[0] ^ 0xFF]))
         self.v.mount()
         for _ in range(3):
-            drop_page_cache()
+            harness.drop_page_cache()
             with open(path, "rb") as f:
                 self.assertEqual(f.read(), data, "damaged copy served")
             time.sleep(0.3)
@@ -230,7 +225,7 @@ class FallbackTest(PassthroughTestCase):
         path, data = self.write_file(mnt, "f", 4 * MiB)
         os.getxattr(path, "tierfs.warmup")
         for _ in range(3):
-            drop_page_cache()
+            harness.drop_page_cache()
             with open(path, "rb") as f:
                 self.assertEqual(f.read(), data)
         self.assertEqual(pt_opens(mnt), 0)
@@ -259,7 +254,7 @@ class FallbackTest(PassthroughTestCase):
         path, data = self.write_file(self.v.mnt, "f", 40 * MiB)
         os.getxattr(path, "tierfs.warmup")
         for _ in range(3):
-            drop_page_cache()
+            harness.drop_page_cache()
             with open(path, "rb") as f:
                 self.assertEqual(f.read(), data)
             time.sleep(0.3)

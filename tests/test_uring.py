@@ -46,11 +46,6 @@ def uring_requests(mnt):
     return stats(mnt)["metrics"].get("tierfs_fuse_uring_requests_total", 0)
 
 
-def drop_page_cache():
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
 class UringTestCase(harness.TierFSTestCase):
     AUTO_MOUNT = False
 
@@ -90,7 +85,7 @@ class QueuesTest(UringTestCase):
         data = os.urandom(48 * MiB + 12345)
         with open(os.path.join(mnt, "big"), "wb") as f:
             f.write(data)
-        drop_page_cache()
+        harness.drop_page_cache()
         with open(os.path.join(mnt, "big"), "rb") as f:
             self.assertEqual(f.read(), data)
         # mmap, shared and written back.
@@ -102,7 +97,7 @@ class QueuesTest(UringTestCase):
             m[MiB:MiB + 5] = b"hello"
             m.flush()
             m.close()
-        drop_page_cache()
+        harness.drop_page_cache()
         with open(path, "rb") as f:
             f.seek(MiB)
             self.assertEqual(f.read(5), b"hello")
@@ -207,7 +202,7 @@ class FallbackTest(UringTestCase):
     def check_plain_fuse(self):
         with open(os.path.join(self.v.mnt, "f"), "wb") as f:
             f.write(b"y" * MiB)
-        drop_page_cache()
+        harness.drop_page_cache()
         with open(os.path.join(self.v.mnt, "f"), "rb") as f:
             self.assertEqual(f.read(), b"y" * MiB)
         self.assertEqual(uring_requests(self.v.mnt), 0)

@@ -175,6 +175,17 @@ Result<uint64_t> ChangeSeqIn(KvTxn& t) {
   return v ? keys::DecodeU64(*v) : 0;
 }
 
+Result<uint64_t> LastChangeSeq(KvEngine* engine) {
+  uint64_t last = 0;
+  RETURN_IF_ERROR(engine->Txn(
+      [&](KvTxn& t) -> Status {
+        ASSIGN_OR_RETURN(last, ChangeSeqIn(t));
+        return Status::OK();
+      },
+      true));
+  return last;
+}
+
 std::unique_ptr<KvEngine> WithChangeLog(std::unique_ptr<KvEngine> inner) {
   return std::make_unique<ChangeLogEngine>(std::move(inner));
 }
@@ -234,18 +245,6 @@ Result<ChangeRecord> DecodeChangeRecord(uint64_t seq, std::string_view v) {
 }
 
 namespace {
-
-// The counter alone: one read, atomic by itself on every engine.
-Result<uint64_t> LastSeq(KvEngine* engine) {
-  uint64_t last = 0;
-  RETURN_IF_ERROR(engine->Txn(
-      [&](KvTxn& t) -> Status {
-        ASSIGN_OR_RETURN(last, ChangeSeqIn(t));
-        return Status::OK();
-      },
-      true));
-  return last;
-}
 
 // Decodes the records of key k from `from` on into out, or sets bad (false: stop).
 bool Decode(std::string_view k, std::string_view v, uint64_t from, std::vector<ChangeRecord>* out, Status* bad) {
@@ -307,7 +306,7 @@ Result<ChangeLogBounds> ChangeLogRange(KvEngine* engine) {
   // commits of a busy volume): a trim in between can only make `first` larger, which a
   // reader finds out anyway (ReadChanges returns what exists).
   ChangeLogBounds b;
-  ASSIGN_OR_RETURN(b.last, LastSeq(engine));
+  ASSIGN_OR_RETURN(b.last, LastChangeSeq(engine));
   b.first = b.last + 1;
   RETURN_IF_ERROR(engine->Txn(
       [&](KvTxn& t) -> Status {
@@ -325,7 +324,7 @@ Status ReadChanges(KvEngine* engine, uint64_t from, size_t limit, const std::fun
   // Every record up to the counter's value exists unless trimmed (no gaps: change_log.h),
   // so they are read by key; a missing one (trimmed, or a damaged log) sends the reader
   // to a scan for the next that exists.
-  ASSIGN_OR_RETURN(const uint64_t last, LastSeq(engine));
+  ASSIGN_OR_RETURN(const uint64_t last, LastChangeSeq(engine));
   if (last_out) *last_out = last;
   size_t seen = 0;
   bool in_block = false;  // the last batch ended in a block: scan first (packed keys are not found by key)

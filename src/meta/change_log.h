@@ -82,6 +82,8 @@ uint64_t LastAppendedSeq();
 void ResetLastAppendedSeq();
 // The last sequence given out, read in t (0: none yet), and the key that holds it.
 Result<uint64_t> ChangeSeqIn(KvTxn& t);
+// The same in a read-only transaction of its own: one read, atomic on every engine.
+Result<uint64_t> LastChangeSeq(KvEngine* engine);
 std::string ChangeSeqKey();
 
 // Whether a write to this key is logged (see above).

@@ -46,20 +46,9 @@ struct ChangeLogPoller::State {
   bool stop = false;  // guarded by mu
   std::thread thread;
 
-  Result<uint64_t> Last() {
-    uint64_t last = 0;
-    RETURN_IF_ERROR(engine->Txn(
-        [&](KvTxn& t) -> Status {
-          ASSIGN_OR_RETURN(last, ChangeSeqIn(t));
-          return Status::OK();
-        },
-        true));
-    return last;
-  }
-
   // One look at the log: reports what is new. Returns false when reading failed.
   bool Poll() {
-    auto last = Last();
+    auto last = LastChangeSeq(engine);
     if (!last.ok()) {
       spdlog::debug("change log watch: reading the counter failed: {}", last.status().ToString());
       return false;
@@ -116,7 +105,7 @@ Result<std::unique_ptr<ChangeLogPoller>> ChangeLogPoller::Start(KvEngine* engine
   s->on_change = std::move(on_change);
   s->own = own;
   s->interval = interval;
-  ASSIGN_OR_RETURN(const uint64_t last, s->Last());
+  ASSIGN_OR_RETURN(const uint64_t last, LastChangeSeq(engine));
   s->next = last + 1;
   State* raw = s.get();
   s->thread = std::thread([raw] { raw->Run(); });
