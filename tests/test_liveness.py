@@ -2,9 +2,9 @@
 
 SlowStoreTest: two clients of a volume on S3, at the default 60 s session timeout. Client A
 is a host of its own (a network namespace); both reach the store through a proxy that makes
-each DELETE take 150 ms. A removes 500 files, so the background cleaners (any client's
-cleaner deletes the blocks of any removed file) spend well over the timeout deleting
-blocks. No heartbeat may wait for that: client B must never take A for dead (A keeps its
+each DELETE take 150 ms. A removes 1200 files, so the background cleaners (any client's
+cleaner deletes the blocks of any removed file; each claims its batches) spend well over
+the timeout deleting blocks. No heartbeat may wait for that: client B must never take A for dead (A keeps its
 lock, its open-but-unlinked file, its place in `tierfs status`). B's DELETEs are slow too:
 a fast B took over A's deletions in the first seconds, and A's cleaner then had nothing
 slow left to do (the test failed on a loaded machine for want of slow deletions).
@@ -92,11 +92,12 @@ class SlowStoreTest(harness.TierFSTestCase):
         os.fsync(held)
         os.unlink(os.path.join(a, "held"))
 
-        # 500 files removed through A: its cleaner deletes their 500 blocks, 150 ms each.
+        # 1200 files removed through A: the two cleaners share their 1200 blocks (each claims
+        # its batches), 150 ms a DELETE: about 90 s of deleting.
         many = os.path.join(a, "many")
         os.mkdir(many)
-        for i in range(500):
-            with open(os.path.join(many, "f%03d" % i), "wb") as f:
+        for i in range(1200):
+            with open(os.path.join(many, "f%04d" % i), "wb") as f:
                 f.write(b"x" * 100)
         removed = time.monotonic()
         shutil.rmtree(many)

@@ -429,53 +429,6 @@ Status Meta::HoldForReaders(std::vector<std::pair<uint64_t, uint32_t>>* due,
   return Status::OK();
 }
 
-Status Meta::CleanPendingSlices() {
-  if (!delete_slice_) return Status::OK();
-  std::vector<std::pair<uint64_t, uint32_t>> pending;
-  RETURN_IF_ERROR(engine_->Txn(
-      [&](KvTxn& t) {
-        pending.clear();
-        int64_t now = NowNanos();
-        return ScanPrefix(t, std::string(keys::kPendingSlicePrefix), 0, [&](std::string_view k, std::string_view v) {
-          uint64_t id;
-          uint32_t size;
-          // The value is the time from which the blocks may go (compaction sets it ahead).
-          if (keys::ParseSliceKey(k, &id, &size) &&
-              (v.size() != 8 || static_cast<int64_t>(keys::DecodeU64(v)) <= now)) {
-            pending.emplace_back(id, size);
-          }
-          return pending.size() < 1000;
-        });
-      },
-      true));
-  RETURN_IF_ERROR(HoldForReaders(&pending, [](const std::pair<uint64_t, uint32_t>& p) {
-    return keys::PendingSlice(p.first, p.second);
-  }));
-  if (pending.empty()) return Status::OK();
-  // The transactions that released these slices must be on disk before their blocks go:
-  // a power loss could otherwise roll the metadata back to a state that still points at
-  // deleted blocks.
-  RETURN_IF_ERROR(engine_->Sync());
-  std::vector<std::pair<uint64_t, uint32_t>> deleted;
-  // A round stops deleting after kCleanupRoundNs: on a store where each DELETE takes 75 ms,
-  // 1000 slices would hold the round for over a minute (the next round goes on).
-  const int64_t deadline = MonoNanos() + kCleanupRoundNs;
-  for (auto [id, size] : pending) {
-    if (MonoNanos() > deadline) break;
-    Status st = delete_slice_(id, size);
-    if (!st.ok()) {
-      spdlog::warn("deleting the blocks of slice {} failed, will retry: {}", id, st.ToString());
-      continue;
-    }
-    deleted.emplace_back(id, size);
-  }
-  // One transaction forgets every slice whose blocks are gone.
-  return engine_->Txn([&](KvTxn& t) {
-    for (auto [id, size] : deleted) RETURN_IF_ERROR(t.Delete(keys::PendingSlice(id, size)));
-    return Status::OK();
-  });
-}
-
 Status Meta::RunCleanupOnce() {
   if (opts_.read_only) return Status::OK();
   RETURN_IF_ERROR(CleanDeadSessions());
