@@ -166,7 +166,16 @@ class RedisMetaWatchTest(MetaWatchCases, harness.TierFSTestCase):
         # it drops every name the kernel caches (Linux 6.16+), so the change shows anyway.
         alls = all_invalidations(w)
         self.assertEqual(self.cli("ACL", "SETUSER", "default", "resetchannels"), "OK")
-        self.cli("CLIENT", "KILL", "TYPE", "pubsub")
+        # Cut until nobody is subscribed: a watcher that was between connections when the
+        # first kill came must not be left subscribed (this failed once under load).
+        deadline = time.monotonic() + SEEN_WITHIN_S
+        while True:
+            self.cli("CLIENT", "KILL", "TYPE", "pubsub")
+            time.sleep(0.3)
+            if self.cli("PUBSUB", "NUMSUB", "tierfs:changes:1").split() == ["tierfs:changes:1", "0"]:
+                break
+            self.assertLess(time.monotonic(), deadline, "a watcher stayed subscribed with the channel denied")
+        self.assertEqual(mode_of(os.path.join(w, "f")), 0o600)  # cached again, should a late drop have come
         os.chmod(os.path.join(a, "f"), 0o604)
         with open(os.path.join(a, "gap-new"), "w") as f:
             f.write("g")
