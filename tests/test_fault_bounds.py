@@ -65,7 +65,13 @@ class HungStoreTest(harness.TierFSTestCase):
         harness.servers()  # skip outside ctest like the other shared-server tests
         cls.root = tempfile.mkdtemp(prefix="tierfs-hung-")
         cls.ceph = servers.Ceph(cls.root, mon_v2=servers.CEPH_MON_V2 + OFFSET, mon_v1=servers.CEPH_MON_V1 + OFFSET,
-                                rgw_port=servers.RGW_PORT + OFFSET, bluestore=False, extra_addr="").start()
+                                rgw_port=servers.RGW_PORT + OFFSET, bluestore=False, extra_addr="")
+        try:
+            cls.ceph.start()
+        except BaseException:  # tearDownClass does not run after a failed setUpClass
+            cls.ceph.stop()
+            shutil.rmtree(cls.root, ignore_errors=True)
+            raise
 
     @classmethod
     def tearDownClass(cls):
