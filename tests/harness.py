@@ -25,6 +25,8 @@ import tempfile
 import time
 import unittest
 
+from kernel_knobs import URING_PARAM, drop_page_cache, enable_fuse_uring, fuse_uring_enabled  # noqa: F401
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Upper bound for any single command; exceeding it means a hang, not slowness.
@@ -247,46 +249,14 @@ def rados_storage_args():
     return ["--storage", "rados", "--bucket", srv["rados_pool"], "--ceph-conf", srv["ceph_conf"]]
 
 
-URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
-
-
 def run_mount_args():
     """Mount arguments the whole run adds to every mount (TIERFS_TEST_MOUNT_ARGS, split on
-    spaces): ctest runs some suites again with `--io-uring`. The kernel takes FUSE requests
-    through io_uring only while its module parameter is on, so that is turned on here (it
-    changes nothing for mounts that do not ask; tests/servers.py down restores the value
-    the run found)."""
+    spaces): ctest runs some suites again with `--io-uring`, for which the kernel's module
+    parameter is turned on here (it changes nothing for mounts that do not ask)."""
     args = (os.environ.get("TIERFS_TEST_MOUNT_ARGS") or "").split()
     if "--io-uring" in args:
         enable_fuse_uring()
     return args
-
-
-def enable_fuse_uring():
-    """Turns FUSE over io_uring on in the kernel; False where this kernel has no such
-    parameter (before Linux 6.14, or built without it)."""
-    try:
-        with open(URING_PARAM) as f:
-            if f.read().strip() == "Y":
-                return True
-        with open(URING_PARAM, "w") as f:
-            f.write("Y\n")
-        return True
-    except OSError:  # no such parameter, or not allowed to set it (a container)
-        return False
-
-
-def fuse_uring_enabled():
-    try:
-        with open(URING_PARAM) as f:
-            return f.read().strip() == "Y"
-    except OSError:
-        return False
-
-
-def drop_page_cache():
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
 
 
 RUN_TRASH_DAYS = object()  # Volume.format: the run's setting (TIERFS_TEST_TRASH_DAYS, else 0)

@@ -28,6 +28,8 @@ import sys
 import time
 import uuid
 
+from kernel_knobs import remember_fuse_uring, restore_fuse_uring
+
 # Ports used by ctest's fixtures; chosen away from the usual defaults so a developer's own
 # servers keep working alongside.
 # TIERFS_TEST_PORT_OFFSET moves them all, so that a second set can run beside ctest's.
@@ -664,27 +666,6 @@ def _servers(root, which, bluestore=None):
     return [(n, table[n]) for n in names]
 
 
-# The kernel's switch for FUSE over io_uring: suites run with --io-uring turn it on
-# (harness.run_mount_args); the run leaves it as it found it.
-_URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
-
-
-def _remember_fuse_uring(root):
-    saved = os.path.join(root, "enable_uring.before")
-    if os.path.exists(_URING_PARAM) and not os.path.exists(saved):
-        os.makedirs(root, exist_ok=True)
-        with open(_URING_PARAM) as f, open(saved, "w") as out:
-            out.write(f.read())
-
-
-def _restore_fuse_uring(root):
-    saved = os.path.join(root, "enable_uring.before")
-    if os.path.exists(saved):
-        with open(saved) as f, open(_URING_PARAM, "w") as out:
-            out.write(f.read())
-        os.unlink(saved)
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["up", "down", "env"])
@@ -704,7 +685,8 @@ def main():
                 print(f"export {k}={v}")
         return
     if a.which == "all":
-        _remember_fuse_uring(root) if a.action == "up" else _restore_fuse_uring(root)
+        # The kernel's switch for FUSE over io_uring: the run leaves it as it found it.
+        remember_fuse_uring(root) if a.action == "up" else restore_fuse_uring(root)
     for name, server in _servers(root, a.which, bluestore=True if a.bluestore else None):
         t0 = time.time()
         if a.action == "up":

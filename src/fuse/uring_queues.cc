@@ -68,7 +68,6 @@ struct UringQueues::Entry {
   char* mem = nullptr;  // RingHeader at 0, payload at kPayloadOffset
   iovec iov[2];
   uint64_t commit_id = 0;
-  bool live = false;    // registered, not ended by the kernel
   bool parked = false;  // its handler returned before replying (a waiter thread holds it)
   RingHeader* header() { return reinterpret_cast<RingHeader*>(mem); }
   char* payload() { return mem + kPayloadOffset; }
@@ -224,12 +223,9 @@ void UringQueues::Serve(Queue* q) {
     return;
   }
   ArmWake(&q->ring, q->wake_fd);
-  for (Entry& e : q->entries) {
-    e.live = true;
-    PrepCommand(q, &e, kCmdRegister);
-  }
-  size_t live = q->entries.size();
-  bool counted = false, registered = false;
+  for (Entry& e : q->entries) PrepCommand(q, &e, kCmdRegister);
+  size_t live = q->entries.size();  // entries the kernel has not ended
+  bool registered = false;          // a request came: the queue serves
   while (!stop_.load() && !fuse_session_exited(se_) && live > 0) {
     io_uring_cqe* cqe = nullptr;
     __kernel_timespec ts{0, 200'000'000};
@@ -264,7 +260,6 @@ void UringQueues::Serve(Queue* q) {
       if (res < 0) {
         // The kernel ended the entry: the connection is gone (ENOTCONN, ECONNABORTED at
         // unmount or abort), or it refused it (EOPNOTSUPP: io_uring not enabled).
-        e->live = false;
         --live;
         if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV && !stop_.load()) {
           spdlog::warn("FUSE io_uring queue {}: the kernel ended an entry ({}){}", q->qid, strerror(-res),
@@ -272,11 +267,7 @@ void UringQueues::Serve(Queue* q) {
         }
         continue;
       }
-      if (!counted) {
-        counted = true;
-        registered = true;
-        serving_.fetch_add(1);
-      }
+      registered = true;
       Handle(q, e);
       if (e->parked && q->entries.size() - q->parked < 2) {
         // Requests waiting on other threads hold their entries (a blocking lock until the
@@ -285,7 +276,6 @@ void UringQueues::Serve(Queue* q) {
         if (q->entries.size() < kMaxEntries) {
           Entry* more = NewEntry(q);
           if (more->mem) {
-            more->live = true;
             ++live;
             PrepCommand(q, more, kCmdRegister);
           }
@@ -298,7 +288,6 @@ void UringQueues::Serve(Queue* q) {
       }
     }
   }
-  if (counted) serving_.fetch_sub(1);
 }
 
 void UringQueues::Handle(Queue* q, Entry* e) {

@@ -77,9 +77,6 @@ class UringQueues {
   // Ends the queues' threads (after the session ended). Idempotent.
   void Stop();
 
-  // Queues whose every entry is registered and that still serve.
-  int serving() const { return serving_.load(); }
-
  private:
   struct Entry;
   struct Queue;
@@ -97,7 +94,6 @@ class UringQueues {
   size_t payload_size_ = 0;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> stop_{false};
-  std::atomic<int> serving_{0};
   std::mutex mu_;
   std::unordered_map<uint64_t, Entry*> in_flight_;  // by request id; guarded by mu_
 };
