@@ -223,6 +223,14 @@ Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare, std::str
   if (code == "57P03" || code == "53300" || code == "53400" || NoWritableServerYet(raw)) {
     return Status::Err(EAGAIN, "cannot connect to " + server + ": " + why);
   }
+  if (Contains(raw, "server closed the connection unexpectedly")) {
+    // Took the connection, then dropped it before the session began: a server restarting
+    // (a replica rejoining after pg_rewind, Patroni restarting it). libpq does not go on to
+    // the URL's next host then, so this is waited out like "starting up", within ?timeout=.
+    return Status::Err(EAGAIN, "cannot connect to " + server + " (database " + p.database +
+                                   "): it closed the connection while it was being set up (restarting?): " +
+                                   why);
+  }
   if (code == "42501" || code.rfind("28", 0) == 0) {
     return Status::Err(EACCES, "cannot connect to " + server + ": " + why);
   }
