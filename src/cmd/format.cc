@@ -1,134 +1,26 @@
 // tierfs format META-URL NAME --storage file --bucket DIR [--block-size 4M] [--force]
 #include <CLI/CLI.hpp>
-#include <fstream>
-#include <iomanip>
 #include <iostream>
-#include <sstream>
 
+#include "client/format_volume.h"
 #include "cmd/commands.h"
 #include "cmd/util.h"
-#include "common/clock.h"
 #include "common/size.h"
-#include "meta/kv_engine.h"
-#include "meta/meta.h"
-#include "tools/bucket_owner.h"
-#include "object/object_store.h"
 
 namespace tierfs::cmd {
 namespace {
 
-std::string NewUuid() {
-  unsigned char b[16];
-  std::ifstream r("/dev/urandom", std::ios::binary);
-  r.read(reinterpret_cast<char*>(b), sizeof b);
-  b[6] = (b[6] & 0x0f) | 0x40;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  std::ostringstream o;
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) o << '-';
-    o << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b[i]);
-  }
-  return o.str();
-}
-
-Status CheckName(const std::string& name) {
-  if (name.empty() || name.size() > 63) return Status::Err(EINVAL, "volume name must be 1 to 63 characters");
-  for (char c : name) {
-    if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
-      return Status::Err(EINVAL, "volume name '" + name + "' may only contain letters, digits, '-' and '_'");
-    }
-  }
-  return Status::OK();
-}
-
-struct Args {
-  std::string meta_url, name, storage = "file", bucket, block_size = "4M";
-  std::string access_key, secret_key, session_token, ceph_conf;
-  int session_timeout = 60;
-  int trash_days = 1;
-  int changelog_hours = 0;
-  std::string capacity, inodes;
-  int format_version = kFormatVersion;
-  bool force = false;
-};
-
-// Returns with the engine and the store closed.
-int Format(const Args& a) {
-  Status st = CheckName(a.name);
-  if (!st.ok()) return Fail("format", st);
-  auto bs = ParseSize(a.block_size);
-  if (!bs.ok()) return Fail("format", bs.status().With("--block-size"));
-  if (*bs < (64u << 10) || *bs > (16u << 20) || (*bs & (*bs - 1)) != 0) {
-    return Fail("format", Status::Err(EINVAL, "--block-size must be a power of two between 64K and 16M, not " +
-                                                  a.block_size));
-  }
-  if (a.bucket.empty()) return Fail("format", Status::Err(EINVAL, "--bucket is required (for --storage file: a directory)"));
-  std::string bucket = a.storage == "file" ? AbsPath(a.bucket) : a.bucket;
-  if (a.format_version < 1 || a.format_version > kFormatVersion) {
-    return Fail("format", Status::Err(EINVAL, "--format-version must be between 1 and " +
-                                                  std::to_string(kFormatVersion)));
-  }
-  FormatRecord rec;
-  rec.version = a.format_version;
-  rec.storage = a.storage;
-  rec.bucket = bucket;
-  st = ResolveStorageCredentials(a.access_key, a.secret_key, a.session_token, a.ceph_conf, &rec);
-  if (!st.ok()) return Fail("format", st);
-  auto engine = OpenKvEngine(a.meta_url);
-  if (!engine.ok()) return Fail("format", engine.status());
-  auto store = CreateObjectStore(rec.Spec());
-  if (!store.ok()) return Fail("format", store.status());
-  st = (*store)->Init();
-  if (!st.ok()) return Fail("format", st);
-  rec.name = a.name;
-  rec.uuid = NewUuid();
-  rec.block_size = static_cast<uint32_t>(*bs);
-  rec.created_ns = NowNanos();
-  if (a.session_timeout < 1 || a.session_timeout > 86400) {
-    return Fail("format", Status::Err(EINVAL, "--session-timeout must be between 1 and 86400 seconds"));
-  }
-  rec.session_timeout_s = a.session_timeout;
-  if (a.trash_days < 0 || a.trash_days > 3650) return Fail("format", Status::Err(EINVAL, "--trash-days must be 0 to 3650"));
-  rec.trash_days = a.trash_days;
-  if (a.changelog_hours < 0 || a.changelog_hours > 24 * 3650) {
-    return Fail("format", Status::Err(EINVAL, "--changelog-hours must be 0 to 87600"));
-  }
-  rec.changelog_hours = a.changelog_hours;
-  std::optional<int64_t> cap, inodes;
-  st = ParseVolumeLimits(a.capacity, a.inodes, &cap, &inodes);
-  if (!st.ok()) return Fail("format", st);
-  const std::string meta_desc = (*engine)->Describe();
-  st = Meta::Format(engine->get(), rec, a.force);
-  if (!st.ok()) return Fail("format", st);
-  // This engine owns the new volume's objects (tools/bucket_owner.h).
-  auto before = TakeBucket(engine->get(), store->get(), rec);
-  if (!before.ok()) return Fail("format", before.status());
-  if (*before) {
-    std::cerr << "tierfs format: warning: " << rec.name << "/ in the bucket held objects of another volume named "
-              << rec.name << " (of " << (*before)->engine << "); the new volume's blocks get other keys, and "
-              << "`tierfs gc --delete` will remove the old ones" << std::endl;
-  }
-  if (cap || inodes) {
-    // The volume's limits are the root directory's quota.
-    auto meta = Meta::Open(std::move(*engine));
-    if (!meta.ok()) return Fail("format", meta.status());
-    st = (*meta)->SetQuota(QuotaKind::kDir, kRootIno, cap, inodes);
-    if (!st.ok()) return Fail("format", st.With("setting --capacity/--inodes"));
-  }
-  std::cout << "formatted volume " << rec.name << " (uuid " << rec.uuid << ")\n"
-            << "  metadata: " << meta_desc << "\n"
-            << "  data:     " << (*store)->Describe() << "\n"
-            << "  block size: " << FormatSize(rec.block_size) << std::endl;
-  return 0;
-}
+using Args = client::FormatOptions;
 
 int Run(const Args& a) {
-  // A format that fails (an unusable bucket, an invalid setting) leaves no database file
-  // behind, unless the file was there before.
-  NewDatabaseFile db(a.meta_url);
-  int rc = Format(a);
-  if (rc != 0) db.RemoveIfCreated();
-  return rc;
+  auto r = client::FormatVolume(a);
+  if (!r.ok()) return Fail("format", r.status());
+  if (!r->warning.empty()) std::cerr << "tierfs format: warning: " << r->warning << std::endl;
+  std::cout << "formatted volume " << r->record.name << " (uuid " << r->record.uuid << ")\n"
+            << "  metadata: " << r->meta << "\n"
+            << "  data:     " << r->data << "\n"
+            << "  block size: " << FormatSize(r->record.block_size) << std::endl;
+  return 0;
 }
 
 }  // namespace

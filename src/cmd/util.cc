@@ -35,39 +35,6 @@ int Fail(const std::string& what, const Status& st) {
   return 1;
 }
 
-NewDatabaseFile::NewDatabaseFile(const std::string& meta_url) {
-  auto url = ParseUrl(meta_url);
-  if (!url.ok() || url->scheme != "sqlite3" || url->path.empty()) return;
-  struct stat st;
-  if (lstat(url->path.c_str(), &st) != 0 && errno == ENOENT) path_ = AbsPath(url->path);
-}
-
-void NewDatabaseFile::RemoveIfCreated() {
-  if (path_.empty()) return;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-    std::string p = path_ + suffix;
-    if (unlink(p.c_str()) != 0 && errno != ENOENT) {
-      std::cerr << "tierfs: cannot remove " << p << ": " << strerror(errno) << std::endl;
-    }
-  }
-  path_.clear();
-}
-
-Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes, std::optional<int64_t>* cap,
-                         std::optional<int64_t>* n) {
-  if (!capacity.empty()) {
-    auto c = ParseSize(capacity);
-    if (!c.ok()) return c.status().With("--capacity");
-    *cap = static_cast<int64_t>(*c);
-  }
-  if (!inodes.empty()) {
-    auto v = ParseCount(inodes);
-    if (!v.ok()) return v.status().With("--inodes");
-    *n = static_cast<int64_t>(*v);
-  }
-  return Status::OK();
-}
-
 Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path) {
   Ino ino = kRootIno;
   size_t pos = 0;
@@ -96,27 +63,6 @@ void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* s
                   "$TIERFS_SECRET_KEY_FILE; it is stored in the volume and never shown");
   sub->add_option("--session-token", *session_token, "s3: session token of temporary credentials");
   sub->add_option("--ceph-conf", *ceph_conf, "rados: path of ceph.conf (default $CEPH_CONF)");
-}
-
-Status ResolveStorageCredentials(const std::string& access_key, const std::string& secret_key,
-                                 const std::string& session_token, const std::string& ceph_conf, FormatRecord* rec) {
-  ASSIGN_OR_RETURN(std::string ak, ResolveSecret(access_key, kAccessKeyEnv));
-  ASSIGN_OR_RETURN(std::string sk, ResolveSecret(secret_key, kSecretKeyEnv));
-  if (!ak.empty()) rec->access_key = ak;
-  if (!sk.empty()) rec->secret_key = sk;
-  if (!session_token.empty()) rec->session_token = session_token;
-  if (!ceph_conf.empty()) rec->ceph_conf = AbsPath(ceph_conf);
-  if (rec->storage == "s3" && (rec->access_key.empty() || rec->secret_key.empty())) {
-    return Status::Err(EINVAL,
-                       "s3 storage needs an access key and a secret key: --access-key/--secret-key or "
-                       "$TIERFS_ACCESS_KEY/$TIERFS_SECRET_KEY");
-  }
-  if (rec->storage == "azure" && rec->secret_key.empty()) {
-    return Status::Err(EINVAL,
-                       "azure storage needs the account key or a SAS token: --secret-key KEY or --secret-key "
-                       "sas:TOKEN (or $TIERFS_SECRET_KEY)");
-  }
-  return Status::OK();
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "client/format_volume.h"
 #include "client/open.h"
 #include "meta/types.h"
 
@@ -43,33 +44,13 @@ sigset_t BlockStopSignals();
 void SetupLogging(const std::string& file, bool foreground);
 // Prints "tierfs: <message>" to stderr and returns 1.
 int Fail(const std::string& what, const Status& st);
-// The database file of a sqlite3:// META-URL that format or load may create. If it did not
-// exist when this object was made, RemoveIfCreated() deletes it and its -wal, -shm and
-// -journal files (call it once the engine is closed), so that a command that failed
-// leaves nothing behind. A file that existed before is never touched; other URLs need
-// nothing.
-class NewDatabaseFile {
- public:
-  explicit NewDatabaseFile(const std::string& meta_url);
-  void RemoveIfCreated();
-
- private:
-  std::string path_;  // empty: not a sqlite3:// URL, or the file existed
-};
 // Adds --access-key, --secret-key, --session-token and --ceph-conf to a subcommand.
 void AddCredentialOptions(CLI::App* sub, std::string* access_key, std::string* secret_key,
                           std::string* session_token, std::string* ceph_conf);
-// Fills the credential fields of rec from the options (empty = not given), falling back to
-// TIERFS_ACCESS_KEY / TIERFS_SECRET_KEY (and _FILE); checks that s3 has both keys.
-Status ResolveStorageCredentials(const std::string& access_key, const std::string& secret_key,
-                                 const std::string& session_token, const std::string& ceph_conf, FormatRecord* rec);
 // Overwrites secrets in the process's own argv (the password of any URL and the values of
 // --secret-key / --session-token) so that `ps` and /proc/PID/cmdline never show them.
 // Returns the original arguments for parsing.
 std::vector<std::string> ScrubSecretsFromArgv(int argc, char** argv);
-// --capacity SIZE and --inodes N of format and config (empty: not given; 0: no limit).
-Status ParseVolumeLimits(const std::string& capacity, const std::string& inodes, std::optional<int64_t>* cap,
-                         std::optional<int64_t>* n);
 // The inode of a path inside a volume ("/" or "" is the root), looked up as root.
 Result<Ino> ResolveVolumePath(Meta* meta, const std::string& path);
 // True when path is the mount point of a mounted file system (per /proc/self/mountinfo).
