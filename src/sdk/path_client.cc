@@ -1,0 +1,476 @@
+#include "sdk/path_client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "vfs/vfs.h"
+
+namespace tierfs::sdk {
+
+namespace {
+
+constexpr int kMaxLinks = 40;  // Linux's MAXSYMLINKS
+
+// The process's umask, without changing it (umask(2) cannot read without writing, which
+// would race with other threads creating files).
+uint32_t CurrentUmask() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Umask:", 0) == 0) return static_cast<uint32_t>(std::stoul(line.substr(6), nullptr, 8));
+  }
+  return 022;
+}
+
+std::vector<uint32_t> Groups() {
+  int n = getgroups(0, nullptr);
+  std::vector<gid_t> g(n > 0 ? n : 0);
+  if (n > 0) n = getgroups(n, g.data());
+  return std::vector<uint32_t>(g.begin(), g.begin() + (n > 0 ? n : 0));
+}
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+Status Closed() { return Status::Err(EBADF, "the client is closed"); }
+
+// The error with the path it was about, as os.* names it.
+Status On(const Status& st, const std::string& path) {
+  if (st.ok()) return st;
+  return Status::Err(st.code(), path + ": " + st.message());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PathClient>> PathClient::Connect(const client::VolumeOptions& options) {
+  ASSIGN_OR_RETURN(auto volume, client::Volume::Open(options));
+  Ctx ctx;
+  ctx.uid = geteuid();
+  ctx.gid = getegid();
+  ctx.pid = getpid();
+  ctx.umask = CurrentUmask();
+  auto groups = Groups();
+  ctx.load_groups = [groups] { return groups; };
+  return std::unique_ptr<PathClient>(new PathClient(std::move(volume), std::move(ctx)));
+}
+
+PathClient::PathClient(std::unique_ptr<client::Volume> volume, Ctx ctx)
+    : volume_(std::move(volume)), ctx_(std::move(ctx)) {}
+
+PathClient::~PathClient() { Close(); }
+
+void PathClient::Close() {
+  std::unique_lock<std::shared_mutex> l(mu_);
+  if (volume_) volume_->Close();
+  volume_.reset();
+}
+
+std::string PathClient::FormatJson() const {
+  std::shared_lock<std::shared_mutex> l(mu_);
+  if (!volume_) return "{}";
+  FormatRecord f = volume_->format().Redacted();
+  f.group_secret.clear();
+  return f.ToJson();
+}
+
+// Callers hold mu_ (shared) and have checked volume_.
+Result<Entry> PathClient::Walk(Ino dir, const std::string& path, bool follow, int* links) {
+  Vfs* vfs = volume_->vfs();
+  const Ino root = volume_->root();
+  Entry cur;
+  cur.ino = (path.empty() || path[0] == '/') ? root : dir;
+  ASSIGN_OR_RETURN(cur.attr, vfs->GetAttr(cur.ino));
+  auto names = Split(path);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    if (name == ".") continue;
+    if (!cur.attr.IsDir()) return Status::Err(ENOTDIR, "not a directory");
+    if (name == "..") {
+      if (cur.ino == root) continue;
+      ASSIGN_OR_RETURN(cur, vfs->Lookup(ctx_, cur.ino, ".."));
+      continue;
+    }
+    ASSIGN_OR_RETURN(Entry next, vfs->Lookup(ctx_, cur.ino, name));
+    const bool last = i + 1 == names.size();
+    if (next.attr.IsSymlink() && (!last || follow)) {
+      if (++*links > kMaxLinks) return Status::Err(ELOOP, "too many levels of symbolic links");
+      ASSIGN_OR_RETURN(std::string target, vfs->Readlink(next.ino));
+      ASSIGN_OR_RETURN(next, Walk(cur.ino, target, true, links));
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+Result<Entry> PathClient::Resolve(const std::string& path, bool follow) {
+  int links = 0;
+  auto r = Walk(volume_->root(), path, follow, &links);
+  if (!r.ok()) return On(r.status(), path);
+  return r;
+}
+
+Status PathClient::ResolveParent(const std::string& path, Ino* parent, std::string* name) {
+  auto names = Split(path);
+  if (names.empty() || names.back() == "." || names.back() == "..") {
+    return Status::Err(EINVAL, path + ": names no entry in a directory");
+  }
+  *name = names.back();
+  std::string dir = path.substr(0, path.rfind(*name));
+  if (path[0] == '/' && dir.empty()) dir = "/";
+  ASSIGN_OR_RETURN(Entry d, Resolve(dir, true));
+  if (!d.attr.IsDir()) return Status::Err(ENOTDIR, path + ": not a directory on the way");
+  *parent = d.ino;
+  return Status::OK();
+}
+
+#define TIERFS_LIVE()                             \
+  std::shared_lock<std::shared_mutex> live_(mu_); \
+  if (!volume_) return Closed();                  \
+  Vfs* vfs = volume_->vfs();                      \
+  (void)vfs
+
+Result<Stat> PathClient::GetStat(const std::string& path, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  return Stat{e.ino, e.attr};
+}
+
+Status PathClient::Access(const std::string& path, int mask) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  return On(vfs->Access(ctx_, e.ino, mask), path);
+}
+
+Result<std::vector<Listed>> PathClient::List(const std::string& path) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  if (!e.attr.IsDir()) return Status::Err(ENOTDIR, path + ": not a directory");
+  auto entries = ReadDir(e.ino);
+  if (!entries.ok()) return On(entries.status(), path);
+  std::vector<Listed> out;
+  out.reserve(entries->size());
+  for (auto& d : *entries) out.push_back(Listed{std::move(d.name), d.ino, d.type});
+  return out;
+}
+
+// Callers hold mu_ (shared) and have checked volume_. Readdir hands out entries from `off`
+// until its filler says stop; one that hands out none is past the end.
+Result<std::vector<DirEntry>> PathClient::ReadDir(Ino dir) {
+  Vfs* vfs = volume_->vfs();
+  ASSIGN_OR_RETURN(uint64_t fh, vfs->Opendir(ctx_, dir));
+  std::vector<DirEntry> out;
+  uint64_t off = 0;
+  Status st;
+  for (bool more = true; more && st.ok();) {
+    more = false;
+    st = vfs->Readdir(ctx_, fh, off, false, [&](const DirEntry& d, uint64_t next) {
+      more = true;
+      off = next;
+      if (d.name != "." && d.name != "..") out.push_back(d);
+      return true;
+    });
+  }
+  (void)vfs->Releasedir(fh);
+  if (!st.ok()) return st;
+  return out;
+}
+
+Status PathClient::Mkdir(const std::string& path, uint32_t mode) {
+  TIERFS_LIVE();
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  return On(vfs->Mkdir(ctx_, parent, name, mode & 07777).status(), path);
+}
+
+Status PathClient::Rmdir(const std::string& path) {
+  TIERFS_LIVE();
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  return On(vfs->Rmdir(ctx_, parent, name), path);
+}
+
+Status PathClient::Unlink(const std::string& path) {
+  TIERFS_LIVE();
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  return On(vfs->Unlink(ctx_, parent, name), path);
+}
+
+Status PathClient::Rename(const std::string& from, const std::string& to, uint32_t flags) {
+  TIERFS_LIVE();
+  Ino p1, p2;
+  std::string n1, n2;
+  RETURN_IF_ERROR(ResolveParent(from, &p1, &n1));
+  RETURN_IF_ERROR(ResolveParent(to, &p2, &n2));
+  return On(vfs->Rename(ctx_, p1, n1, p2, n2, flags), from + " -> " + to);
+}
+
+Status PathClient::Link(const std::string& existing, const std::string& path) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(existing, false));
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  return On(vfs->Link(ctx_, e.ino, parent, name).status(), path);
+}
+
+Status PathClient::Symlink(const std::string& target, const std::string& path) {
+  TIERFS_LIVE();
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  return On(vfs->Symlink(ctx_, parent, name, target).status(), path);
+}
+
+Result<std::string> PathClient::Readlink(const std::string& path) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, false));
+  if (!e.attr.IsSymlink()) return Status::Err(EINVAL, path + ": not a symbolic link");
+  auto r = vfs->Readlink(e.ino);
+  if (!r.ok()) return On(r.status(), path);
+  return r;
+}
+
+Status PathClient::Chmod(const std::string& path, uint32_t mode, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  Attr a;
+  a.mode = mode & 07777;
+  return On(vfs->SetAttr(ctx_, e.ino, kSetMode, a, 0).status(), path);
+}
+
+Status PathClient::Chown(const std::string& path, int64_t uid, int64_t gid, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  Attr a;
+  uint32_t mask = 0;
+  if (uid >= 0) {
+    mask |= kSetUid;
+    a.uid = static_cast<uint32_t>(uid);
+  }
+  if (gid >= 0) {
+    mask |= kSetGid;
+    a.gid = static_cast<uint32_t>(gid);
+  }
+  if (mask == 0) return Status::OK();
+  return On(vfs->SetAttr(ctx_, e.ino, mask, a, 0).status(), path);
+}
+
+Status PathClient::Utime(const std::string& path, int64_t atime_ns, int64_t mtime_ns, bool now, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  Attr a;
+  a.atime_ns = atime_ns;
+  a.mtime_ns = mtime_ns;
+  uint32_t mask = now ? (kSetAtimeNow | kSetMtimeNow) : (kSetAtime | kSetMtime);
+  return On(vfs->SetAttr(ctx_, e.ino, mask, a, 0).status(), path);
+}
+
+Status PathClient::Truncate(const std::string& path, uint64_t length) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  Attr a;
+  a.length = length;
+  return On(vfs->SetAttr(ctx_, e.ino, kSetSize, a, 0).status(), path);
+}
+
+Result<std::string> PathClient::GetXattr(const std::string& path, const std::string& name, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  auto r = vfs->GetXattr(ctx_, e.ino, name);
+  if (!r.ok()) return On(r.status(), path);
+  return r;
+}
+
+Status PathClient::SetXattr(const std::string& path, const std::string& name, const std::string& value, int flags,
+                            bool follow) {
+  TIERFS_LIVE();
+  if (name == Vfs::kCloneXattr) return Status::Err(EPERM, path + ": " + name + " is set by clone()");
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  return On(vfs->SetXattr(ctx_, e.ino, name, value, flags), path);
+}
+
+Result<std::vector<std::string>> PathClient::ListXattr(const std::string& path, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  auto r = vfs->ListXattr(ctx_, e.ino);
+  if (!r.ok()) return On(r.status(), path);
+  return r;
+}
+
+Status PathClient::RemoveXattr(const std::string& path, const std::string& name, bool follow) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, follow));
+  return On(vfs->RemoveXattr(ctx_, e.ino, name), path);
+}
+
+Status PathClient::Clone(const std::string& from, const std::string& to) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry src, Resolve(from, false));
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(to, &parent, &name));
+  // The Vfs maps parent 1 to the mount's root; any other number is taken as it is.
+  nlohmann::json target{{"parent", parent == volume_->root() ? 1 : parent}, {"name", name}};
+  return On(vfs->SetXattr(ctx_, src.ino, Vfs::kCloneXattr, target.dump(), 0), from + " -> " + to);
+}
+
+Status PathClient::RemoveTree(const std::string& path) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, false));
+  if (e.attr.IsDir()) {
+    for (;;) {
+      auto r = vfs->GetXattr(ctx_, e.ino, Vfs::kRmrXattr);
+      if (!r.ok()) return On(r.status(), path);
+      auto j = nlohmann::json::parse(*r, nullptr, false);
+      if (j.is_discarded() || j.value("done", false)) break;
+    }
+  }
+  Ino parent;
+  std::string name;
+  RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  return On(e.attr.IsDir() ? vfs->Rmdir(ctx_, parent, name) : vfs->Unlink(ctx_, parent, name), path);
+}
+
+Result<std::string> PathClient::Summary(const std::string& path) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  std::string name = Vfs::kSummaryXattr;
+  for (;;) {
+    auto r = vfs->GetXattr(ctx_, e.ino, name);
+    if (!r.ok()) return On(r.status(), path);
+    auto j = nlohmann::json::parse(*r, nullptr, false);
+    if (j.is_discarded()) return Status::Err(EIO, path + ": unreadable summary: " + *r);
+    if (j.value("done", false) || !j.contains("token")) return *r;
+    name = std::string(Vfs::kSummaryXattr) + "." + j["token"].get<std::string>();
+  }
+}
+
+Result<std::string> PathClient::Warmup(const std::string& path) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(Entry top, Resolve(path, true));
+  // Files of the tree, depth first, warmed one by one (each file's blocks in parallel).
+  uint64_t files = 0, blocks = 0, bytes = 0, fetched = 0;
+  std::vector<Ino> dirs;
+  auto warm = [&](Ino ino) -> Status {
+    auto r = vfs->GetXattr(ctx_, ino, Vfs::kWarmupXattr);
+    if (!r.ok()) return r.status();
+    auto j = nlohmann::json::parse(*r, nullptr, false);
+    files++;
+    if (!j.is_discarded()) {
+      blocks += j.value("blocks", uint64_t{0});
+      bytes += j.value("bytes", uint64_t{0});
+      fetched += j.value("fetched_bytes", uint64_t{0});
+    }
+    return Status::OK();
+  };
+  if (top.attr.IsDir()) {
+    dirs.push_back(top.ino);
+  } else if (top.attr.IsRegular()) {
+    RETURN_IF_ERROR(On(warm(top.ino), path));
+  }
+  while (!dirs.empty()) {
+    Ino d = dirs.back();
+    dirs.pop_back();
+    auto entries = ReadDir(d);
+    if (!entries.ok()) return On(entries.status(), path);
+    for (const auto& de : *entries) {
+      if ((de.type & S_IFMT) == S_IFDIR) {
+        dirs.push_back(de.ino);
+      } else if ((de.type & S_IFMT) == S_IFREG) {
+        RETURN_IF_ERROR(On(warm(de.ino), path + " (" + de.name + ")"));
+      }
+    }
+  }
+  return nlohmann::json{{"files", files}, {"blocks", blocks}, {"bytes", bytes}, {"fetched_bytes", fetched}}.dump();
+}
+
+Result<StatFs> PathClient::StatVolume() {
+  TIERFS_LIVE();
+  return vfs->GetStatFs(volume_->root());
+}
+
+Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t mode) {
+  TIERFS_LIVE();
+  if ((flags & O_CREAT) != 0) {
+    Ino parent;
+    std::string name;
+    RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+    auto existing = vfs->Lookup(ctx_, parent, name);
+    if (!existing.ok() && existing.status().code() != ENOENT) return On(existing.status(), path);
+    if (existing.ok() && (flags & O_EXCL) != 0) return Status::Err(EEXIST, path + ": exists");
+    if (!existing.ok()) {
+      auto c = vfs->Create(ctx_, parent, name, S_IFREG | (mode & 07777), flags & ~(O_CREAT | O_EXCL));
+      if (c.ok()) return OpenFile{c->second.fh, c->first.ino};
+      if (c.status().code() != EEXIST || (flags & O_EXCL) != 0) return On(c.status(), path);
+      // Made by another client in between: open it as O_CREAT without O_EXCL would.
+    }
+  }
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  if (e.attr.IsDir() && (flags & O_ACCMODE) != O_RDONLY) return Status::Err(EISDIR, path + ": is a directory");
+  auto o = vfs->Open(ctx_, e.ino, flags & ~(O_CREAT | O_EXCL));
+  if (!o.ok()) return On(o.status(), path);
+  return OpenFile{o->fh, e.ino};
+}
+
+Result<size_t> PathClient::Read(uint64_t fh, uint64_t off, size_t size, char* buf) {
+  TIERFS_LIVE();
+  return vfs->Read(fh, off, size, buf);
+}
+
+Status PathClient::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
+  TIERFS_LIVE();
+  return vfs->Write(fh, off, data, size);
+}
+
+Status PathClient::Flush(uint64_t fh) {
+  TIERFS_LIVE();
+  return vfs->Flush(fh, 0);
+}
+
+Status PathClient::Fsync(uint64_t fh) {
+  TIERFS_LIVE();
+  return vfs->Fsync(fh);
+}
+
+Result<Attr> PathClient::HandleStat(const OpenFile& f) {
+  TIERFS_LIVE();
+  return vfs->GetAttr(f.ino);
+}
+
+Status PathClient::HandleTruncate(const OpenFile& f, uint64_t length) {
+  TIERFS_LIVE();
+  const uint64_t fh = f.fh;
+  const Ino ino = f.ino;
+  Attr a;
+  a.length = length;
+  return vfs->SetAttr(ctx_, ino, kSetSize, a, fh).status();
+}
+
+Status PathClient::Close(uint64_t fh) {
+  TIERFS_LIVE();
+  Status flushed = vfs->Flush(fh, 0);
+  Status released = vfs->Release(fh);
+  return flushed.ok() ? released : flushed;
+}
+
+#undef TIERFS_LIVE
+
+}  // namespace tierfs::sdk

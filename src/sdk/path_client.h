@@ -1,0 +1,130 @@
+// A volume by path, for front ends that have no kernel to resolve names for them: the
+// Python SDK (python/) first. It opens a client::Volume (the engine, the store, the caches
+// and the write path a mount uses) and offers what os.* offers, path by path, as the
+// calling process's user: its uid, gid, supplementary groups and umask, read when the
+// client is opened, so permissions are checked as a mount would check them.
+//
+// Paths: "/"-separated, relative ones taken from the volume's root (or --subdir's); "." and
+// ".." are followed by name (".." of the root is the root). Symbolic links in the middle of
+// a path are followed, and at its end unless `follow` is false, at most 40 (then ELOOP). A
+// link's absolute target is taken inside the volume: the SDK has no other tree to point
+// into, so "/data/x" means the volume's /data/x, as it does through a mount at "/".
+//
+// Errors are Status with an errno (ENOENT, EACCES, ENOTDIR, ...) and a message that names
+// the path; the Python layer raises them as OSError subclasses.
+//
+// Threads: every call may come from any thread at once (the Vfs's contract). Handles are
+// numbers the Vfs gave out; Close releases one exactly once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "client/volume.h"
+#include "common/status.h"
+#include "meta/meta.h"
+
+namespace tierfs::sdk {
+
+struct Stat {
+  Ino ino = 0;
+  Attr attr;
+};
+
+struct Listed {
+  std::string name;
+  Ino ino = 0;
+  uint32_t type = 0;  // S_IFMT bits
+};
+
+// An open file: the Vfs's handle and the inode it is of.
+struct OpenFile {
+  uint64_t fh = 0;
+  Ino ino = 0;
+};
+
+class PathClient {
+ public:
+  // Opens the volume (client::Volume::Open), as the calling process's user.
+  static Result<std::unique_ptr<PathClient>> Connect(const client::VolumeOptions& options);
+  ~PathClient();
+
+  // Commits what is buffered and shuts the volume down (client::Volume::Close). Safe twice;
+  // every later call fails with EBADF.
+  void Close();
+  bool closed() const { return volume_ == nullptr; }
+
+  // The volume's format record as JSON with its secrets hidden (what `tierfs status`
+  // shows under "format").
+  std::string FormatJson() const;
+
+  Result<Stat> GetStat(const std::string& path, bool follow = true);
+  Status Access(const std::string& path, int mask);
+  Result<std::vector<Listed>> List(const std::string& path);
+  Status Mkdir(const std::string& path, uint32_t mode);
+  Status Rmdir(const std::string& path);
+  Status Unlink(const std::string& path);
+  // flags: RENAME_NOREPLACE, RENAME_EXCHANGE (0: replace, as rename(2)).
+  Status Rename(const std::string& from, const std::string& to, uint32_t flags = 0);
+  Status Link(const std::string& existing, const std::string& path);
+  Status Symlink(const std::string& target, const std::string& path);
+  Result<std::string> Readlink(const std::string& path);
+  Status Chmod(const std::string& path, uint32_t mode, bool follow = true);
+  // -1 leaves the id as it is (os.chown).
+  Status Chown(const std::string& path, int64_t uid, int64_t gid, bool follow = true);
+  // Times in ns since the epoch; "now" for both when `now` is set (os.utime(path)).
+  Status Utime(const std::string& path, int64_t atime_ns, int64_t mtime_ns, bool now, bool follow = true);
+  Status Truncate(const std::string& path, uint64_t length);
+
+  Result<std::string> GetXattr(const std::string& path, const std::string& name, bool follow = true);
+  Status SetXattr(const std::string& path, const std::string& name, const std::string& value, int flags,
+                  bool follow = true);
+  Result<std::vector<std::string>> ListXattr(const std::string& path, bool follow = true);
+  Status RemoveXattr(const std::string& path, const std::string& name, bool follow = true);
+
+  // A copy of `from` at `to` that shares its blocks (Meta::Clone; `tierfs clone`): no data
+  // is read or written. Directories are cloned whole.
+  Status Clone(const std::string& from, const std::string& to);
+  // Removes a tree (Meta::RemoveTree; `tierfs rmr`): files go to the trash when it is on.
+  Status RemoveTree(const std::string& path);
+  // The tree's size, files and directories as JSON (the tierfs.summary xattr; `tierfs summary`).
+  Result<std::string> Summary(const std::string& path);
+  // Reads a file's or tree's blocks into the caches (the tierfs.warmup xattr).
+  Result<std::string> Warmup(const std::string& path);
+  // Free and used space and inodes of the volume (statvfs).
+  Result<StatFs> StatVolume();
+
+  // open(2): flags O_RDONLY/O_WRONLY/O_RDWR with O_CREAT, O_EXCL, O_TRUNC, O_APPEND; mode
+  // for a new file (the umask applies). Returns the handle for Read/Write/Close.
+  Result<OpenFile> Open(const std::string& path, int flags, uint32_t mode);
+  Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
+  Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
+  // Commits the handle's writes so that other clients see them (close-to-open).
+  Status Flush(uint64_t fh);
+  Status Fsync(uint64_t fh);
+  Result<Attr> HandleStat(const OpenFile& f);
+  Status HandleTruncate(const OpenFile& f, uint64_t length);
+  // Flush, then release: the error of either (a failed commit is reported here, as close(2)).
+  Status Close(uint64_t fh);
+
+ private:
+  PathClient(std::unique_ptr<client::Volume> volume, Ctx ctx);
+  // The parent directory of `path` and the last name in it (EINVAL for the root itself and
+  // for a last name of "." or "..", which no call that needs a name can take).
+  Status ResolveParent(const std::string& path, Ino* parent, std::string* name);
+  Result<Entry> Resolve(const std::string& path, bool follow);
+  Result<Entry> Walk(Ino dir, const std::string& path, bool follow, int* links);
+  Result<std::vector<DirEntry>> ReadDir(Ino dir);
+
+  // Every call holds it shared; Close holds it alone, so no call runs on a closed volume.
+  mutable std::shared_mutex mu_;
+  std::unique_ptr<client::Volume> volume_;
+  Ctx ctx_;
+};
+
+}  // namespace tierfs::sdk

@@ -1,0 +1,482 @@
+"""The Python SDK (python/, src/sdk/): a volume from Python without a mount.
+
+Runs under Debian's Python (the one the module is built for: ctest passes it), importing
+the package from the build tree (TIERFS_SDK_PATH). On SQLite + a local bucket with a FUSE
+mount of the same volume beside the client, and on Redis + radosgw (the shared test
+servers). Covers the API, errors as Python exceptions, close-to-open between the client
+and a mount, threads, fork(), a user without privileges, and `pip install ./python`.
+"""
+
+import errno
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import harness
+from harness import msg
+
+SDK_PATH = os.environ.get("TIERFS_SDK_PATH") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))), "python")
+sys.path.insert(0, SDK_PATH)
+import tierfs  # noqa: E402
+
+
+def sdk_env(extra_path=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = extra_path or SDK_PATH
+    return env
+
+
+class SdkOnSqliteTest(harness.TierFSTestCase):
+    """One volume made with tierfs.format, mounted with FUSE too, and one client of it."""
+    AUTO_MOUNT = False
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.v = harness.Volume("sdkvol")
+        cls.addClassCleanup(cls.v.cleanup)
+        rec = tierfs.format(cls.v.meta_url, "sdkvol", storage="file", bucket=cls.v.bucket, trash_days=0)
+        assert rec["name"] == "sdkvol" and len(rec["uuid"]) == 36, rec
+        cls.v.mount()
+        cls.fs = tierfs.Client(cls.v.meta_url, cache_dir=os.path.join(cls.v.dir, "sdkcache"))
+        cls.addClassCleanup(cls.fs.close)
+
+    def setUp(self):
+        super().setUp()
+        self.d = "/" + self._testMethodName
+        self.fs.mkdir(self.d)
+
+    def p(self, *names):
+        return "/".join([self.d] + list(names))
+
+    def on_mount(self, *names):
+        return os.path.join(self.v.mnt, self._testMethodName, *names)
+
+    # -- files ------------------------------------------------------------------------
+
+    def test_binary_files_read_write_seek_truncate_append(self):
+        data = os.urandom(5 << 20) + b"tail"
+        with self.fs.open(self.p("a.bin"), "wb") as f:
+            self.assertEqual(f.write(data[:1000]), 1000)
+            f.write(data[1000:])
+            self.assertEqual(f.tell(), len(data))
+        with self.fs.open(self.p("a.bin"), "rb") as f:
+            self.assertEqual(f.read(), data)
+            f.seek(-4, os.SEEK_END)
+            self.assertEqual(f.read(), b"tail")
+            f.seek(4 << 20)
+            buf = bytearray(100)
+            self.assertEqual(f.readinto(buf), 100)
+            self.assertEqual(bytes(buf), data[4 << 20:(4 << 20) + 100])
+        with self.fs.open(self.p("a.bin"), "r+b") as f:
+            f.seek(10)
+            f.write(b"XYZ")
+            f.truncate(20)
+        with self.fs.open(self.p("a.bin"), "rb", buffering=0) as f:
+            self.assertEqual(f.read(), data[:10] + b"XYZ" + data[13:20])
+        with self.fs.open(self.p("a.bin"), "ab") as f:
+            f.write(b"++")
+        self.assertEqual(self.fs.stat(self.p("a.bin")).st_size, 22)
+        with self.assertRaises(FileExistsError):
+            self.fs.open(self.p("a.bin"), "xb")
+        with self.fs.open(self.p("new.bin"), "xb") as f:
+            f.write(b"x")
+        # What the mount sees is what was written.
+        with open(self.on_mount("a.bin"), "rb") as f:
+            self.assertEqual(f.read(), data[:10] + b"XYZ" + data[13:20] + b"++")
+
+    def test_text_files(self):
+        with self.fs.open(self.p("t.txt"), "w", encoding="utf-8") as f:
+            f.write("línea 1\nline 2\n")
+        with self.fs.open(self.p("t.txt")) as f:
+            self.assertEqual(f.readline(), "línea 1\n")
+            self.assertEqual(list(f), ["line 2\n"])
+        with self.fs.open(self.p("t.txt"), "a") as f:
+            print("line 3", file=f)
+        with open(self.on_mount("t.txt"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), "línea 1\nline 2\nline 3\n")
+        with self.assertRaises(ValueError):
+            self.fs.open(self.p("t.txt"), "rw")
+        with self.assertRaises(ValueError):
+            self.fs.open(self.p("t.txt"), "r", buffering=0)
+
+    def test_fsync_and_flush_make_writes_visible_to_the_mount_before_close(self):
+        f = self.fs.open(self.p("open.bin"), "wb")
+        try:
+            f.write(b"a" * 1000)
+            f.flush()
+            f.raw.fsync()
+            self.assertEqual(os.stat(self.on_mount("open.bin")).st_size, 1000)
+        finally:
+            f.close()
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def test_stat_chmod_chown_utime_links_xattrs(self):
+        with self.fs.open(self.p("f"), "wb") as f:
+            f.write(b"12345")
+        st = self.fs.stat(self.p("f"))
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(st.st_size, 5)
+        self.assertEqual(st.st_ino, os.stat(self.on_mount("f")).st_ino)
+        self.fs.chmod(self.p("f"), 0o640)
+        self.fs.chown(self.p("f"), 1234, -1)
+        self.fs.utime(self.p("f"), ns=(1_000_000_123, 2_000_000_456))
+        st = self.fs.stat(self.p("f"))
+        self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid), (0o640, 1234, 0))
+        self.assertEqual((st.st_atime_ns, st.st_mtime_ns), (1_000_000_123, 2_000_000_456))
+        # The mount shows them once its kernel's attribute cache (1 s) lets go.
+        def on_mount():
+            m = os.stat(self.on_mount("f"))
+            return (stat.S_IMODE(m.st_mode), m.st_uid, m.st_gid, m.st_mtime_ns)
+        harness.wait_for(lambda: on_mount() == (0o640, 1234, 0, 2_000_000_456), timeout=10)
+        self.assertEqual(on_mount(), (0o640, 1234, 0, 2_000_000_456))
+        self.fs.symlink("f", self.p("l"))
+        self.assertEqual(self.fs.readlink(self.p("l")), "f")
+        self.assertTrue(stat.S_ISLNK(self.fs.lstat(self.p("l")).st_mode))
+        self.assertEqual(self.fs.stat(self.p("l")).st_ino, self.fs.stat(self.p("f")).st_ino)
+        self.assertEqual(os.readlink(self.on_mount("l")), "f")
+        self.fs.link(self.p("f"), self.p("h"))
+        self.assertEqual(self.fs.stat(self.p("f")).st_nlink, 2)
+        self.fs.setxattr(self.p("f"), "user.k", b"v\0x")
+        self.assertEqual(self.fs.getxattr(self.p("f"), "user.k"), b"v\0x")
+        self.assertIn("user.k", self.fs.listxattr(self.p("f")))
+        self.assertEqual(os.getxattr(self.on_mount("f"), "user.k"), b"v\0x")
+        self.fs.removexattr(self.p("f"), "user.k")
+        with self.assertRaises(OSError) as cm:
+            self.fs.getxattr(self.p("f"), "user.k")
+        self.assertEqual(cm.exception.errno, errno.ENODATA)
+
+    def test_symlinks_in_paths_and_loops(self):
+        self.fs.makedirs(self.p("real", "deep"))
+        with self.fs.open(self.p("real", "deep", "x"), "wb") as f:
+            f.write(b"x")
+        self.fs.symlink("real", self.p("rel"))
+        self.fs.symlink(self.p("real", "deep"), self.p("abs"))  # absolute: inside the volume
+        self.assertEqual(self.fs.open(self.p("rel", "deep", "x"), "rb").read(), b"x")
+        self.assertEqual(self.fs.open(self.p("abs", "x"), "rb").read(), b"x")
+        self.assertEqual(self.fs.stat(self.p("real", "deep", "..", "deep", "x")).st_size, 1)
+        self.fs.symlink("loop2", self.p("loop1"))
+        self.fs.symlink("loop1", self.p("loop2"))
+        with self.assertRaises(OSError) as cm:
+            self.fs.stat(self.p("loop1"))
+        self.assertEqual(cm.exception.errno, errno.ELOOP)
+
+    # -- directories ------------------------------------------------------------------
+
+    def test_directories_list_scan_walk_remove(self):
+        self.fs.makedirs(self.p("a", "b", "c"))
+        self.fs.makedirs(self.p("a", "b"), exist_ok=True)
+        with self.assertRaises(FileExistsError):
+            self.fs.makedirs(self.p("a", "b"))
+        for name in ("a/1", "a/b/2", "a/b/c/3"):
+            with self.fs.open(self.p(*name.split("/")), "wb") as f:
+                f.write(name.encode())
+        self.fs.symlink("b", self.p("a", "lnk"))
+        self.assertEqual(sorted(self.fs.listdir(self.p("a"))), ["1", "b", "lnk"])
+        kinds = {e.name: (e.is_dir(), e.is_file(), e.is_symlink()) for e in self.fs.scandir(self.p("a"))}
+        self.assertEqual(kinds, {"1": (False, True, False), "b": (True, False, False), "lnk": (True, False, True)})
+        ours = [(r[len(self.d):], sorted(d), sorted(f)) for r, d, f in self.fs.walk(self.p("a"))]
+        theirs = [(r[len(self.on_mount()):], sorted(d), sorted(f)) for r, d, f in os.walk(self.on_mount("a"))]
+        self.assertEqual(sorted(ours), sorted(theirs))
+        with self.assertRaises(OSError) as cm:
+            self.fs.rmdir(self.p("a"))
+        self.assertEqual(cm.exception.errno, errno.ENOTEMPTY)
+        self.fs.rename(self.p("a", "1"), self.p("one"))
+        self.assertFalse(self.fs.exists(self.p("a", "1")))
+        # The mount's kernel keeps the old name until its entry cache (1 s) lets go.
+        self.assertTrue(harness.wait_for(lambda: not os.path.exists(self.on_mount("a", "1")), timeout=10))
+        self.fs.rmr(self.p("a"))
+        self.assertFalse(self.fs.exists(self.p("a")))
+        self.assertEqual(self.fs.listdir(self.d), ["one"])
+        # A big directory lists whole (more than one page of the engine's listing).
+        self.fs.mkdir(self.p("big"))
+        names = set("f%05d" % i for i in range(2500))
+        for n in names:
+            self.fs.open(self.p("big", n), "wb").close()
+        self.assertEqual(set(self.fs.listdir(self.p("big"))), names)
+        self.assertEqual(set(os.listdir(self.on_mount("big"))), names)
+
+    def test_clone_summary_warmup_statvfs(self):
+        data = os.urandom(3 << 20)
+        self.fs.makedirs(self.p("src", "sub"))
+        with self.fs.open(self.p("src", "sub", "f"), "wb") as f:
+            f.write(data)
+        used = self.fs.statvfs()["used"]
+        self.fs.clone(self.p("src"), self.p("copy"))
+        self.assertEqual(self.fs.open(self.p("copy", "sub", "f"), "rb").read(), data)
+        self.assertEqual(self.fs.stat(self.p("copy", "sub", "f")).st_size, len(data))
+        s = self.fs.summary(self.p("src"))
+        self.assertEqual((s["files"], s["dirs"], s["bytes"]), (1, 2, len(data)))
+        w = self.fs.warmup(self.p("copy"))
+        self.assertEqual((w["files"], w["bytes"]), (1, len(data)))
+        self.assertGreaterEqual(self.fs.statvfs()["used"], used)
+        info = json.loads(os.getxattr(self.on_mount("copy", "sub", "f"), "tierfs.info"))
+        self.assertTrue(info, "the clone has a layout")
+
+    # -- errors -----------------------------------------------------------------------
+
+    def test_errors_are_the_right_exceptions(self):
+        with self.fs.open(self.p("file"), "wb"):
+            pass
+        with self.assertRaises(FileNotFoundError) as cm:
+            self.fs.open(self.p("missing"), "rb")
+        self.assertIn("missing", str(cm.exception))
+        with self.assertRaises(FileNotFoundError):
+            self.fs.stat(self.p("no", "such"))
+        with self.assertRaises(NotADirectoryError):
+            self.fs.stat(self.p("file", "x"))
+        with self.assertRaises(NotADirectoryError):
+            self.fs.listdir(self.p("file"))
+        with self.assertRaises(IsADirectoryError):
+            self.fs.open(self.d, "wb")
+        with self.assertRaises(FileExistsError):
+            self.fs.mkdir(self.p("file"))
+        with self.assertRaises(OSError) as cm:
+            self.fs.rename(self.d, self.p("inside"))
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        with self.assertRaises(TypeError) as cm:
+            tierfs.Client(self.v.meta_url, no_such_option=1)
+        self.assertIn("no_such_option", str(cm.exception))
+        with self.assertRaises(OSError) as cm:
+            tierfs.Client(self.v.meta_url, cache_size="lots")
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+
+    def test_bad_urls_and_closed_clients(self):
+        with self.assertRaises(OSError) as cm:
+            tierfs.Client("sqlite3://" + os.path.join(self.v.dir, "nope.db"))
+        self.assertIn("nope.db", str(cm.exception))
+        with self.assertRaises(OSError) as cm:
+            tierfs.Client("redis://127.0.0.1:1/0")
+        self.assertIn("127.0.0.1:1", str(cm.exception))
+        with self.assertRaises(OSError):
+            tierfs.Client("bogus://x")
+        c = tierfs.Client(self.v.meta_url, cache_dir="memory")
+        f = c.open("/" + self._testMethodName + "/late", "wb")
+        c.close()
+        with self.assertRaises(ValueError):
+            c.listdir("/")
+        with self.assertRaises(OSError):
+            f.write(b"x")
+            f.flush()
+
+    def test_format_errors_leave_nothing(self):
+        d = self.local_tmpdir()
+        url = "sqlite3://" + os.path.join(d, "v.db")
+        with self.assertRaises(OSError) as cm:
+            tierfs.format(url, "bad name!", bucket=os.path.join(d, "b"))
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        with self.assertRaises(OSError) as cm:
+            tierfs.format(url, "v", bucket=os.path.join(d, "b"), block_size="3M")
+        self.assertIn("block-size", str(cm.exception))
+        self.assertEqual(os.listdir(d), [])
+        tierfs.format(url, "v", bucket=os.path.join(d, "b"))
+        with self.assertRaises(OSError):
+            tierfs.format(url, "v", bucket=os.path.join(d, "b"))  # no force: the volume stays
+        with tierfs.Client(url, cache_dir="memory") as c:
+            self.assertEqual(c.volume_name, "v")
+            self.assertEqual(c.format_record()["trash_days"], 1)
+
+    # -- with the mount, threads, fork --------------------------------------------------
+
+    def test_client_and_mount_see_each_others_changes(self):
+        with self.fs.open(self.p("from-sdk"), "wb") as f:
+            f.write(b"sdk")
+        with open(self.on_mount("from-sdk"), "rb") as f:
+            self.assertEqual(f.read(), b"sdk")
+        with open(self.on_mount("from-mount"), "wb") as f:
+            f.write(b"mount")
+        with self.fs.open(self.p("from-mount"), "rb") as f:
+            self.assertEqual(f.read(), b"mount")
+        # Rewritten through the mount: the client's next open reads the new data.
+        with open(self.on_mount("from-sdk"), "wb") as f:
+            f.write(b"rewritten")
+        with self.fs.open(self.p("from-sdk"), "rb") as f:
+            self.assertEqual(f.read(), b"rewritten")
+        os.unlink(self.on_mount("from-mount"))
+        self.assertFalse(self.fs.exists(self.p("from-mount")))
+
+    def test_threads_share_one_client(self):
+        errors = []
+        blobs = {i: os.urandom(200_000 + i) for i in range(8)}
+
+        def work(i):
+            try:
+                for r in range(5):
+                    path = self.p("t%d-%d" % (i, r))
+                    with self.fs.open(path, "wb") as f:
+                        f.write(blobs[i])
+                    with self.fs.open(path, "rb") as f:
+                        if f.read() != blobs[i]:
+                            errors.append("thread %d round %d read other data" % (i, r))
+                    self.fs.listdir(self.d)
+            except Exception as e:  # noqa: B902 - reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(self.fs.listdir(self.d)), 40)
+
+    def test_a_forked_child_uses_the_parents_client(self):
+        with self.fs.open(self.p("before"), "wb") as f:
+            f.write(b"parent")
+        held = self.fs.open(self.p("before"), "rb")
+        self.addCleanup(held.close)
+        base = self.d
+
+        def child():
+            with self.fs.open(base + "/before", "rb") as f:
+                seen = f.read().decode()
+            with self.fs.open(base + "/by-child", "wb") as f:
+                f.write(b"child")
+            try:
+                held.read()
+                stale = "read"
+            except OSError as e:
+                stale = e.errno
+            return [seen, stale, len(self.fs.listdir(base))]
+
+        for _ in range(3):
+            res = harness.in_child(child)
+            self.assertEqual(res.get("ok"), ["parent", errno.EBADF, 2], res)
+        # The parent's client and its open file are untouched.
+        self.assertEqual(held.read(), b"parent")
+        with self.fs.open(self.p("by-child"), "rb") as f:
+            self.assertEqual(f.read(), b"child")
+        self.fs.remove(self.p("by-child"))
+
+    # -- a user without privileges --------------------------------------------------------
+
+    def test_an_unprivileged_user_formats_and_uses_a_volume_of_its_own(self):
+        d = self.local_tmpdir()
+        os.chmod(d, 0o755)
+        os.chown(d, 65534, 65534)
+        script = """
+import os, tierfs
+d = %r
+url = "sqlite3://" + d + "/v.db"
+tierfs.format(url, "mine", bucket=d + "/b")
+with tierfs.Client(url, cache_dir=d + "/cache") as c:
+    with c.open("/f", "wb") as f:
+        f.write(b"hello")
+    st = c.stat("/f")
+    assert (st.st_uid, st.st_gid) == (65534, 65534), (st.st_uid, st.st_gid)
+    assert c.open("/f", "rb").read() == b"hello"
+    try:
+        c.chown("/f", 0, 0)
+        raise SystemExit("chown to root worked")
+    except PermissionError:
+        pass
+print("ok")
+""" % d
+        res = harness.run("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                          sys.executable, "-c", script, env=dict(sdk_env(), HOME=d))
+        self.assertEqual(res[0], 0, msg(*res))
+        self.assertIn("ok", res[1])
+
+    def test_permissions_are_checked_as_the_calling_user(self):
+        # A volume whose database and bucket another user may open (its files' modes
+        # decide the rest): root makes a private file in it, that user's client is refused.
+        d = self.local_tmpdir()
+        url = "sqlite3://" + os.path.join(d, "v.db")
+        tierfs.format(url, "shared", bucket=os.path.join(d, "b"), trash_days=0)
+        with tierfs.Client(url, cache_dir="memory") as c:
+            with c.open("/secret", "wb") as f:
+                f.write(b"root only")
+            c.chmod("/secret", 0o600)
+            c.chmod("/", 0o777)
+        for root, dirs, files in os.walk(d):
+            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                os.chown(n, 65534, 65534)
+        script = """
+import tierfs
+c = tierfs.Client(%r, cache_dir="memory")
+try:
+    c.open("/secret", "rb")
+    print("read")
+except PermissionError as e:
+    print("denied", e.errno)
+with c.open("/nobodys", "wb") as f:
+    f.write(b"mine")
+print(c.stat("/nobodys").st_uid)
+c.close()
+""" % url
+        res = harness.run("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                          sys.executable, "-c", script, env=dict(sdk_env(), HOME="/tmp"))
+        self.assertEqual(res[0], 0, msg(*res))
+        self.assertEqual(res[1].split()[-3:], ["denied", str(errno.EACCES), "65534"], res[1])
+
+
+class SdkOnRedisRadosgwTest(harness.TierFSTestCase):
+    """The same client on the shared servers: Redis metadata, radosgw data."""
+    AUTO_MOUNT = False
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.srv = harness.servers()
+        cls.meta_url = cls.srv["redis_url"].rstrip("/") + "/9"
+        subprocess.run(["redis-cli", "-u", cls.meta_url, "flushdb"], capture_output=True)
+        cls.bucket = cls.srv["s3_endpoint"] + "/" + harness.unique("sdk")
+        tierfs.format(cls.meta_url, "sdkredis", storage="s3", bucket=cls.bucket,
+                      access_key=cls.srv["s3_access_key"], secret_key=cls.srv["s3_secret_key"], force=True)
+        cls.fs = tierfs.Client(cls.meta_url, cache_dir="memory")
+        cls.addClassCleanup(cls.fs.close)
+
+    def test_files_and_directories(self):
+        data = os.urandom(9 << 20)
+        self.fs.makedirs("/r/a")
+        with self.fs.open("/r/a/big", "wb") as f:
+            f.write(data)
+        with tierfs.Client(self.meta_url, cache_dir="memory") as other:  # nothing cached
+            with other.open("/r/a/big", "rb") as f:
+                self.assertEqual(f.read(), data)
+            self.assertEqual(other.listdir("/r/a"), ["big"])
+        self.fs.rename("/r/a/big", "/r/big")
+        self.fs.rmr("/r/a")
+        self.assertEqual(self.fs.listdir("/r"), ["big"])
+
+    def test_secrets_stay_hidden(self):
+        secret = self.srv["s3_secret_key"]
+        self.assertNotIn(secret, repr(self.fs))
+        self.assertNotIn(secret, json.dumps(self.fs.format_record()))
+        with self.assertRaises(OSError) as cm:
+            self.fs.open("/nowhere/x", "rb")
+        self.assertNotIn(secret, str(cm.exception))
+
+
+class PipInstallTest(unittest.TestCase):
+    def test_pip_installs_the_package_without_an_index(self):
+        build = os.path.dirname(SDK_PATH)
+        target = tempfile.mkdtemp(prefix="tierfs-pip-")
+        self.addCleanup(shutil.rmtree, target, True)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # pip builds in the folder it is given (build/, *.egg-info): give it a copy.
+        src = os.path.join(tempfile.mkdtemp(prefix="tierfs-pipsrc-"), "python")
+        self.addCleanup(shutil.rmtree, os.path.dirname(src), True)
+        shutil.copytree(os.path.join(root, "python"), src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        res = harness.run(sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                          "--target", target, src, timeout=900,
+                          env=dict(os.environ, TIERFS_BUILD_DIR=build, TIERFS_SOURCE_DIR=root))
+        self.assertEqual(res[0], 0, msg(*res))
+        probe = ("import tierfs, importlib.metadata as m; print(tierfs.__file__); "
+                 "print([e.value for e in m.entry_points(group='fsspec.specs') if e.name == 'tierfs'])")
+        res = harness.run(sys.executable, "-c", probe, env=dict(os.environ, PYTHONPATH=target))
+        self.assertEqual(res[0], 0, msg(*res))
+        self.assertTrue(res[1].splitlines()[0].startswith(target), res[1])
+        self.assertIn("tierfs.fsspec_fs:TierFSFileSystem", res[1])
+
+
+if __name__ == "__main__":
+    harness.main()
