@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/backoff.h"
 #include "common/encoding.h"
 
 namespace tierfs::pg {
@@ -123,7 +124,7 @@ bool NoWritableServerYet(const std::string& raw) {
 }
 
 std::string RandomHex(size_t bytes) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::mt19937_64& rng = ThreadRng();  // seeded again after fork(): markers stay unique
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < bytes; ++i) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
@@ -290,6 +291,13 @@ Status SqliteEngine::WithRetry(const char* what, F&& attempt) {
 }
 
 SqliteEngine::Attempt SqliteEngine::OpenConn(bool prepare, std::unique_ptr<Conn>* out) {
+  // SQLite counts its allocations under one process-wide mutex unless told not to: a
+  // thread forked away in the middle of an allocation (the Python SDK's DataLoader
+  // workers) would leave that mutex held in the child, whose own engine then hangs on its
+  // first allocation. We read no memory statistics. Too late (SQLITE_MISUSE) when the
+  // process used SQLite before (Python's sqlite3 module): then nothing changes.
+  static std::once_flag no_memstatus;
+  std::call_once(no_memstatus, [] { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto conn = std::make_unique<Conn>();
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create_ ? SQLITE_OPEN_CREATE : 0);
   int rc = sqlite3_open_v2(abs_path_.c_str(), &conn->db, flags, nullptr);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 
+#include "common/backoff.h"
 #include "common/base64.h"
 #include "common/clock.h"
 #include "common/size.h"
@@ -65,7 +66,7 @@ bool ValidAccountName(const std::string& a) {
 }
 
 std::string RandomHex() {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(MonoNanos()));
+  std::mt19937_64& rng = ThreadRng();  // seeded again after fork()
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
   return buf;

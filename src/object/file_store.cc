@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.h"
 #include "common/clock.h"
 
 namespace tierfs {
@@ -72,15 +73,11 @@ class DirCloser {
 // 16 hex digits, unique enough across threads and processes to name temporary files and
 // uploads (collisions are still caught by O_EXCL / mkdir and retried).
 std::string RandomHex() {
-  thread_local std::mt19937_64 rng([] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(MonoNanos());
-  }());
-  // Mixing in the pid separates processes that share a bucket. It is read once per thread:
-  // a child forked later would repeat its parent's names, but O_EXCL catches collisions and
-  // tierfs never forks after opening a store.
-  thread_local uint64_t pid = static_cast<uint64_t>(getpid());
-  uint64_t v = rng() ^ (pid << 40);
+  // ThreadRng is seeded again in a forked child (the Python SDK's DataLoader workers fork
+  // after their parent made names: with this thread's old state every child drew the same
+  // ones, and their probes collided). Mixing in the pid separates processes that share a
+  // bucket.
+  uint64_t v = ThreadRng()() ^ (static_cast<uint64_t>(getpid()) << 40);
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
   return buf;

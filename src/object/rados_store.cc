@@ -35,6 +35,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.h"
 #include "common/clock.h"
 
 namespace tierfs {
@@ -79,11 +80,7 @@ std::string ErrnoText(int err) { return std::strerror(err < 0 ? -err : err); }
 
 // 32 hex digits for upload ids and probe names; collisions are caught by exclusive create.
 std::string RandomHex() {
-  thread_local std::mt19937_64 rng([] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(MonoNanos()) ^
-           (static_cast<uint64_t>(getpid()) << 20);
-  }());
+  std::mt19937_64& rng = ThreadRng();  // seeded again after fork()
   char buf[kUploadIdLen + 1];
   std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng()),
                 static_cast<unsigned long long>(rng()));

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/url.h"
 #include "object/http_client.h"
@@ -52,7 +53,7 @@ bool RetryableCode(const std::string& code) {
 }
 
 std::string RandomHex() {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(MonoNanos()));
+  std::mt19937_64& rng = ThreadRng();  // seeded again after fork()
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
   return buf;

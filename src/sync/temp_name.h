@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "common/backoff.h"
+
 namespace tierfs::sync {
 
 inline constexpr const char* kTempPrefix = ".tierfs-sync.";
@@ -21,7 +23,7 @@ inline bool IsTempName(const std::string& key) {
 }
 
 inline std::string TempNameFor(const std::string& name) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::mt19937_64& rng = ThreadRng();  // seeded again after fork()
   char suffix[17];
   std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(rng()));
   // Keep the name within NAME_MAX whatever the original's length.
