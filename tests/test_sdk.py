@@ -111,9 +111,11 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
         f = self.fs.open(self.p("open.bin"), "wb")
         try:
             f.write(b"a" * 1000)
-            f.flush()
-            f.raw.fsync()
+            f.fsync()
             self.assertEqual(os.stat(self.on_mount("open.bin")).st_size, 1000)
+            f.write(b"b" * 1000)
+            f.flush()
+            self.assertTrue(harness.wait_for(lambda: os.stat(self.on_mount("open.bin")).st_size == 2000, timeout=10))
         finally:
             f.close()
 
@@ -220,6 +222,30 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
         self.assertGreaterEqual(self.fs.statvfs()["used"], used)
         info = json.loads(os.getxattr(self.on_mount("copy", "sub", "f"), "tierfs.info"))
         self.assertTrue(info, "the clone has a layout")
+
+    def test_quotas(self):
+        self.fs.makedirs(self.p("team"))
+        self.assertIsNone(self.fs.get_quota(path=self.p("team")))
+        self.fs.set_quota(path=self.p("team"), max_bytes=1 << 20, max_inodes=3)
+        with self.fs.open(self.p("team", "a"), "wb") as f:
+            f.write(b"x" * 1000)
+        q = self.fs.get_quota(path=self.p("team"))
+        self.assertEqual((q["max_bytes"], q["max_inodes"], q["used_inodes"]), (1 << 20, 3, 1))
+        for name in ("b", "c"):
+            self.fs.open(self.p("team", name), "wb").close()
+        with self.assertRaises(OSError) as cm:
+            self.fs.open(self.p("team", "d"), "wb")
+        self.assertEqual(cm.exception.errno, errno.EDQUOT)
+        self.assertIn({"kind": "dir", "path": self.p("team"), "max_bytes": 1 << 20, "max_inodes": 3,
+                       "used_bytes": q["used_bytes"], "used_inodes": 3}, self.fs.list_quotas())
+        self.fs.set_quota(uid=4321, max_inodes=10)
+        self.assertEqual(self.fs.get_quota(uid=4321)["max_inodes"], 10)
+        self.fs.delete_quota(uid=4321)
+        self.assertIsNone(self.fs.get_quota(uid=4321))
+        self.fs.delete_quota(path=self.p("team"))
+        self.fs.open(self.p("team", "d"), "wb").close()
+        with self.assertRaises(TypeError):
+            self.fs.get_quota(path=self.p("team"), uid=1)
 
     # -- errors -----------------------------------------------------------------------
 
@@ -378,6 +404,12 @@ with tierfs.Client(url, cache_dir=d + "/cache") as c:
         raise SystemExit("chown to root worked")
     except PermissionError:
         pass
+    try:
+        c.set_quota(path="/", max_inodes=5)  # quotas are root's, even on a volume of one's own
+        raise SystemExit("a user set a quota")
+    except PermissionError:
+        pass
+    assert c.get_quota(path="/") is None
 print("ok")
 """ % d
         res = harness.run("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",

@@ -229,6 +229,37 @@ PYBIND11_MODULE(_tierfs, m) {
                                            : (f.capacity_bytes > f.used_bytes ? f.capacity_bytes - f.used_bytes : 0);
         return py::make_tuple(f.capacity_bytes, f.used_bytes, avail, f.inodes, f.max_inodes);
       })
+      .def("get_quota", [](NativeClient& s, char kind, const std::string& p, uint64_t id) -> py::object {
+        std::optional<Quota> q;
+        {
+          py::gil_scoped_release nogil;
+          q = Take(s.c().GetQuota(static_cast<QuotaKind>(kind), p, id));
+        }
+        if (!q) return py::none();
+        return py::make_tuple(q->max_bytes, q->max_inodes, q->used_bytes, q->used_inodes);
+      })
+      .def("set_quota", [](NativeClient& s, char kind, const std::string& p, uint64_t id,
+                           std::optional<int64_t> bytes, std::optional<int64_t> inodes) {
+        py::gil_scoped_release nogil;
+        Check(s.c().SetQuota(static_cast<QuotaKind>(kind), p, id, bytes, inodes));
+      })
+      .def("delete_quota", [](NativeClient& s, char kind, const std::string& p, uint64_t id) {
+        py::gil_scoped_release nogil;
+        Check(s.c().DeleteQuota(static_cast<QuotaKind>(kind), p, id));
+      })
+      .def("list_quotas", [](NativeClient& s) {
+        std::vector<std::pair<Quota, std::string>> l;
+        {
+          py::gil_scoped_release nogil;
+          l = Take(s.c().ListQuotas());
+        }
+        py::list out;
+        for (const auto& [q, where] : l) {
+          out.append(py::make_tuple(std::string(1, static_cast<char>(q.kind)), q.id, where, q.max_bytes,
+                                    q.max_inodes, q.used_bytes, q.used_inodes));
+        }
+        return out;
+      })
       .def("open", [](NativeClient& s, const std::string& p, int flags, uint32_t mode) {
         OpenFile f;
         {

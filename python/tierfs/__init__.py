@@ -18,6 +18,7 @@ its own on first use (the parent's threads and connections do not exist there). 
 opened before the fork must be opened again in the child.
 """
 
+import atexit as _atexit
 import json as _json
 import os as _os
 import stat as _stat
@@ -40,6 +41,17 @@ def _after_fork_in_child():
 
 
 _os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@_atexit.register
+def _close_at_exit():
+    # A client left open ends its session at a normal exit (its buffered writes commit)
+    # instead of leaving the session to expire.
+    for c in list(_clients):
+        try:
+            c.close()
+        except Exception:  # noqa: B902 - exiting: nothing to report to
+            pass
 
 
 def _text(path):
@@ -141,6 +153,7 @@ class Client:
             self._handle.abandon()
         self._handle = None
         self._generation += 1
+        self._lock = _threading.Lock()  # another thread of the parent may have held it
 
     def _native(self):
         h = self._handle
@@ -155,6 +168,23 @@ class Client:
                 self._handle = _tierfs.NativeClient(dict(self._options))
                 self._pid = _os.getpid()
             return self._handle
+
+    # -- pickling: a Client sent to another process (multiprocessing's spawn and forkserver,
+    # a DataLoader's workers) opens a session of its own there --------------------------
+
+    def __getstate__(self):
+        if self._closed:
+            raise ValueError("a closed TierFS client cannot be pickled")
+        return {"options": dict(self._options)}
+
+    def __setstate__(self, state):
+        self._options = dict(state["options"])
+        self._lock = _threading.Lock()
+        self._generation = 0
+        self._closed = False
+        self._pid = _os.getpid()
+        self._handle = None  # opened on first use
+        _clients.add(self)
 
     def close(self):
         """Commits what is buffered and ends the session; later calls raise ValueError."""
@@ -346,6 +376,42 @@ class Client:
     def summary(self, path="/"):
         """Bytes, files and directories under path (`tierfs summary`)."""
         return _json.loads(self._native().summary(_text(path)))
+
+    # -- quotas ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _quota_target(path, uid, gid):
+        given = [x is not None for x in (path, uid, gid)]
+        if sum(given) != 1:
+            raise TypeError("name the quota with one of path=, uid= and gid=")
+        if path is not None:
+            return "D", _text(path), 0
+        return ("U", "", uid) if uid is not None else ("G", "", gid)
+
+    def get_quota(self, path=None, uid=None, gid=None):
+        """{"max_bytes", "max_inodes", "used_bytes", "used_inodes"} of the directory's, user's
+        or group's quota (0: no limit), or None when there is none."""
+        q = self._native().get_quota(*self._quota_target(path, uid, gid))
+        if q is None:
+            return None
+        return dict(zip(("max_bytes", "max_inodes", "used_bytes", "used_inodes"), q))
+
+    def set_quota(self, path=None, uid=None, gid=None, max_bytes=None, max_inodes=None):
+        """Sets a quota's limits (None: unchanged, 0: no limit), as `tierfs quota set`. Root only."""
+        self._native().set_quota(*self._quota_target(path, uid, gid), max_bytes, max_inodes)
+
+    def delete_quota(self, path=None, uid=None, gid=None):
+        self._native().delete_quota(*self._quota_target(path, uid, gid))
+
+    def list_quotas(self):
+        kinds = {"D": "dir", "U": "user", "G": "group"}
+        out = []
+        for kind, qid, where, mb, mi, ub, ui in self._native().list_quotas():
+            q = {"kind": kinds.get(kind, kind), "max_bytes": mb, "max_inodes": mi, "used_bytes": ub,
+                 "used_inodes": ui}
+            q.update({"path": where} if kind == "D" else {"id": qid})
+            out.append(q)
+        return out
 
     def statvfs(self):
         """The volume's space: {"capacity", "used", "available", "inodes", "max_inodes"}."""

@@ -138,6 +138,31 @@ class RawFile(io.RawIOBase):
             super().close()
 
 
+class _Fsync:
+    def fsync(self):
+        """Commits what was written and waits until it is durable (os.fsync)."""
+        self.flush()
+        self.raw.fsync()
+
+
+class BufferedReader(io.BufferedReader):
+    pass
+
+
+class BufferedWriter(_Fsync, io.BufferedWriter):
+    pass
+
+
+class BufferedRandom(_Fsync, io.BufferedRandom):
+    pass
+
+
+class TextFile(io.TextIOWrapper):
+    def fsync(self):
+        self.flush()
+        self.buffer.fsync()
+
+
 def parse_mode(mode):
     """open()'s mode string -> (os flags, binary?, normalized mode)."""
     chars = set(mode)
@@ -170,14 +195,14 @@ def open_file(client, path, mode="r", buffering=-1, encoding=None, errors=None, 
             return raw
         size = io.DEFAULT_BUFFER_SIZE * 64 if buffering in (-1, 1) else buffering
         if raw._readable and raw._writable:
-            buf = io.BufferedRandom(raw, size)
+            buf = BufferedRandom(raw, size)
         elif raw._writable:
-            buf = io.BufferedWriter(raw, size)
+            buf = BufferedWriter(raw, size)
         else:
-            buf = io.BufferedReader(raw, size)
+            buf = BufferedReader(raw, size)
         if binary:
             return buf
-        text = io.TextIOWrapper(buf, encoding or "utf-8", errors, newline, line_buffering=buffering == 1)
+        text = TextFile(buf, encoding or "utf-8", errors, newline, line_buffering=buffering == 1)
         text.mode = mode
         return text
     except BaseException:

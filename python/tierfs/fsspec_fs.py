@@ -23,10 +23,13 @@ class TierFSFileSystem(AbstractFileSystem):
     protocol = "tierfs"
     root_marker = "/"
 
-    def __init__(self, meta=None, **options):
+    def __init__(self, meta=None, auto_mkdir=False, **options):
         if not meta:
             raise ValueError("the tierfs protocol needs meta=META-URL (the volume's metadata engine)")
-        super().__init__(meta=meta, **options)
+        super().__init__(meta=meta, auto_mkdir=auto_mkdir, **options)
+        # As fsspec's local file system: opening a file for writing makes its missing
+        # parent directories only when asked.
+        self.auto_mkdir = auto_mkdir
         self.client = Client(meta, **options)
 
     @classmethod
@@ -110,7 +113,8 @@ class TierFSFileSystem(AbstractFileSystem):
                 self.rm(p, recursive=recursive, maxdepth=maxdepth)
             return
         path = self._strip_protocol(path)
-        if recursive and maxdepth is None and self.client.isdir(path):
+        st = self.client.lstat(path)  # FileNotFoundError for a missing path, as locally
+        if recursive and maxdepth is None and _stat.S_ISDIR(st.st_mode):
             self.client.rmr(path)
             return
         super().rm(path, recursive=recursive, maxdepth=maxdepth)
@@ -148,8 +152,6 @@ class TierFSFileSystem(AbstractFileSystem):
                 self.client.makedirs(parent, exist_ok=True)
         buffering = block_size if block_size and block_size > 1 else -1
         return self.client.open(path, mode, buffering=buffering)
-
-    auto_mkdir = True
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         path = self._strip_protocol(path)

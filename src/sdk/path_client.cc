@@ -407,6 +407,52 @@ Result<StatFs> PathClient::StatVolume() {
   return vfs->GetStatFs(volume_->root());
 }
 
+Result<uint64_t> PathClient::QuotaId(QuotaKind kind, const std::string& path, uint64_t id) {
+  if (kind != QuotaKind::kDir) return id;
+  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  if (!e.attr.IsDir()) return Status::Err(ENOTDIR, path + ": a directory quota is on a directory");
+  return e.ino;
+}
+
+Result<std::optional<Quota>> PathClient::GetQuota(QuotaKind kind, const std::string& path, uint64_t id) {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(uint64_t qid, QuotaId(kind, path, id));
+  return volume_->meta()->GetQuota(kind, qid);
+}
+
+Status PathClient::SetQuota(QuotaKind kind, const std::string& path, uint64_t id, std::optional<int64_t> max_bytes,
+                            std::optional<int64_t> max_inodes) {
+  TIERFS_LIVE();
+  if (ctx_.uid != 0) return Status::Err(EPERM, "only root sets quotas");
+  if ((max_bytes && *max_bytes < 0) || (max_inodes && *max_inodes < 0)) {
+    return Status::Err(EINVAL, "quota limits are 0 (none) or more");
+  }
+  ASSIGN_OR_RETURN(uint64_t qid, QuotaId(kind, path, id));
+  return volume_->meta()->SetQuota(kind, qid, max_bytes, max_inodes);
+}
+
+Status PathClient::DeleteQuota(QuotaKind kind, const std::string& path, uint64_t id) {
+  TIERFS_LIVE();
+  if (ctx_.uid != 0) return Status::Err(EPERM, "only root deletes quotas");
+  ASSIGN_OR_RETURN(uint64_t qid, QuotaId(kind, path, id));
+  return volume_->meta()->DeleteQuota(kind, qid);
+}
+
+Result<std::vector<std::pair<Quota, std::string>>> PathClient::ListQuotas() {
+  TIERFS_LIVE();
+  ASSIGN_OR_RETURN(auto quotas, volume_->meta()->ListQuotas());
+  std::vector<std::pair<Quota, std::string>> out;
+  for (auto& q : quotas) {
+    std::string where;
+    if (q.kind == QuotaKind::kDir) {
+      auto p = volume_->meta()->PathOf(q.id, volume_->root());
+      where = p.ok() ? *p : "<inode " + std::to_string(q.id) + ">";
+    }
+    out.emplace_back(q, std::move(where));
+  }
+  return out;
+}
+
 Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t mode) {
   TIERFS_LIVE();
   if ((flags & O_CREAT) != 0) {
@@ -424,7 +470,8 @@ Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t m
     }
   }
   ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
-  if (e.attr.IsDir() && (flags & O_ACCMODE) != O_RDONLY) return Status::Err(EISDIR, path + ": is a directory");
+  // As Python's open(): a directory is no file to read or write.
+  if (e.attr.IsDir()) return Status::Err(EISDIR, path + ": is a directory");
   auto o = vfs->Open(ctx_, e.ino, flags & ~(O_CREAT | O_EXCL));
   if (!o.ok()) return On(o.status(), path);
   return OpenFile{o->fh, e.ino};

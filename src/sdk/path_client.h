@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "client/volume.h"
 #include "common/status.h"
 #include "meta/meta.h"
+#include "meta/quota_tx.h"
 
 namespace tierfs::sdk {
 
@@ -99,8 +101,20 @@ class PathClient {
   // Free and used space and inodes of the volume (statvfs).
   Result<StatFs> StatVolume();
 
-  // open(2): flags O_RDONLY/O_WRONLY/O_RDWR with O_CREAT, O_EXCL, O_TRUNC, O_APPEND; mode
-  // for a new file (the umask applies). Returns the handle for Read/Write/Close.
+  // Quotas (`tierfs quota`; meta/quota_tx.h): a directory's, named by its path, or a
+  // user's or group's, named by the id. Reading is open to everyone; setting and deleting
+  // to root only (EPERM), since the client acts as the calling user. nullopt limits are
+  // left as they are; 0 removes a limit.
+  Result<std::optional<Quota>> GetQuota(QuotaKind kind, const std::string& path, uint64_t id);
+  Status SetQuota(QuotaKind kind, const std::string& path, uint64_t id, std::optional<int64_t> max_bytes,
+                  std::optional<int64_t> max_inodes);
+  Status DeleteQuota(QuotaKind kind, const std::string& path, uint64_t id);
+  // Every quota, directory quotas with the path of their directory (or "<inode N>").
+  Result<std::vector<std::pair<Quota, std::string>>> ListQuotas();
+
+  // open(2), except that a directory fails with EISDIR (as Python's open() does): flags
+  // O_RDONLY/O_WRONLY/O_RDWR with O_CREAT, O_EXCL, O_TRUNC, O_APPEND; mode for a new file
+  // (the umask applies). Returns the handle for Read/Write/Close.
   Result<OpenFile> Open(const std::string& path, int flags, uint32_t mode);
   Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
@@ -120,6 +134,8 @@ class PathClient {
   Result<Entry> Resolve(const std::string& path, bool follow);
   Result<Entry> Walk(Ino dir, const std::string& path, bool follow, int* links);
   Result<std::vector<DirEntry>> ReadDir(Ino dir);
+  // The id a quota call names: a directory's inode for kDir, else `id`.
+  Result<uint64_t> QuotaId(QuotaKind kind, const std::string& path, uint64_t id);
 
   // Every call holds it shared; Close holds it alone, so no call runs on a closed volume.
   mutable std::shared_mutex mu_;

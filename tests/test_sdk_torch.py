@@ -1,0 +1,81 @@
+"""The Python SDK under PyTorch: DataLoader workers started by fork, spawn and forkserver
+all read a volume through one tierfs.Client made in the parent, and checkpoints go to and
+come from the volume (tierfs.torch_data). Debian's Python and python3-torch."""
+
+import hashlib
+import os
+import sys
+
+import harness
+
+SDK_PATH = os.environ.get("TIERFS_SDK_PATH") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))), "python")
+sys.path.insert(0, SDK_PATH)
+import torch  # noqa: E402
+import torch.utils.data  # noqa: E402
+
+import tierfs  # noqa: E402
+from tierfs import torch_data  # noqa: E402
+
+FILES = 240
+
+
+class DataLoaderTest(harness.TierFSTestCase):
+    AUTO_MOUNT = False
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.v = harness.Volume("torchvol")
+        cls.addClassCleanup(cls.v.cleanup)
+        tierfs.format(cls.v.meta_url, "torchvol", bucket=cls.v.bucket, trash_days=0)
+        cls.fs = tierfs.Client(cls.v.meta_url, cache_dir="memory")
+        cls.addClassCleanup(cls.fs.close)
+        cls.fs.makedirs("/train/a")
+        cls.fs.makedirs("/train/b")
+        cls.want = {}
+        for i in range(FILES):
+            data = os.urandom(1000 + 97 * i)
+            path = "/train/%s/%04d.bin" % ("ab"[i % 2], i)
+            with cls.fs.open(path, "wb") as f:
+                f.write(data)
+            cls.want[path] = hashlib.sha256(data).hexdigest()
+        # The parent has used the client (its threads run) before any worker starts: what a
+        # training script does, and what makes fork() dangerous.
+        assert len(cls.fs.listdir("/train/a")) == FILES // 2
+
+    def check_loader(self, method, dataset):
+        loader = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=8,
+                                             multiprocessing_context=method, collate_fn=list)
+        got = []
+        for epoch in range(2):
+            items = [x for batch in loader for x in batch]
+            got.append(sorted(hashlib.sha256(x).hexdigest() for x in items))
+        self.assertEqual(got[0], sorted(self.want.values()), "%s: the workers read other data" % method)
+        self.assertEqual(got[1], got[0])
+        # The parent's client still works after its workers came and went.
+        self.assertEqual(len(self.fs.listdir("/train/b")), FILES // 2)
+
+    def test_map_style_with_forked_workers(self):
+        self.check_loader("fork", torch_data.FileDataset(self.fs, "/train"))
+
+    def test_map_style_with_spawned_workers(self):
+        self.check_loader("spawn", torch_data.FileDataset(self.fs, "/train"))
+
+    def test_iterable_with_forkserver_workers(self):
+        self.check_loader("forkserver", torch_data.FileIterableDataset(self.fs, "/train"))
+
+    def test_iterable_with_forked_workers(self):
+        self.check_loader("fork", torch_data.FileIterableDataset(self.fs, "tierfs:///train", suffixes=[".bin"]))
+
+    def test_checkpoints_saved_and_loaded(self):
+        state = {"w": torch.arange(1_000_000, dtype=torch.float32), "step": 7}
+        torch_data.save(state, self.fs, "tierfs:///ckpt.pt")
+        back = torch_data.load(self.fs, "/ckpt.pt")
+        self.assertEqual(back["step"], 7)
+        self.assertTrue(torch.equal(back["w"], state["w"]))
+        self.assertGreater(self.fs.stat("/ckpt.pt").st_size, 4_000_000)
+
+
+if __name__ == "__main__":
+    harness.main()
