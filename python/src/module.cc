@@ -269,14 +269,23 @@ PYBIND11_MODULE(_tierfs, m) {
         return py::make_tuple(f.fh, f.ino);
       })
       .def("pread", [](NativeClient& s, uint64_t fh, uint64_t off, size_t n) {
-        std::string buf(n, '\0');
-        size_t got;
+        // Read straight into a new bytes object (no zero fill, no copy): nobody else holds
+        // it until it is returned, so filling it without the GIL is safe.
+        PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+        if (out == nullptr) throw py::error_already_set();
+        auto ref = py::reinterpret_steal<py::object>(out);
+        Result<size_t> got = Status::Err(EIO, "");
         {
           py::gil_scoped_release nogil;
-          got = Take(s.c().Read(fh, off, n, buf.data()));
+          got = s.c().Read(fh, off, n, PyBytes_AS_STRING(out));
         }
-        buf.resize(got);
-        return py::bytes(buf);
+        size_t len = Take(std::move(got));
+        if (len != n) {
+          PyObject* shrunk = ref.release().ptr();
+          if (_PyBytes_Resize(&shrunk, static_cast<Py_ssize_t>(len)) != 0) throw py::error_already_set();
+          return py::reinterpret_steal<py::bytes>(shrunk);
+        }
+        return py::reinterpret_steal<py::bytes>(ref.release());
       })
       .def("preadinto", [](NativeClient& s, uint64_t fh, uint64_t off, py::buffer b) {
         py::buffer_info info = b.request(/*writable=*/true);

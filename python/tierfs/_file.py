@@ -66,16 +66,16 @@ class RawFile(io.RawIOBase):
         native = self._live()
         if not self._readable:
             raise io.UnsupportedOperation("not readable")
-        size = native.fstat(self._fh, self._ino)[5]
+        # The rest of the file in one read into one bytes object, then whatever grew meanwhile.
         chunks = []
         while True:
-            want = max(size - self._pos, 0) + 1
-            data = native.pread(self._fh, self._pos, min(max(want, 1 << 16), 64 << 20))
+            size = native.fstat(self._fh, self._ino)[5]
+            data = native.pread(self._fh, self._pos, max(size - self._pos, 0) + (1 << 16))
             if not data:
                 break
             chunks.append(data)
             self._pos += len(data)
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def write(self, b):
         native = self._live()
