@@ -21,10 +21,8 @@ import unittest
 import harness
 from harness import msg
 
-SDK_PATH = os.environ.get("TIERFS_SDK_PATH") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))), "python")
-sys.path.insert(0, SDK_PATH)
-import tierfs  # noqa: E402
+tierfs = harness.import_sdk()
+SDK_PATH = os.path.dirname(os.path.dirname(tierfs.__file__))
 
 
 def sdk_env(extra_path=None):

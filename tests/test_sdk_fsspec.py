@@ -5,20 +5,16 @@ local directory, and wants the same answers and the same trees."""
 
 import errno
 import os
-import sys
 import tempfile
 
 import harness
 
-SDK_PATH = os.environ.get("TIERFS_SDK_PATH") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))), "python")
-sys.path.insert(0, SDK_PATH)
+tierfs = harness.import_sdk()
 import fsspec  # noqa: E402
 from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import tierfs  # noqa: E402,F401  (registers the protocol)
 
 
 class FsspecTest(harness.TierFSTestCase):

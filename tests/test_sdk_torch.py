@@ -4,17 +4,13 @@ come from the volume (tierfs.torch_data). Debian's Python and python3-torch."""
 
 import hashlib
 import os
-import sys
 
 import harness
 
-SDK_PATH = os.environ.get("TIERFS_SDK_PATH") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(harness.tierfs_bin())))), "python")
-sys.path.insert(0, SDK_PATH)
+tierfs = harness.import_sdk()
 import torch  # noqa: E402
 import torch.utils.data  # noqa: E402
 
-import tierfs  # noqa: E402
 from tierfs import torch_data  # noqa: E402
 
 FILES = 240

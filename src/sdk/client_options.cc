@@ -44,13 +44,29 @@ Status Int(const std::string& name, const std::string& v, int lo, int hi, int* o
   return Status::OK();
 }
 
+using Setter = std::function<Status(const std::string& name, const std::string& v)>;
+
+// Applies each given option through its setter; EINVAL names an unknown one and the known.
+Status ApplyNamed(const std::map<std::string, std::string>& given, const std::map<std::string, Setter>& setters,
+                  const std::string& what) {
+  for (const auto& [name, value] : given) {
+    auto it = setters.find(name);
+    if (it == setters.end()) {
+      std::string known;
+      for (const auto& s : setters) known += (known.empty() ? "" : ", ") + s.first;
+      return Status::Err(EINVAL, "unknown " + what + name + " (known: " + known + ")");
+    }
+    RETURN_IF_ERROR(it->second(name, value));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ApplyClientOptions(const std::map<std::string, std::string>& given, client::VolumeOptions* o) {
   o->label = "python";
   o->metrics = "0";
   o->backup_meta = 0;
-  using Setter = std::function<Status(const std::string& name, const std::string& v)>;
   const std::map<std::string, Setter> setters = {
       {"meta_url", [&](auto&, auto& v) { o->meta_url = v; return Status::OK(); }},
       {"label", [&](auto&, auto& v) { o->label = v; return Status::OK(); }},
@@ -89,15 +105,7 @@ Status ApplyClientOptions(const std::map<std::string, std::string>& given, clien
          return Status::OK();
        }},
   };
-  for (const auto& [name, value] : given) {
-    auto it = setters.find(name);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& s : setters) known += (known.empty() ? "" : ", ") + s.first;
-      return Status::Err(EINVAL, "unknown option " + name + " (known: " + known + ")");
-    }
-    RETURN_IF_ERROR(it->second(name, value));
-  }
+  RETURN_IF_ERROR(ApplyNamed(given, setters, "option "));
   if (o->meta_url.empty()) return Status::Err(EINVAL, "no META-URL given");
   return Status::OK();
 }
@@ -109,7 +117,6 @@ Status ApplyFormatOptions(const std::map<std::string, std::string>& given, clien
       return Status::OK();
     };
   };
-  using Setter = std::function<Status(const std::string& name, const std::string& v)>;
   const std::map<std::string, Setter> setters = {
       {"meta_url", text(&o->meta_url)},
       {"name", text(&o->name)},
@@ -128,15 +135,7 @@ Status ApplyFormatOptions(const std::map<std::string, std::string>& given, clien
       {"format_version", [&](auto& n, auto& v) { return Int(n, v, 1, kFormatVersion, &o->format_version); }},
       {"force", [&](auto& n, auto& v) { return Bool(n, v, &o->force); }},
   };
-  for (const auto& [name, value] : given) {
-    auto it = setters.find(name);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& s : setters) known += (known.empty() ? "" : ", ") + s.first;
-      return Status::Err(EINVAL, "unknown format option " + name + " (known: " + known + ")");
-    }
-    RETURN_IF_ERROR(it->second(name, value));
-  }
+  RETURN_IF_ERROR(ApplyNamed(given, setters, "format option "));
   if (o->meta_url.empty()) return Status::Err(EINVAL, "no META-URL given");
   return Status::OK();
 }
