@@ -477,6 +477,25 @@ class SdkOnRedisRadosgwTest(harness.TierFSTestCase):
         self.fs.rmr("/r/a")
         self.assertEqual(self.fs.listdir("/r"), ["big"])
 
+    def test_forked_children_use_the_client(self):
+        # hiredis connections, libcurl handles and the session are the parent's: each child
+        # must open its own (and draw its own random names) to read and write.
+        with self.fs.open("/fork-parent", "wb") as f:
+            f.write(b"p" * 100000)
+
+        def child(i):
+            with self.fs.open("/fork-parent", "rb") as f:
+                ok = f.read() == b"p" * 100000
+            with self.fs.open("/fork-child-%d" % i, "wb") as f:
+                f.write(os.urandom(3 << 20))
+            return ok
+
+        for i in range(3):
+            self.assertEqual(harness.in_child(child, i), {"ok": True})
+        self.assertEqual(sorted(n for n in self.fs.listdir("/") if n.startswith("fork-child")),
+                         ["fork-child-0", "fork-child-1", "fork-child-2"])
+        self.assertEqual(self.fs.stat("/fork-child-2").st_size, 3 << 20)
+
     def test_secrets_stay_hidden(self):
         secret = self.srv["s3_secret_key"]
         self.assertNotIn(secret, repr(self.fs))

@@ -4,6 +4,7 @@ come from the volume (tierfs.torch_data). Debian's Python and python3-torch."""
 
 import hashlib
 import os
+import subprocess
 
 import harness
 
@@ -17,15 +18,20 @@ FILES = 240
 
 
 class DataLoaderTest(harness.TierFSTestCase):
+    """On SQLite and a local bucket."""
     AUTO_MOUNT = False
+
+    @classmethod
+    def make_volume(cls):
+        cls.v = harness.Volume("torchvol")
+        cls.addClassCleanup(cls.v.cleanup)
+        tierfs.format(cls.v.meta_url, "torchvol", bucket=cls.v.bucket, trash_days=0)
+        return cls.v.meta_url
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.v = harness.Volume("torchvol")
-        cls.addClassCleanup(cls.v.cleanup)
-        tierfs.format(cls.v.meta_url, "torchvol", bucket=cls.v.bucket, trash_days=0)
-        cls.fs = tierfs.Client(cls.v.meta_url, cache_dir="memory")
+        cls.fs = tierfs.Client(cls.make_volume(), cache_dir="memory")
         cls.addClassCleanup(cls.fs.close)
         cls.fs.makedirs("/train/a")
         cls.fs.makedirs("/train/b")
@@ -71,6 +77,25 @@ class DataLoaderTest(harness.TierFSTestCase):
         self.assertEqual(back["step"], 7)
         self.assertTrue(torch.equal(back["w"], state["w"]))
         self.assertGreater(self.fs.stat("/ckpt.pt").st_size, 4_000_000)
+
+
+class DataLoaderOnRedisRadosgwTest(DataLoaderTest):
+    """The same on the shared servers: each worker opens its own Redis connections and S3
+    handles (and draws its own random names)."""
+
+    @classmethod
+    def make_volume(cls):
+        srv = harness.servers()
+        url = srv["redis_url"].rstrip("/") + "/10"
+        subprocess.run(["redis-cli", "-u", url, "flushdb"], capture_output=True)
+        tierfs.format(url, "torchredis", storage="s3", bucket=srv["s3_endpoint"] + "/" + harness.unique("torch"),
+                      access_key=srv["s3_access_key"], secret_key=srv["s3_secret_key"], force=True)
+        return url
+
+    # Two of the matrix here: the others exercise nothing the engine or store changes.
+    test_iterable_with_forkserver_workers = None
+    test_iterable_with_forked_workers = None
+    test_checkpoints_saved_and_loaded = None
 
 
 if __name__ == "__main__":
