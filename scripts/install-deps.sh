@@ -12,7 +12,7 @@ PKGS=(
   redis-server etcd-server etcd-client postgresql patroni python3-etcd ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl iproute2
   python3 python3-prometheus-client attr acl fio tar diffutils procps psmisc bc strace e2fsprogs util-linux time
   awscli python3-boto3 rclone s3cmd s3fs openssl rsync python3-hypothesis
-  pybind11-dev python3-dev python3-setuptools python3-pip python3-fsspec python3-pandas python3-torch
+  pybind11-dev python3-dev python3-setuptools python3-pip python3-fsspec python3-pandas python3-torch python3-venv
 )
 # Azurite, the Azure Blob Storage emulator the tests run (tests/servers.py), comes from npm:
 # 3.35.0 is the newest release that runs on Debian 12's Node.js 18 (later ones want 21+).

@@ -226,17 +226,6 @@ REDIS_DB.update({"sync": 18})
 REDIS_DB.update({"mirror": 19, "mirror_regions": 20})
 
 
-def import_sdk():
-    """The Python SDK's package (python/), imported from the build tree: TIERFS_SDK_PATH
-    (ctest sets it), else BUILD/python beside the tierfs binary's build tree."""
-    path = os.environ.get("TIERFS_SDK_PATH") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(tierfs_bin())))), "python")
-    if path not in sys.path:
-        sys.path.insert(0, path)
-    import tierfs as sdk
-    return sdk
-
-
 def servers():
     """The TIERFS_TEST_* addresses of the throwaway servers; skips when run outside ctest."""
     if not os.environ.get("TIERFS_TEST_REDIS_URL"):

@@ -19,9 +19,10 @@ import threading
 import unittest
 
 import harness
+import sdk_support
 from harness import msg
 
-tierfs = harness.import_sdk()
+tierfs = sdk_support.import_sdk()
 SDK_PATH = os.path.dirname(os.path.dirname(tierfs.__file__))
 
 
@@ -38,11 +39,8 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.v = harness.Volume("sdkvol")
-        cls.addClassCleanup(cls.v.cleanup)
-        rec = tierfs.format(cls.v.meta_url, "sdkvol", storage="file", bucket=cls.v.bucket, trash_days=0)
+        cls.v, rec = sdk_support.class_volume(cls, "sdkvol")
         assert rec["name"] == "sdkvol" and len(rec["uuid"]) == 36, rec
-        cls.v.mount()
         cls.fs = tierfs.Client(cls.v.meta_url, cache_dir=os.path.join(cls.v.dir, "sdkcache"))
         cls.addClassCleanup(cls.fs.close)
 

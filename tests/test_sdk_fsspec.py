@@ -8,8 +8,9 @@ import os
 import tempfile
 
 import harness
+import sdk_support
 
-tierfs = harness.import_sdk()
+sdk_support.import_sdk()  # registers the protocol
 import fsspec  # noqa: E402
 from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -23,10 +24,7 @@ class FsspecTest(harness.TierFSTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.v = harness.Volume("fsspecvol")
-        cls.addClassCleanup(cls.v.cleanup)
-        tierfs.format(cls.v.meta_url, "fsspecvol", bucket=cls.v.bucket, trash_days=0)
-        cls.v.mount()
+        cls.v, _ = sdk_support.class_volume(cls, "fsspecvol")
         cls.fs = fsspec.filesystem("tierfs", meta=cls.v.meta_url, cache_dir="memory")
         cls.addClassCleanup(cls.fs.client.close)
 
@@ -181,10 +179,7 @@ class DifferentialTest(harness.TierFSTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.v = harness.Volume("diffvol")
-        cls.addClassCleanup(cls.v.cleanup)
-        tierfs.format(cls.v.meta_url, "diffvol", bucket=cls.v.bucket, trash_days=0)
-        cls.v.mount()
+        cls.v, _ = sdk_support.class_volume(cls, "diffvol")
         cls.sdk = fsspec.filesystem("tierfs", meta=cls.v.meta_url, cache_dir="memory", skip_instance_cache=True)
         cls.addClassCleanup(cls.sdk.client.close)
         cls.local = LocalFileSystem()

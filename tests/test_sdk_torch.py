@@ -7,8 +7,9 @@ import os
 import subprocess
 
 import harness
+import sdk_support
 
-tierfs = harness.import_sdk()
+tierfs = sdk_support.import_sdk()
 import torch  # noqa: E402
 import torch.utils.data  # noqa: E402
 
@@ -23,9 +24,7 @@ class DataLoaderTest(harness.TierFSTestCase):
 
     @classmethod
     def make_volume(cls):
-        cls.v = harness.Volume("torchvol")
-        cls.addClassCleanup(cls.v.cleanup)
-        tierfs.format(cls.v.meta_url, "torchvol", bucket=cls.v.bucket, trash_days=0)
+        cls.v, _ = sdk_support.class_volume(cls, "torchvol", mount=False)
         return cls.v.meta_url
 
     @classmethod

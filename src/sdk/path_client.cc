@@ -95,15 +95,19 @@ Result<Entry> PathClient::Walk(Ino dir, const std::string& path, bool follow, in
   const Ino root = volume_->root();
   Entry cur;
   cur.ino = (path.empty() || path[0] == '/') ? root : dir;
-  ASSIGN_OR_RETURN(cur.attr, vfs->GetAttr(cur.ino));
+  // The start is a directory (the root, or the one holding a link), and each Lookup
+  // returns its child's attributes: the start's own are read only when the walk ends on
+  // it, not once more per path.
+  bool have_attr = false;
   auto names = Split(path);
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     if (name == ".") continue;
-    if (!cur.attr.IsDir()) return Status::Err(ENOTDIR, "not a directory");
+    if (have_attr && !cur.attr.IsDir()) return Status::Err(ENOTDIR, "not a directory");
     if (name == "..") {
       if (cur.ino == root) continue;
       ASSIGN_OR_RETURN(cur, vfs->Lookup(ctx_, cur.ino, ".."));
+      have_attr = true;
       continue;
     }
     ASSIGN_OR_RETURN(Entry next, vfs->Lookup(ctx_, cur.ino, name));
@@ -114,6 +118,10 @@ Result<Entry> PathClient::Walk(Ino dir, const std::string& path, bool follow, in
       ASSIGN_OR_RETURN(next, Walk(cur.ino, target, true, links));
     }
     cur = std::move(next);
+    have_attr = true;
+  }
+  if (!have_attr) {
+    ASSIGN_OR_RETURN(cur.attr, vfs->GetAttr(cur.ino));
   }
   return cur;
 }
@@ -329,8 +337,9 @@ Status PathClient::Clone(const std::string& from, const std::string& to) {
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(to, &parent, &name));
-  // The Vfs maps parent 1 to the mount's root; any other number is taken as it is.
-  nlohmann::json target{{"parent", parent == volume_->root() ? 1 : parent}, {"name", name}};
+  // The Vfs maps parent 1 to the mount's root, which a walk from the root (or --subdir's)
+  // also finds: real inode numbers need no mapping.
+  nlohmann::json target{{"parent", parent}, {"name", name}};
   return On(vfs->SetXattr(ctx_, src.ino, Vfs::kCloneXattr, target.dump(), 0), from + " -> " + to);
 }
 
@@ -457,6 +466,7 @@ Result<std::vector<std::pair<Quota, std::string>>> PathClient::ListQuotas() {
 
 Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t mode) {
   TIERFS_LIVE();
+  std::optional<Entry> found;  // what O_CREAT's lookup found, unless a link to follow
   if ((flags & O_CREAT) != 0) {
     Ino parent;
     std::string name;
@@ -464,6 +474,7 @@ Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t m
     auto existing = vfs->Lookup(ctx_, parent, name);
     if (!existing.ok() && existing.status().code() != ENOENT) return On(existing.status(), path);
     if (existing.ok() && (flags & O_EXCL) != 0) return Status::Err(EEXIST, path + ": exists");
+    if (existing.ok() && !existing->attr.IsSymlink()) found = *existing;
     if (!existing.ok()) {
       auto c = vfs->Create(ctx_, parent, name, S_IFREG | (mode & 07777), flags & ~(O_CREAT | O_EXCL));
       if (c.ok()) return OpenFile{c->second.fh, c->first.ino};
@@ -471,7 +482,12 @@ Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t m
       // Made by another client in between: open it as O_CREAT without O_EXCL would.
     }
   }
-  ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
+  Entry e;
+  if (found) {
+    e = *found;
+  } else {
+    ASSIGN_OR_RETURN(e, Resolve(path, true));
+  }
   // As Python's open(): a directory is no file to read or write.
   if (e.attr.IsDir()) return Status::Err(EISDIR, path + ": is a directory");
   auto o = vfs->Open(ctx_, e.ino, flags & ~(O_CREAT | O_EXCL));
