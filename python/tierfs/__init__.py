@@ -232,24 +232,20 @@ class Client:
     def lstat(self, path):
         return self.stat(path, follow_symlinks=False)
 
-    def exists(self, path):
+    def _is(self, path, test):
         try:
-            self.stat(path)
-            return True
+            return test(self.stat(path).st_mode)
         except (FileNotFoundError, NotADirectoryError):
             return False
+
+    def exists(self, path):
+        return self._is(path, lambda mode: True)
 
     def isdir(self, path):
-        try:
-            return _stat.S_ISDIR(self.stat(path).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
+        return self._is(path, _stat.S_ISDIR)
 
     def isfile(self, path):
-        try:
-            return _stat.S_ISREG(self.stat(path).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
+        return self._is(path, _stat.S_ISREG)
 
     def access(self, path, mode):
         return self._native().access(_text(path), mode)
