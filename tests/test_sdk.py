@@ -88,6 +88,76 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
         with open(self.on_mount("a.bin"), "rb") as f:
             self.assertEqual(f.read(), data[:10] + b"XYZ" + data[13:20] + b"++")
 
+    def test_append_modes_as_the_builtin_open(self):
+        """Positions in the append modes are those of the built-in open() on a local
+        directory (FileIO seeks to the end when it opens), step by step."""
+        local = self.local_tmpdir()
+
+        def steps(opener, root):
+            out = []
+            with opener(root + "/f", "wb") as f:
+                f.write(b"x" * 6000)
+            for mode, buffering in (("ab", 0), ("a+b", 0), ("ab", -1), ("a+b", -1)):
+                f = opener(root + "/f", mode, buffering)
+                out.append((mode, buffering, f.tell()))
+                f.write(b"")  # moves nothing, as write(2) of nothing
+                out.append(f.tell())
+                f.write(b"y")
+                out.append(f.tell())
+                if "+" in mode:
+                    f.seek(0)
+                    out.append(f.read(2))
+                    f.write(b"z")  # still at the end, whatever the position was
+                    out.append(f.tell())
+                f.close()
+            # Another handle shrinks the file under an open append handle: its position
+            # stays, truncate() with no size cuts (here: extends) there, and the next
+            # write goes at the end.
+            f = opener(root + "/f", "ab", 0)
+            with opener(root + "/f", "wb") as g:
+                g.write(b"short")
+            out += [f.tell(), f.truncate(), f.write(b"!"), f.tell()]
+            f.close()
+            with opener(root + "/f", "rb") as f:
+                out.append(f.read())
+            return out
+
+        expected = steps(open, local)
+        self.assertEqual(steps(self.fs.open, self.d), expected)
+        with open(self.on_mount("f"), "rb") as f:
+            self.assertEqual(f.read(), expected[-1])
+
+    def test_appends_of_threads_never_overwrite_each_other(self):
+        """O_APPEND through one client: every thread's records land whole, none lost, even
+        with a handle per thread (the end is chosen and written in one step)."""
+        path = self.p("journal")
+        errors = []
+
+        def work(i):
+            try:
+                with self.fs.open(path, "ab", buffering=0) as f:
+                    for r in range(100):
+                        rec = ("%02d:%04d:" % (i, r)).encode().ljust(63, b".") + b"\n"
+                        at = f.tell()
+                        f.write(rec)
+                        if f.tell() <= at:
+                            errors.append("thread %d record %d: position %d after %d" % (i, r, f.tell(), at))
+            except Exception as e:  # noqa: B902 - reported below
+                errors.append(repr(e))
+
+        self.fs.open(path, "wb").close()
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        with self.fs.open(path, "rb") as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 800)
+        self.assertEqual(sorted(lines), sorted(("%02d:%04d:" % (i, r)).encode().ljust(63, b".")
+                                               for i in range(8) for r in range(100)))
+
     def test_text_files(self):
         with self.fs.open(self.p("t.txt"), "w", encoding="utf-8") as f:
             f.write("línea 1\nline 2\n")

@@ -302,6 +302,13 @@ PYBIND11_MODULE(_tierfs, m) {
         Check(s.c().Write(fh, off, ptr, n));
         return n;
       })
+      .def("pappend", [](NativeClient& s, uint64_t fh, uint64_t ino, py::buffer b) {
+        py::buffer_info info = b.request();
+        const char* ptr = static_cast<const char*>(info.ptr);
+        size_t n = static_cast<size_t>(info.size * info.itemsize);
+        py::gil_scoped_release nogil;
+        return std::make_pair(Take(s.c().Append(OpenFile{fh, ino}, ptr, n)), n);
+      })
       .def("flush", [](NativeClient& s, uint64_t fh) { Check(s.c().Flush(fh)); }, NOGIL)
       .def("fsync", [](NativeClient& s, uint64_t fh) { Check(s.c().Fsync(fh)); }, NOGIL)
       .def("fstat", [](NativeClient& s, uint64_t fh, uint64_t ino) {

@@ -7,8 +7,11 @@ import os
 
 class RawFile(io.RawIOBase):
     """Unbuffered binary file over one handle of the native client. Reads and writes are
-    positional (pread/pwrite on the volume), so a seek costs nothing; O_APPEND writes go
-    at the end as the file stands at each write."""
+    positional (pread/pwrite on the volume), so a seek costs nothing. As the built-in
+    open(), an append mode starts at the end of the file, and each O_APPEND write goes at
+    the end as the file stands then (the client chooses the end and writes there in one
+    step, so appends of its threads never overwrite each other) and leaves the position
+    after it."""
 
     def __init__(self, client, path, flags, mode_text):
         super().__init__()
@@ -25,6 +28,8 @@ class RawFile(io.RawIOBase):
         self._readable = acc in (os.O_RDONLY, os.O_RDWR)
         self._writable = acc in (os.O_WRONLY, os.O_RDWR)
         self._append = bool(flags & os.O_APPEND)
+        if self._append:  # as io.FileIO, which seeks to the end when it opens for appending
+            self._pos = self._native.fstat(self._fh, self._ino)[5]
 
     def _live(self):
         if self.closed:
@@ -82,8 +87,12 @@ class RawFile(io.RawIOBase):
         if not self._writable:
             raise io.UnsupportedOperation("not writable")
         m = memoryview(b).cast("B")
+        if len(m) == 0:
+            return 0  # as write(2): nothing written, not even an O_APPEND move to the end
         if self._append:
-            self._pos = native.fstat(self._fh, self._ino)[5]
+            at, n = native.pappend(self._fh, self._ino, m)
+            self._pos = at + n
+            return n
         n = native.pwrite(self._fh, self._pos, m)
         self._pos += n
         return n

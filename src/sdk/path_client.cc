@@ -516,6 +516,14 @@ Status PathClient::Write(uint64_t fh, uint64_t off, const char* data, size_t siz
   return vfs->Write(fh, off, data, size);
 }
 
+Result<uint64_t> PathClient::Append(const OpenFile& f, const char* data, size_t size) {
+  TIERFS_LIVE();
+  std::lock_guard<std::mutex> one_at_a_time(append_mu_[f.ino % append_mu_.size()]);
+  ASSIGN_OR_RETURN(Attr a, vfs->GetAttr(f.ino));
+  RETURN_IF_ERROR(vfs->Write(f.fh, a.length, data, size));
+  return a.length;
+}
+
 Status PathClient::Flush(uint64_t fh) {
   TIERFS_LIVE();
   return vfs->Flush(fh, 0);

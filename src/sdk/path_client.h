@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -118,6 +119,12 @@ class PathClient {
   Result<OpenFile> Open(const std::string& path, int flags, uint32_t mode);
   Result<size_t> Read(uint64_t fh, uint64_t off, size_t size, char* buf);
   Status Write(uint64_t fh, uint64_t off, const char* data, size_t size);
+  // A write of an O_APPEND handle: at the end of the file as this client sees it (its own
+  // buffered writes included). Appends through this client to one file never interleave or
+  // overwrite each other, whatever the handle or thread; another client's appends may (as
+  // between two mounts: its writes reach this one at its close, close-to-open). Returns the
+  // offset written at.
+  Result<uint64_t> Append(const OpenFile& f, const char* data, size_t size);
   // Commits the handle's writes so that other clients see them (close-to-open).
   Status Flush(uint64_t fh);
   Status Fsync(uint64_t fh);
@@ -139,6 +146,9 @@ class PathClient {
 
   // Every call holds it shared; Close holds it alone, so no call runs on a closed volume.
   mutable std::shared_mutex mu_;
+  // Append holds the one of its inode (ino % size): choosing the end and writing there is
+  // one step for every thread of this client.
+  std::array<std::mutex, 16> append_mu_;
   std::unique_ptr<client::Volume> volume_;
   Ctx ctx_;
 };
