@@ -30,11 +30,13 @@ class Writer:
         self.slowest = 0.0  # the slowest operation (several system calls)
         self.slowest_call = (0.0, "")  # the slowest single system call, and which
         self.n = 0
+        self.last_call = ""
 
     def call(self, fn, *args):
         """One system call of an operation, timed: no one call may wait past the engine's
         retry bound (an operation of four calls may take up to four times as long)."""
         t0 = time.monotonic()
+        self.last_call = fn.__name__
         try:
             return fn(*args)
         finally:
@@ -47,7 +49,7 @@ class Writer:
         try:
             fn()
         except OSError as e:
-            self.failed.append(repr(e))
+            self.failed.append("%r in %s at %.1f s" % (e, self.last_call, time.monotonic()))
             self.failed_at.append(time.monotonic())
             return False
         finally:

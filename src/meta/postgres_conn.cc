@@ -189,6 +189,10 @@ Result<std::unique_ptr<Conn>> Conn::Open(const Params& p, bool prepare, std::str
       return Status::Err(EIO, "cannot set up the connection to " + server + ": " +
                                   CleanMessage(PQerrorMessage(c)));
     }
+    const char* host = PQhost(c);
+    const char* port = PQport(c);
+    conn->endpoint_ = std::string(host != nullptr ? host : "") + ":" + (port != nullptr ? port : "");
+    conn->backend_pid_ = PQbackendPID(c);
     if (prepare) RETURN_IF_ERROR(conn->Prepare(marker_sent));
     return conn;
   }

@@ -97,6 +97,10 @@ class Conn {
   // This connection's id in tierfs_commits (32 hex digits), and the sequence number of its
   // marker as the last write transaction set it.
   const std::string& marker_id() const { return marker_id_; }
+  // The server's end of this connection, as connected: HOST:PORT and the process id of the
+  // backend serving it (what pg_stat_activity lists it under while it lives).
+  const std::string& endpoint() const { return endpoint_; }
+  int backend_pid() const { return backend_pid_; }
   // Queues the marker update of the next write transaction; returns its result index and
   // sets *seq to the number written.
   size_t QueueMark(uint64_t* seq);
@@ -146,6 +150,8 @@ class Conn {
   bool ended_by_server_ = false;
   bool prepared_ = false;
   std::string marker_id_;
+  std::string endpoint_;
+  int backend_pid_ = 0;
   uint64_t marker_seq_ = 0;
 };
 

@@ -126,9 +126,15 @@ class PostgresEngine final : public KvEngine {
   Attempt RunOnce(pg::Conn& conn, const std::function<Status(KvTxn&)>& fn, bool read_only,
                   Clock::time_point deadline);
   // Finds out whether the transaction that set marker seq of connection marker_id committed
-  // after the connection broke during its COMMIT.
+  // after the connection broke during its COMMIT. `unconfirmed` is that broken connection
+  // when the marker's own reply never arrived: the marker may then not even be set yet by
+  // its backend, still running on the server, so the answer waits until that backend is
+  // gone (on the same server; after a failover the new primary holds only what reached it).
   Attempt ResolveCommit(const std::string& marker_id, uint64_t seq, const Status& why,
-                        Clock::time_point deadline);
+                        Clock::time_point deadline, const pg::Conn* unconfirmed = nullptr);
+  // Whether the backend of the broken connection old still runs on the server c reaches
+  // (false when c reaches another server). Sets *err when it cannot tell.
+  bool StillRunning(pg::Conn& c, const pg::Conn& old, Status* err);
   // Calls attempt until it does not ask for a retry or the timeout passes.
   template <typename F>
   Status WithRetry(const char* what, F&& attempt);
@@ -544,11 +550,26 @@ Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn
   if (mark_index < results.size() && results[mark_index] != nullptr) {
     return ResolveCommit(conn.marker_id(), mark_seq, cs, deadline);
   }
-  return Attempt::Done(Ambiguous(Server(), cs));
+  // The marker's reply never came (the connection broke while sending, or before the
+  // reply arrived): whether its batch, and COMMIT after it, ran is known once the backend
+  // that had them is gone. A 3-minute Patroni soak had 2 of 14 primary kills end an
+  // operation in EIO here ("may or may not have been applied") before this was asked.
+  return ResolveCommit(conn.marker_id(), mark_seq, cs, deadline, &conn);
+}
+
+bool PostgresEngine::StillRunning(pg::Conn& c, const pg::Conn& old, Status* err) {
+  if (c.endpoint() != old.endpoint()) return false;
+  if (old.backend_pid() == 0) return true;  // cannot tell: the caller gives up at its deadline
+  std::vector<pg::ResultPtr> results;
+  size_t i = c.QueueSql("SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1",
+                        {std::to_string(old.backend_pid())});
+  *err = c.RoundTrip(&results);
+  return !err->ok() || std::string(PQgetvalue(results[i].get(), 0, 0)) != "0";
 }
 
 Attempt PostgresEngine::ResolveCommit(const std::string& marker_id, uint64_t seq,
-                                      const Status& why, Clock::time_point deadline) {
+                                      const Status& why, Clock::time_point deadline,
+                                      const pg::Conn* unconfirmed) {
   DropIdle();
   Status last = why;
   const std::string want = std::to_string(seq);
@@ -560,7 +581,14 @@ Attempt PostgresEngine::ResolveCommit(const std::string& marker_id, uint64_t seq
     // a server that is alive (NOWAIT: asked again after a pause), and the marker, no longer
     // needed, goes in the same transaction.
     auto conn = pg::Conn::Open(params_, /*prepare=*/false);
-    if (conn.ok()) {
+    Status alive_err;
+    if (conn.ok() && unconfirmed != nullptr && StillRunning(**conn, *unconfirmed, &alive_err)) {
+      // Its backend may still set the marker and commit: ask again after a pause.
+      if (!alive_err.ok() && alive_err.code() != pg::kLost && alive_err.code() != EBUSY) {
+        return Attempt::Done(Ambiguous(Server(), alive_err));
+      }
+      last = alive_err.ok() ? why : alive_err;
+    } else if (conn.ok()) {
       std::vector<pg::ResultPtr> results;
       pg::Conn& c = **conn;
       c.QueueSql("BEGIN");

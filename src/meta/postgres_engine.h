@@ -45,9 +45,16 @@
 // locked -> still running, ask again until the timeout. The row is deleted in the same
 // transaction. When the server itself said it was ending the session (shutdown, restart)
 // or that it is read-only before the marker's reply, COMMIT never ran, and the transaction
-// is run again. Only a connection that dies silently between sending COMMIT and receiving
-// the marker's reply leaves the outcome unknown: Txn then fails with EIO saying that the
-// transaction may or may not have been applied. The marker update costs no round trip.
+// is run again. A connection that dies silently between sending COMMIT and receiving the
+// marker's reply leaves the row's state unknown until the backend that had the transaction
+// is gone: the resolver asks pg_stat_activity for that backend's pid when it reaches the
+// same HOST:PORT, and reads the row once it is gone (or at once on another server: after
+// a failover the new primary holds the commit if and only if its WAL reached it, and the
+// old backend can commit nothing there any more). Only a backend that outlives the
+// timeout (a server that never notices the broken connection, or a commit waiting for a
+// standby that never answers) leaves the outcome unknown: Txn then fails with EIO saying
+// that the transaction may or may not have been applied. The marker update costs no
+// round trip.
 // (The transaction id, pg_current_xact_id, cannot serve: after a crash or a failover an id
 // whose WAL never reached the surviving server is handed to another transaction there,
 // and pg_xact_status would answer for that one.) Markers of connections that broke are

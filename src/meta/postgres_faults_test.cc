@@ -22,6 +22,14 @@ class FaultProxy {
     // Hold back the next COMMIT, let the replies before it through, then cut: the
     // transaction id reached the client but COMMIT never reached the server.
     kWithholdCommit,
+    // Forward the next COMMIT, then drop every reply (the commit marker's included) and
+    // cut once COMMIT's own reply comes: the transaction did commit, and the client never
+    // learned that its marker was set.
+    kDropRepliesFromCommit,
+    // Hold back the next COMMIT and drop every reply from there (the marker's included),
+    // then cut: COMMIT never reached the server, and the client cannot tell from its
+    // replies either.
+    kWithholdCommitAndReplies,
   };
 
   explicit FaultProxy(int port) : target_port_(port) {
@@ -94,12 +102,14 @@ class FaultProxy {
   void Pump(int a, int b) {
     // The text of COMMIT in the client's Parse message, and the server's CommandComplete.
     static const std::string kCommitSql("COMMIT\0", 7);
+    static const std::string kMarkStmt("tierfs_mark\0", 12);
     static const std::string kCommitReply(
         "C\0\0\0\x0b"
         "COMMIT\0",
         12);
     char buf[16384];
     bool withholding = false;  // dropping client data; cut at cut_at
+    bool muting = false;       // dropping server data (kDropRepliesFromCommit, ...WithReplies)
     Clock::time_point cut_at;
     for (;;) {
       pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
@@ -116,14 +126,30 @@ class FaultProxy {
         size_t forward = static_cast<size_t>(n);
         const bool from_client = i == 0;
         if (from_client && withholding) continue;
+        if (!from_client && muting) {
+          if (Find(buf, forward, kCommitReply) != std::string::npos) done = true;
+          continue;
+        }
         Fault fault = fault_.load();
-        if (from_client && fault == Fault::kWithholdCommit) {
+        // The COMMIT of a write transaction: its marker update goes in the same send (a
+        // read-only transaction's COMMIT, sent without waiting, may reach the proxy late,
+        // and a new connection plants its marker with synchronous_commit = local).
+        const bool write_commit = Find(buf, forward, kMarkStmt) != std::string::npos &&
+                                  Find(buf, forward, "synchronous_commit") == std::string::npos;
+        if (from_client && (fault == Fault::kWithholdCommit ||
+                            (fault == Fault::kWithholdCommitAndReplies && write_commit))) {
           size_t at = Find(buf, forward, kCommitSql);
           if (at != std::string::npos && fault_.compare_exchange_strong(fault, Fault::kNone)) {
             forward = at;  // the server gets a torn message and then nothing
             withholding = true;
+            muting = fault == Fault::kWithholdCommitAndReplies;
             cut_at = Clock::now() + std::chrono::milliseconds(300);
           }
+        }
+        if (from_client && fault == Fault::kDropRepliesFromCommit && write_commit &&
+            Find(buf, forward, kCommitSql) != std::string::npos &&
+            fault_.compare_exchange_strong(fault, Fault::kNone)) {
+          muting = true;  // COMMIT goes through; nothing comes back
         }
         if (!from_client && fault == Fault::kDropCommitReply) {
           size_t at = Find(buf, forward, kCommitReply);
@@ -302,6 +328,25 @@ TEST(PostgresEngine, CommitOutcomeIsLookedUpAfterALostReply) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(ReadCounter(*e, "n"), 3u);
+
+  // Neither the marker's reply nor COMMIT's came back, and COMMIT ran: once its backend is
+  // gone the marker says so (before, an EIO "may or may not have been applied").
+  runs = 0;
+  proxy.Arm(FaultProxy::Fault::kDropRepliesFromCommit);
+  st = e->Txn(increment);
+  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(ReadCounter(*e, "n"), 4u);
+
+  // No reply either, and COMMIT never arrived: run again, once.
+  runs = 0;
+  proxy.Arm(FaultProxy::Fault::kWithholdCommitAndReplies);
+  st = e->Txn(increment);
+  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(ReadCounter(*e, "n"), 5u);
 }
 
 // A PostgreSQL server of this test's own, in a temporary directory on a free port.
