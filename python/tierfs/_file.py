@@ -71,15 +71,19 @@ class RawFile(io.RawIOBase):
         native = self._live()
         if not self._readable:
             raise io.UnsupportedOperation("not readable")
-        # The rest of the file in one read into one bytes object, then whatever grew meanwhile.
+        # The rest of the file in one read into one bytes object, asking for a little more
+        # than its length: a short answer is the end of the file, and only a file that grew
+        # past that margin meanwhile takes another round (a small file costs one stat and
+        # one read, not two of each).
         chunks = []
         while True:
             size = native.fstat(self._fh, self._ino)[5]
-            data = native.pread(self._fh, self._pos, max(size - self._pos, 0) + (1 << 16))
-            if not data:
-                break
+            want = max(size - self._pos, 0) + (1 << 16)
+            data = native.pread(self._fh, self._pos, want)
             chunks.append(data)
             self._pos += len(data)
+            if len(data) < want:
+                break
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def write(self, b):
