@@ -19,8 +19,10 @@ opened before the fork must be opened again in the child.
 """
 
 import atexit as _atexit
+import errno as _errno
 import json as _json
 import os as _os
+import posixpath as _posixpath
 import stat as _stat
 import threading as _threading
 import weakref as _weakref
@@ -232,11 +234,19 @@ class Client:
     def lstat(self, path):
         return self.stat(path, follow_symlinks=False)
 
+    # What os.path.exists and os.access answer False for: the path names nothing reachable.
+    # Failures of the volume itself (EIO, a closed client, ...) still raise: on a shared
+    # volume, "no" for "the metadata server did not answer" would be a lie.
+    _NO_SUCH_PATH = (_errno.ENOENT, _errno.ENOTDIR, _errno.EACCES, _errno.EPERM, _errno.ELOOP,
+                     _errno.ENAMETOOLONG)
+
     def _is(self, path, test):
         try:
             return test(self.stat(path).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            return False
+        except OSError as e:
+            if e.errno in self._NO_SUCH_PATH:
+                return False
+            raise
 
     def exists(self, path):
         return self._is(path, lambda mode: True)
@@ -248,7 +258,12 @@ class Client:
         return self._is(path, _stat.S_ISREG)
 
     def access(self, path, mode):
-        return self._native().access(_text(path), mode)
+        try:
+            return self._native().access(_text(path), mode)
+        except OSError as e:
+            if e.errno in self._NO_SUCH_PATH:
+                return False
+            raise
 
     def truncate(self, path, length):
         self._native().truncate(_text(path), length)
@@ -290,18 +305,24 @@ class Client:
         self._native().mkdir(_text(path), mode)
 
     def makedirs(self, path, mode=0o777, exist_ok=False):
+        # os.makedirs step by step, so that the errors are its own (a file on the way:
+        # NotADirectoryError from the mkdir below it, not FileExistsError).
         path = _text(path)
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        cur = "/" if path.startswith("/") else ""
-        for i, part in enumerate(parts):
-            cur = cur.rstrip("/") + "/" + part if cur else part
+        head, tail = _posixpath.split(path)
+        if not tail:
+            head, tail = _posixpath.split(head)
+        if head and tail and not self.exists(head):
             try:
-                self.mkdir(cur, mode)
+                self.makedirs(head, exist_ok=exist_ok)
             except FileExistsError:
-                if i == len(parts) - 1 and not exist_ok:
-                    raise
-                if not self.isdir(cur):
-                    raise
+                pass  # made meanwhile by another
+            if tail == ".":
+                return
+        try:
+            self.mkdir(path, mode)
+        except OSError:
+            if not exist_ok or not self.isdir(path):
+                raise
 
     def rmdir(self, path):
         self._native().rmdir(_text(path))

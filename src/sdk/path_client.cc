@@ -50,6 +50,10 @@ std::vector<std::string> Split(const std::string& path) {
 
 Status Closed() { return Status::Err(EBADF, "the client is closed"); }
 
+// A trailing slash names a directory (path_resolution(7)): a walk follows a last link and
+// wants a directory there, and the calls that take a last name check it as Linux does.
+bool Slashed(const std::string& path) { return path.size() > 1 && path.back() == '/'; }
+
 // The error with the path it was about, as os.* names it.
 Status On(const Status& st, const std::string& path) {
   if (st.ok()) return st;
@@ -112,7 +116,7 @@ Result<Entry> PathClient::Walk(Ino dir, const std::string& path, bool follow, in
     }
     ASSIGN_OR_RETURN(Entry next, vfs->Lookup(ctx_, cur.ino, name));
     const bool last = i + 1 == names.size();
-    if (next.attr.IsSymlink() && (!last || follow)) {
+    if (next.attr.IsSymlink() && (!last || follow || Slashed(path))) {
       if (++*links > kMaxLinks) return Status::Err(ELOOP, "too many levels of symbolic links");
       ASSIGN_OR_RETURN(std::string target, vfs->Readlink(next.ino));
       ASSIGN_OR_RETURN(next, Walk(cur.ino, target, true, links));
@@ -123,6 +127,7 @@ Result<Entry> PathClient::Walk(Ino dir, const std::string& path, bool follow, in
   if (!have_attr) {
     ASSIGN_OR_RETURN(cur.attr, vfs->GetAttr(cur.ino));
   }
+  if (Slashed(path) && !cur.attr.IsDir()) return Status::Err(ENOTDIR, "not a directory");
   return cur;
 }
 
@@ -201,6 +206,11 @@ Result<std::vector<DirEntry>> PathClient::ReadDir(Ino dir) {
 
 Status PathClient::Mkdir(const std::string& path, uint32_t mode) {
   TIERFS_LIVE();
+  auto names = Split(path);
+  if (!names.empty() && (names.back() == "." || names.back() == "..")) {
+    RETURN_IF_ERROR(Resolve(path, true).status());  // mkdir(2): the walk's error, or:
+    return Status::Err(EEXIST, path + ": exists");
+  }
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
@@ -220,6 +230,11 @@ Status PathClient::Unlink(const std::string& path) {
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  if (Slashed(path)) {  // never a file's name
+    auto e = vfs->Lookup(ctx_, parent, name);
+    if (!e.ok()) return On(e.status(), path);
+    return Status::Err(e->attr.IsDir() ? EISDIR : ENOTDIR, path + (e->attr.IsDir() ? ": is a directory" : ": not a directory"));
+  }
   return On(vfs->Unlink(ctx_, parent, name), path);
 }
 
@@ -229,7 +244,26 @@ Status PathClient::Rename(const std::string& from, const std::string& to, uint32
   std::string n1, n2;
   RETURN_IF_ERROR(ResolveParent(from, &p1, &n1));
   RETURN_IF_ERROR(ResolveParent(to, &p2, &n2));
-  return On(vfs->Rename(ctx_, p1, n1, p2, n2, flags), from + " -> " + to);
+  if (Slashed(from) || Slashed(to)) {  // then only a directory moves
+    auto e = vfs->Lookup(ctx_, p1, n1);
+    if (!e.ok()) return On(e.status(), from);
+    if (!e->attr.IsDir()) return Status::Err(ENOTDIR, from + ": not a directory");
+  }
+  Status st = vfs->Rename(ctx_, p1, n1, p2, n2, flags);
+  if (st.code() == EISDIR) {
+    // rename(2) says ENOTEMPTY first when the directory replaced holds the source (a file
+    // moved onto a directory above it): the kernel checks that before the mount hears.
+    auto d = vfs->Lookup(ctx_, p2, n2);
+    Ino cur = p1;
+    for (int depth = 0; d.ok() && depth < 4096; ++depth) {
+      if (cur == d->ino) return Status::Err(ENOTEMPTY, to + ": not empty (it holds " + from + ")");
+      if (cur == volume_->root()) break;
+      auto up = vfs->Lookup(ctx_, cur, "..");
+      if (!up.ok()) break;
+      cur = up->ino;
+    }
+  }
+  return On(st, from + " -> " + to);
 }
 
 Status PathClient::Link(const std::string& existing, const std::string& path) {
@@ -238,7 +272,18 @@ Status PathClient::Link(const std::string& existing, const std::string& path) {
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  RETURN_IF_ERROR(NewName(parent, name, path, e.attr.IsDir()));
+  if (e.attr.IsDir()) return Status::Err(EPERM, existing + ": a directory cannot have another name");
   return On(vfs->Link(ctx_, e.ino, parent, name).status(), path);
+}
+
+Status PathClient::NewName(Ino parent, const std::string& name, const std::string& path, bool check) {
+  if (!check && !Slashed(path)) return Status::OK();  // the call's own EEXIST comes first
+  auto e = volume_->vfs()->Lookup(ctx_, parent, name);
+  if (e.ok()) return Status::Err(EEXIST, path + ": exists");
+  if (e.status().code() != ENOENT) return On(e.status(), path);
+  if (Slashed(path)) return Status::Err(ENOENT, path + ": a new name with a trailing slash names no directory");
+  return Status::OK();
 }
 
 Status PathClient::Symlink(const std::string& target, const std::string& path) {
@@ -246,6 +291,7 @@ Status PathClient::Symlink(const std::string& target, const std::string& path) {
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
+  RETURN_IF_ERROR(NewName(parent, name, path, false));
   return On(vfs->Symlink(ctx_, parent, name, target).status(), path);
 }
 
@@ -466,20 +512,41 @@ Result<std::vector<std::pair<Quota, std::string>>> PathClient::ListQuotas() {
 
 Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t mode) {
   TIERFS_LIVE();
-  std::optional<Entry> found;  // what O_CREAT's lookup found, unless a link to follow
+  std::optional<Entry> found;  // what O_CREAT's lookups found
   if ((flags & O_CREAT) != 0) {
     Ino parent;
     std::string name;
     RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
-    auto existing = vfs->Lookup(ctx_, parent, name);
-    if (!existing.ok() && existing.status().code() != ENOENT) return On(existing.status(), path);
-    if (existing.ok() && (flags & O_EXCL) != 0) return Status::Err(EEXIST, path + ": exists");
-    if (existing.ok() && !existing->attr.IsSymlink()) found = *existing;
-    if (!existing.ok()) {
+    if (Slashed(path)) return Status::Err(EISDIR, path + ": a file to create cannot end in a slash");
+    // A link is followed to where it points, and a file made there when nothing is (as
+    // open(2) does: `ln -s ckpt-100.pt latest.pt` and then writing latest.pt makes
+    // ckpt-100.pt); with O_EXCL a link is an existing name.
+    for (int links = 0;;) {
+      auto existing = vfs->Lookup(ctx_, parent, name);
+      if (!existing.ok() && existing.status().code() != ENOENT) return On(existing.status(), path);
+      if (existing.ok() && (flags & O_EXCL) != 0) return Status::Err(EEXIST, path + ": exists");
+      if (existing.ok() && existing->attr.IsSymlink()) {
+        if (++links > kMaxLinks) return Status::Err(ELOOP, path + ": too many levels of symbolic links");
+        auto target = vfs->Readlink(existing->ino);
+        if (!target.ok()) return On(target.status(), path);
+        const size_t cut = target->rfind('/');
+        name = cut == std::string::npos ? *target : target->substr(cut + 1);
+        std::string dir = cut == std::string::npos ? "." : cut == 0 ? "/" : target->substr(0, cut);
+        if (name.empty() || name == "." || name == "..") return Status::Err(EISDIR, path + ": is a directory");
+        auto d = Walk(parent, dir, true, &links);
+        if (!d.ok()) return On(d.status(), path);
+        if (!d->attr.IsDir()) return Status::Err(ENOTDIR, path + ": not a directory on the way");
+        parent = d->ino;
+        continue;
+      }
+      if (existing.ok()) {
+        found = *existing;
+        break;
+      }
       auto c = vfs->Create(ctx_, parent, name, S_IFREG | (mode & 07777), flags & ~(O_CREAT | O_EXCL));
       if (c.ok()) return OpenFile{c->second.fh, c->first.ino};
       if (c.status().code() != EEXIST || (flags & O_EXCL) != 0) return On(c.status(), path);
-      // Made by another client in between: open it as O_CREAT without O_EXCL would.
+      // Made by another client in between: look again, as O_CREAT without O_EXCL would.
     }
   }
   Entry e;

@@ -139,6 +139,10 @@ class PathClient {
   // for a last name of "." or "..", which no call that needs a name can take).
   Status ResolveParent(const std::string& path, Ino* parent, std::string* name);
   Result<Entry> Resolve(const std::string& path, bool follow);
+  // What Linux says of a new name before the call that makes it: EEXIST when it exists
+  // (asked only when `check`, or for a name with a trailing slash: otherwise the call
+  // itself says EEXIST), ENOENT for an absent one with a trailing slash.
+  Status NewName(Ino parent, const std::string& name, const std::string& path, bool check);
   Result<Entry> Walk(Ino dir, const std::string& path, bool follow, int* links);
   Result<std::vector<DirEntry>> ReadDir(Ino dir);
   // The id a quota call names: a directory's inode for kDir, else `id`.
