@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <memory>
 #include <string>
 
 #include "sdk/client_options.h"
+#include "sdk/fork_safe_log.h"
 #include "sdk/path_client.h"
 
 namespace py = pybind11;
@@ -103,6 +105,13 @@ PYBIND11_MODULE(_tierfs, m) {
   using namespace tierfs;
   using namespace tierfs::sdk;
   m.doc() = "TierFS native client (use the tierfs package, not this module)";
+  InstallForkSafeLogging();
+  // For tests: n log lines at a level, from the calling thread, without the GIL.
+  m.def("_log_for_tests", [](int n, const std::string& level) {
+    auto lv = spdlog::level::from_str(level);
+    py::gil_scoped_release nogil;
+    for (int i = 0; i < n; ++i) spdlog::log(lv, "log line {} for a test", i);
+  });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

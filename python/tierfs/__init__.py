@@ -153,6 +153,7 @@ class Client:
     def _forked(self):
         if self._handle is not None:
             self._handle.abandon()
+            self._parent_holds_cache = True
         self._handle = None
         self._generation += 1
         self._lock = _threading.Lock()  # another thread of the parent may have held it
@@ -167,9 +168,18 @@ class Client:
             if self._handle is None or self._pid != _os.getpid():
                 if self._handle is not None:  # a fork the at-fork hook did not see
                     self._forked()
-                self._handle = _tierfs.NativeClient(dict(self._options))
+                self._handle = _tierfs.NativeClient(self._options_here())
                 self._pid = _os.getpid()
             return self._handle
+
+    def _options_here(self):
+        # A forked child (or a process the client was pickled to) whose parent holds the disk
+        # cache directory keeps its caches in memory: the directory serves one process, and
+        # asking for it would only log that it is in use, once per DataLoader worker.
+        options = dict(self._options)
+        if getattr(self, "_parent_holds_cache", False):
+            options["cache_dir"] = "memory"
+        return options
 
     # -- pickling: a Client sent to another process (multiprocessing's spawn and forkserver,
     # a DataLoader's workers) opens a session of its own there --------------------------
@@ -177,10 +187,11 @@ class Client:
     def __getstate__(self):
         if self._closed:
             raise ValueError("a closed TierFS client cannot be pickled")
-        return {"options": dict(self._options)}
+        return {"options": dict(self._options), "holds_cache": self._handle is not None}
 
     def __setstate__(self, state):
         self._options = dict(state["options"])
+        self._parent_holds_cache = state.get("holds_cache", False)
         self._lock = _threading.Lock()
         self._generation = 0
         self._closed = False
