@@ -32,6 +32,15 @@ def sdk_env(extra_path=None):
     return env
 
 
+def in_threads(work, n):
+    """work(0) ... work(n - 1), each in a thread of its own, all at once; returns when all end."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 class SdkOnSqliteTest(harness.TierFSTestCase):
     """One volume made with tierfs.format, mounted with FUSE too, and one client of it."""
     AUTO_MOUNT = False
@@ -146,11 +155,7 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
                 errors.append(repr(e))
 
         self.fs.open(path, "wb").close()
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        in_threads(work, 8)
         self.assertEqual(errors, [])
         with self.fs.open(path, "rb") as f:
             lines = f.read().splitlines()
@@ -412,11 +417,7 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
             except Exception as e:  # noqa: B902 - reported below
                 errors.append(repr(e))
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        in_threads(work, 8)
         self.assertEqual(errors, [])
         self.assertEqual(len(self.fs.listdir(self.d)), 40)
 

@@ -113,18 +113,25 @@ class Side:
         self.files.clear()
 
 
-class FileCallsTest(harness.TierFSTestCase):
+class ThreeSides(harness.TierFSTestCase):
+    """A volume (a client of it, and its FUSE mount) and a local directory, for one class;
+    each example runs in directories of its own (runs counts them)."""
     AUTO_MOUNT = False
+    VOLUME = None
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.v, _ = sdk_support.class_volume(cls, "filesvol")
+        cls.v, _ = sdk_support.class_volume(cls, cls.VOLUME)
         cls.fs = tierfs.Client(cls.v.meta_url, cache_dir="memory")
         cls.addClassCleanup(cls.fs.close)
-        cls.localdir = tempfile.mkdtemp(prefix="tierfs-files-")
+        cls.localdir = tempfile.mkdtemp(prefix="tierfs-%s-" % cls.VOLUME)
         cls.addClassCleanup(__import__("shutil").rmtree, cls.localdir, True)
         cls.runs = 0
+
+
+class FileCallsTest(ThreeSides):
+    VOLUME = "filesvol"
 
     @settings(max_examples=int(os.environ.get("SDK_FILES_EXAMPLES") or 40), deadline=None,
               suppress_health_check=list(HealthCheck))
@@ -231,18 +238,8 @@ def answer(calls, op):
         return (type(e).__name__, errno.errorcode.get(e.errno, e.errno))
 
 
-class NamespaceCallsTest(harness.TierFSTestCase):
-    AUTO_MOUNT = False
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.v, _ = sdk_support.class_volume(cls, "nsvol")
-        cls.fs = tierfs.Client(cls.v.meta_url, cache_dir="memory")
-        cls.addClassCleanup(cls.fs.close)
-        cls.localdir = tempfile.mkdtemp(prefix="tierfs-ns-")
-        cls.addClassCleanup(__import__("shutil").rmtree, cls.localdir, True)
-        cls.runs = 0
+class NamespaceCallsTest(ThreeSides):
+    VOLUME = "nsvol"
 
     def same_answers(self, ops):
         type(self).runs += 1
