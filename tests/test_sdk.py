@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import harness
@@ -532,6 +533,67 @@ class SdkOnRedisRadosgwTest(harness.TierFSTestCase):
                       access_key=cls.srv["s3_access_key"], secret_key=cls.srv["s3_secret_key"], force=True)
         cls.fs = tierfs.Client(cls.meta_url, cache_dir="memory")
         cls.addClassCleanup(cls.fs.close)
+
+    def test_children_forked_while_parent_threads_do_io(self):
+        """Forks while four threads of the parent read and write through the store (libcurl,
+        OpenSSL's hashing and signing) and Redis: each child reads and writes through its own
+        client, none hangs on a lock a parent thread held at the fork (300 such children ran
+        clean by hand)."""
+        self.fs.makedirs("/busy")
+        blobs = {i: os.urandom(300_000) for i in range(8)}
+        for i, b in blobs.items():
+            with self.fs.open("/busy/f%d" % i, "wb") as f:
+                f.write(b)
+        stop = threading.Event()
+        errors = []
+
+        def busy(k):
+            n = 0
+            try:
+                while not stop.is_set():
+                    with self.fs.open("/busy/f%d" % ((n + k) % 8), "rb") as f:
+                        f.read()
+                    with self.fs.open("/busy/w%d" % k, "wb") as f:
+                        f.write(os.urandom(100_000))
+                    n += 1
+            except Exception as e:  # noqa: B902 - reported below
+                errors.append(repr(e))
+
+        workers = [threading.Thread(target=busy, args=(k,)) for k in range(4)]
+        for t in workers:
+            t.start()
+        outcomes = []
+        try:
+            for i in range(30):
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        with self.fs.open("/busy/f%d" % (i % 8), "rb") as f:
+                            same = f.read() == blobs[i % 8]
+                        with self.fs.open("/busy/c%d" % i, "wb") as f:
+                            f.write(b"c" * 200_000)
+                        os._exit(0 if same else 3)
+                    except BaseException:  # noqa: B902 - the exit status says it
+                        os._exit(4)
+                deadline = time.monotonic() + 30
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        outcomes.append(os.waitstatus_to_exitcode(status))
+                        break
+                    if time.monotonic() > deadline:
+                        os.kill(pid, 9)
+                        os.waitpid(pid, 0)
+                        outcomes.append("hung")
+                        break
+                    time.sleep(0.01)
+        finally:
+            stop.set()
+            for t in workers:
+                t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(outcomes, [0] * 30)
+        self.assertEqual(self.fs.stat("/busy/c29").st_size, 200_000)
 
     def test_files_and_directories(self):
         data = os.urandom(9 << 20)
