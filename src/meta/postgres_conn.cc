@@ -1,6 +1,7 @@
 #include "meta/postgres_conn.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -365,6 +366,11 @@ void Conn::MarkBroken(const std::string& why) {
     lost_ =
         Status::Err(kLost, "lost the connection to metadata server " + params_.where + ": " + why);
   }
+}
+
+void Conn::Sever() {
+  MarkBroken("closed by this client");
+  if (PQsocket(c_) >= 0) shutdown(PQsocket(c_), SHUT_RDWR);
 }
 
 Status Conn::Lost(const std::string& why) {

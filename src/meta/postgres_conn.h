@@ -123,6 +123,9 @@ class Conn {
   const Status& lost() const { return lost_; }
   // Marks the connection unusable (it is closed instead of being pooled).
   void MarkBroken(const std::string& why);
+  // Breaks the connection for the server too (shutdown of the socket), so that its backend
+  // ends at its next read instead of waiting for this client until the connection closes.
+  void Sever();
 
  private:
   Conn(const Params& params, PGconn* c) : params_(params), c_(c) {}

@@ -554,6 +554,9 @@ Attempt PostgresEngine::RunOnce(pg::Conn& conn, const std::function<Status(KvTxn
   // reply arrived): whether its batch, and COMMIT after it, ran is known once the backend
   // that had them is gone. A 3-minute Patroni soak had 2 of 14 primary kills end an
   // operation in EIO here ("may or may not have been applied") before this was asked.
+  // A connection given up on by a timeout may still be open on the server's side: severed,
+  // its backend ends at its next read (having committed or not) rather than stay listed.
+  conn.Sever();
   return ResolveCommit(conn.marker_id(), mark_seq, cs, deadline, &conn);
 }
 

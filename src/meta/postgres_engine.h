@@ -50,7 +50,9 @@
 // is gone: the resolver asks pg_stat_activity for that backend's pid when it reaches the
 // same HOST:PORT, and reads the row once it is gone (or at once on another server: after
 // a failover the new primary holds the commit if and only if its WAL reached it, and the
-// old backend can commit nothing there any more). Only a backend that outlives the
+// old backend can commit nothing there any more); the broken connection is shut down
+// first, so that a backend still waiting for it (the client gave up at its io-timeout)
+// ends at its next read instead of staying until the timeout. Only a backend that outlives the
 // timeout (a server that never notices the broken connection, or a commit waiting for a
 // standby that never answers) leaves the outcome unknown: Txn then fails with EIO saying
 // that the transaction may or may not have been applied. The marker update costs no

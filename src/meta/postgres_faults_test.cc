@@ -30,6 +30,10 @@ class FaultProxy {
     // then cut: COMMIT never reached the server, and the client cannot tell from its
     // replies either.
     kWithholdCommitAndReplies,
+    // Forward the next COMMIT, then drop every reply and keep the connection open: the
+    // client gives up at its io-timeout while the server's side lives on, until the
+    // client closes its end.
+    kStallRepliesFromCommit,
   };
 
   explicit FaultProxy(int port) : target_port_(port) {
@@ -110,6 +114,7 @@ class FaultProxy {
     char buf[16384];
     bool withholding = false;  // dropping client data; cut at cut_at
     bool muting = false;       // dropping server data (kDropRepliesFromCommit, ...WithReplies)
+    bool stalling = false;     // dropping server data, never cutting (kStallRepliesFromCommit)
     Clock::time_point cut_at;
     for (;;) {
       pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
@@ -126,6 +131,7 @@ class FaultProxy {
         size_t forward = static_cast<size_t>(n);
         const bool from_client = i == 0;
         if (from_client && withholding) continue;
+        if (!from_client && stalling) continue;
         if (!from_client && muting) {
           if (Find(buf, forward, kCommitReply) != std::string::npos) done = true;
           continue;
@@ -150,6 +156,11 @@ class FaultProxy {
             Find(buf, forward, kCommitSql) != std::string::npos &&
             fault_.compare_exchange_strong(fault, Fault::kNone)) {
           muting = true;  // COMMIT goes through; nothing comes back
+        }
+        if (from_client && fault == Fault::kStallRepliesFromCommit && write_commit &&
+            Find(buf, forward, kCommitSql) != std::string::npos &&
+            fault_.compare_exchange_strong(fault, Fault::kNone)) {
+          stalling = true;
         }
         if (!from_client && fault == Fault::kDropCommitReply) {
           size_t at = Find(buf, forward, kCommitReply);
@@ -347,6 +358,21 @@ TEST(PostgresEngine, CommitOutcomeIsLookedUpAfterALostReply) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(ReadCounter(*e, "n"), 5u);
+
+  // COMMIT ran and then nothing came back on a connection that stays open: the client
+  // gives up at its io-timeout, closes its end so that the backend ends, and reads the
+  // marker once it has (before that close, the backend stayed, idle, until the timeout).
+  auto quick = MustOpen(WithQuery(url.substr(0, url.rfind('@') + 1) + "127.0.0.1:" + std::to_string(proxy.port()) +
+                                      own.substr(own.rfind('/')),
+                                  "timeout=20&io-timeout=1"));
+  ASSERT_NE(quick, nullptr);
+  runs = 0;
+  proxy.Arm(FaultProxy::Fault::kStallRepliesFromCommit);
+  st = quick->Txn(increment);
+  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(ReadCounter(*e, "n"), 6u);
 }
 
 // A PostgreSQL server of this test's own, in a temporary directory on a free port.
