@@ -50,17 +50,14 @@ std::vector<std::string> Split(const std::string& path) {
 
 Status Closed() { return Status::Err(EBADF, "the client is closed"); }
 
-// A trailing slash names a directory (path_resolution(7)): a walk follows a last link and
-// wants a directory there, and the calls that take a last name check it as Linux does.
-bool Slashed(const std::string& path) { return path.size() > 1 && path.back() == '/'; }
+}  // namespace
 
-// The error with the path it was about, as os.* names it.
-Status On(const Status& st, const std::string& path) {
+bool PathClient::Slashed(const std::string& path) { return path.size() > 1 && path.back() == '/'; }
+
+Status PathClient::On(const Status& st, const std::string& path) {
   if (st.ok()) return st;
   return Status::Err(st.code(), path + ": " + st.message());
 }
-
-}  // namespace
 
 Result<std::unique_ptr<PathClient>> PathClient::Connect(const client::VolumeOptions& options) {
   ASSIGN_OR_RETURN(auto volume, client::Volume::Open(options));
@@ -214,7 +211,7 @@ Status PathClient::Mkdir(const std::string& path, uint32_t mode) {
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
-  return On(vfs->Mkdir(ctx_, parent, name, mode & 07777).status(), path);
+  return ExistsFirst(parent, name, path, vfs->Mkdir(ctx_, parent, name, mode & 07777).status());
 }
 
 Status PathClient::Rmdir(const std::string& path) {
@@ -222,7 +219,7 @@ Status PathClient::Rmdir(const std::string& path) {
   Ino parent;
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
-  return On(vfs->Rmdir(ctx_, parent, name), path);
+  return MissingFirst(parent, name, path, vfs->Rmdir(ctx_, parent, name));
 }
 
 Status PathClient::Unlink(const std::string& path) {
@@ -235,7 +232,7 @@ Status PathClient::Unlink(const std::string& path) {
     if (!e.ok()) return On(e.status(), path);
     return Status::Err(e->attr.IsDir() ? EISDIR : ENOTDIR, path + (e->attr.IsDir() ? ": is a directory" : ": not a directory"));
   }
-  return On(vfs->Unlink(ctx_, parent, name), path);
+  return MissingFirst(parent, name, path, vfs->Unlink(ctx_, parent, name));
 }
 
 Status PathClient::Rename(const std::string& from, const std::string& to, uint32_t flags) {
@@ -250,20 +247,8 @@ Status PathClient::Rename(const std::string& from, const std::string& to, uint32
     if (!e->attr.IsDir()) return Status::Err(ENOTDIR, from + ": not a directory");
   }
   Status st = vfs->Rename(ctx_, p1, n1, p2, n2, flags);
-  if (st.code() == EISDIR) {
-    // rename(2) says ENOTEMPTY first when the directory replaced holds the source (a file
-    // moved onto a directory above it): the kernel checks that before the mount hears.
-    auto d = vfs->Lookup(ctx_, p2, n2);
-    Ino cur = p1;
-    for (int depth = 0; d.ok() && depth < 4096; ++depth) {
-      if (cur == d->ino) return Status::Err(ENOTEMPTY, to + ": not empty (it holds " + from + ")");
-      if (cur == volume_->root()) break;
-      auto up = vfs->Lookup(ctx_, cur, "..");
-      if (!up.ok()) break;
-      cur = up->ino;
-    }
-  }
-  return On(st, from + " -> " + to);
+  if (!st.ok()) return RenameError(p1, n1, p2, n2, from + " -> " + to, st);
+  return st;
 }
 
 Status PathClient::Link(const std::string& existing, const std::string& path) {
@@ -273,17 +258,12 @@ Status PathClient::Link(const std::string& existing, const std::string& path) {
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
   RETURN_IF_ERROR(NewName(parent, name, path, e.attr.IsDir()));
-  if (e.attr.IsDir()) return Status::Err(EPERM, existing + ": a directory cannot have another name");
-  return On(vfs->Link(ctx_, e.ino, parent, name).status(), path);
-}
-
-Status PathClient::NewName(Ino parent, const std::string& name, const std::string& path, bool check) {
-  if (!check && !Slashed(path)) return Status::OK();  // the call's own EEXIST comes first
-  auto e = volume_->vfs()->Lookup(ctx_, parent, name);
-  if (e.ok()) return Status::Err(EEXIST, path + ": exists");
-  if (e.status().code() != ENOENT) return On(e.status(), path);
-  if (Slashed(path)) return Status::Err(ENOENT, path + ": a new name with a trailing slash names no directory");
-  return Status::OK();
+  if (e.attr.IsDir()) {  // after the permission to add a name here, as link(2)
+    Status w = vfs->Access(ctx_, parent, W_OK | X_OK);
+    if (w.code() == EACCES || w.code() == EPERM || w.code() == EROFS) return On(w, path);
+    return Status::Err(EPERM, existing + ": a directory cannot have another name");
+  }
+  return ExistsFirst(parent, name, path, vfs->Link(ctx_, e.ino, parent, name).status());
 }
 
 Status PathClient::Symlink(const std::string& target, const std::string& path) {
@@ -292,7 +272,7 @@ Status PathClient::Symlink(const std::string& target, const std::string& path) {
   std::string name;
   RETURN_IF_ERROR(ResolveParent(path, &parent, &name));
   RETURN_IF_ERROR(NewName(parent, name, path, false));
-  return On(vfs->Symlink(ctx_, parent, name, target).status(), path);
+  return ExistsFirst(parent, name, path, vfs->Symlink(ctx_, parent, name, target).status());
 }
 
 Result<std::string> PathClient::Readlink(const std::string& path) {
@@ -555,8 +535,15 @@ Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t m
   } else {
     ASSIGN_OR_RETURN(e, Resolve(path, true));
   }
-  // As Python's open(): a directory is no file to read or write.
-  if (e.attr.IsDir()) return Status::Err(EISDIR, path + ": is a directory");
+  // As Python's open(): a directory is no file to read or write. open(2) says EISDIR at once
+  // to a write, and checks read permission before Python finds a directory in its hands.
+  if (e.attr.IsDir()) {
+    if ((flags & O_ACCMODE) == O_RDONLY && (flags & O_TRUNC) == 0) {
+      Status r = vfs->Access(ctx_, e.ino, R_OK);
+      if (r.code() == EACCES || r.code() == EPERM) return On(r, path);
+    }
+    return Status::Err(EISDIR, path + ": is a directory");
+  }
   auto o = vfs->Open(ctx_, e.ino, flags & ~(O_CREAT | O_EXCL));
   if (!o.ok()) return On(o.status(), path);
   return OpenFile{o->fh, e.ino};

@@ -139,10 +139,27 @@ class PathClient {
   // for a last name of "." or "..", which no call that needs a name can take).
   Status ResolveParent(const std::string& path, Ino* parent, std::string* name);
   Result<Entry> Resolve(const std::string& path, bool follow);
+  // A trailing slash names a directory (path_resolution(7)): a walk follows a last link and
+  // wants a directory there, and the calls that take a last name check it as Linux does.
+  static bool Slashed(const std::string& path);
+  // The error with the path it was about, as os.* names it.
+  static Status On(const Status& st, const std::string& path);
+  // The order of errors Linux gives (path_client_errors.cc).
   // What Linux says of a new name before the call that makes it: EEXIST when it exists
   // (asked only when `check`, or for a name with a trailing slash: otherwise the call
   // itself says EEXIST), ENOENT for an absent one with a trailing slash.
   Status NewName(Ino parent, const std::string& name, const std::string& path, bool check);
+  // The result of a call that makes `name` in `parent`, except that a name that exists says
+  // EEXIST rather than the call's EACCES, EPERM or EROFS (Linux looks the name up first).
+  Status ExistsFirst(Ino parent, const std::string& name, const std::string& path, Status st);
+  // The result of a call that removes `name` from `parent`, except that an absent name says
+  // ENOENT rather than the call's EACCES, EPERM or EROFS.
+  Status MissingFirst(Ino parent, const std::string& name, const std::string& path, Status st);
+  // What rename(2) says when the engine's rename failed with st (path_client_errors.cc).
+  Status RenameError(Ino p1, const std::string& n1, Ino p2, const std::string& n2, const std::string& what,
+                     Status st);
+  // Whether directory `dir` is `ino` or holds it, however deep (walking up by "..").
+  bool Holds(Ino dir, Ino ino);
   Result<Entry> Walk(Ino dir, const std::string& path, bool follow, int* links);
   Result<std::vector<DirEntry>> ReadDir(Ino dir);
   // The id a quota call names: a directory's inode for kDir, else `id`.
