@@ -115,6 +115,7 @@ class FaultProxy {
     bool withholding = false;  // dropping client data; cut at cut_at
     bool muting = false;       // dropping server data (kDropRepliesFromCommit, ...WithReplies)
     bool stalling = false;     // dropping server data, never cutting (kStallRepliesFromCommit)
+    bool marked = false;       // the client sent a write transaction's marker, not yet its COMMIT
     Clock::time_point cut_at;
     for (;;) {
       pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
@@ -137,11 +138,18 @@ class FaultProxy {
           continue;
         }
         Fault fault = fault_.load();
-        // The COMMIT of a write transaction: its marker update goes in the same send (a
-        // read-only transaction's COMMIT, sent without waiting, may reach the proxy late,
-        // and a new connection plants its marker with synchronous_commit = local).
-        const bool write_commit = Find(buf, forward, kMarkStmt) != std::string::npos &&
-                                  Find(buf, forward, "synchronous_commit") == std::string::npos;
+        // The COMMIT of a write transaction: its marker update comes right before it, in
+        // this read or the one before (a read-only transaction's COMMIT, sent without
+        // waiting, may reach the proxy late, and a new connection plants its marker with
+        // synchronous_commit = local).
+        if (from_client) {
+          if (Find(buf, forward, "synchronous_commit") != std::string::npos) {
+            marked = false;
+          } else if (Find(buf, forward, kMarkStmt) != std::string::npos) {
+            marked = true;
+          }
+        }
+        const bool write_commit = marked;
         if (from_client && (fault == Fault::kWithholdCommit ||
                             (fault == Fault::kWithholdCommitAndReplies && write_commit))) {
           size_t at = Find(buf, forward, kCommitSql);
@@ -169,6 +177,7 @@ class FaultProxy {
             done = true;  // cut once the replies before it are through
           }
         }
+        if (from_client && Find(buf, static_cast<size_t>(n), kCommitSql) != std::string::npos) marked = false;
         for (size_t off = 0; off < forward;) {
           ssize_t w = send(fds[1 - i].fd, buf + off, forward - off, MSG_NOSIGNAL);
           if (w <= 0) {
@@ -362,9 +371,11 @@ TEST(PostgresEngine, CommitOutcomeIsLookedUpAfterALostReply) {
   // COMMIT ran and then nothing came back on a connection that stays open: the client
   // gives up at its io-timeout, closes its end so that the backend ends, and reads the
   // marker once it has (before that close, the backend stayed, idle, until the timeout).
+  // (io-timeout 3 s: a shorter one expires on a loaded machine before the fault, and the
+  // transaction runs twice for that.)
   auto quick = MustOpen(WithQuery(url.substr(0, url.rfind('@') + 1) + "127.0.0.1:" + std::to_string(proxy.port()) +
                                       own.substr(own.rfind('/')),
-                                  "timeout=20&io-timeout=1"));
+                                  "timeout=30&io-timeout=3"));
   ASSERT_NE(quick, nullptr);
   runs = 0;
   proxy.Arm(FaultProxy::Fault::kStallRepliesFromCommit);
