@@ -1,6 +1,7 @@
 """Run by test_sdk_files.PermissionCallsTest as an unprivileged user (setpriv): seeded
 random namespace and file calls with random modes (directories without search or write
-permission, the sticky bit, files without read or write permission) through the SDK on a
+permission, the sticky bit, files without read or write permission, set-ID bits that a
+write, truncation or chown must drop) through the SDK on a
 volume of the user's own and through os on a local directory of the user's own. Prints one
 JSON line: the first call whose answers differ in each seed, if any.
 
@@ -15,15 +16,15 @@ import errno
 import json
 import os
 import random
-import stat
 import sys
 
 import tierfs
 
 NAMES = ["a", "b", "a/c", "a/d", "b/e", "a/c/f", ""]
-MODES = [0o000, 0o100, 0o200, 0o300, 0o400, 0o500, 0o600, 0o700, 0o755, 0o1777, 0o111, 0o644]
+MODES = [0o000, 0o100, 0o200, 0o300, 0o400, 0o500, 0o600, 0o700, 0o755, 0o1777, 0o111, 0o644,
+         0o2755, 0o4755, 0o6777, 0o2765]
 OPS = ["mkdir", "rmdir", "remove", "rename", "link", "symlink", "create", "read", "append", "listdir", "stat",
-       "chmod", "chmod", "chmod", "utime", "utimenow", "truncate", "access"]
+       "chmod", "chmod", "chmod", "utime", "utimenow", "truncate", "access", "chown", "write"]
 
 
 def calls(mod, opener, root):
@@ -35,9 +36,11 @@ def calls(mod, opener, root):
         "link": lambda a, b, m: mod.link(p(a), p(b)), "symlink": lambda a, b, m: mod.symlink("x", p(b)),
         "create": lambda a, b, m: opener(p(a), "wb").close(), "read": lambda a, b, m: opener(p(a), "rb").read(),
         "append": lambda a, b, m: opener(p(a), "ab").write(b"z"), "listdir": lambda a, b, m: sorted(mod.listdir(p(a))),
-        "stat": lambda a, b, m: stat.S_IMODE(mod.stat(p(a)).st_mode), "chmod": lambda a, b, m: mod.chmod(p(a), m),
+        "stat": lambda a, b, m: oct(mod.stat(p(a)).st_mode), "chmod": lambda a, b, m: mod.chmod(p(a), m),
         "utime": lambda a, b, m: mod.utime(p(a), (5, 6)), "utimenow": lambda a, b, m: mod.utime(p(a)),
         "truncate": lambda a, b, m: mod.truncate(p(a), 3), "access": lambda a, b, m: mod.access(p(a), os.W_OK),
+        "chown": lambda a, b, m: mod.chown(p(a), -1, os.getgid()),
+        "write": lambda a, b, m: opener(p(a), "r+b").write(b"w"),
     }
 
 

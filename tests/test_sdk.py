@@ -228,6 +228,21 @@ class SdkOnSqliteTest(harness.TierFSTestCase):
             self.fs.getxattr(self.p("f"), "user.k")
         self.assertEqual(cm.exception.errno, errno.ENODATA)
 
+    def test_set_id_bits_dropped_as_the_kernel_drops_them(self):
+        """A change of owner or group drops a file's set-user-ID and set-group-ID bits, also
+        for root; root's writes keep them (CAP_FSETID). A user's writes are covered by
+        test_sdk_files.PermissionCallsTest."""
+        p = self.p("setid")
+        with self.fs.open(p, "wb") as f:
+            f.write(b"x")
+        self.fs.chmod(p, 0o6775)
+        with self.fs.open(p, "r+b") as f:
+            f.write(b"y")
+        self.assertEqual(stat.S_IMODE(self.fs.stat(p).st_mode), 0o6775)
+        self.fs.chown(p, -1, 0)
+        self.assertEqual(stat.S_IMODE(self.fs.stat(p).st_mode), 0o775)
+        self.assertEqual(stat.S_IMODE(os.stat(self.on_mount("setid")).st_mode), 0o775)
+
     def test_symlinks_in_paths_and_loops(self):
         self.fs.makedirs(self.p("real", "deep"))
         with self.fs.open(self.p("real", "deep", "x"), "wb") as f:

@@ -306,7 +306,8 @@ Status PathClient::Chown(const std::string& path, int64_t uid, int64_t gid, bool
     a.gid = static_cast<uint32_t>(gid);
   }
   if (mask == 0) return Status::OK();
-  return On(vfs->SetAttr(ctx_, e.ino, mask, a, 0).status(), path);
+  RETURN_IF_ERROR(On(vfs->SetAttr(ctx_, e.ino, mask, a, 0).status(), path));
+  return On(KillPriv(e.ino, true), path);
 }
 
 Status PathClient::Utime(const std::string& path, int64_t atime_ns, int64_t mtime_ns, bool now, bool follow) {
@@ -324,7 +325,8 @@ Status PathClient::Truncate(const std::string& path, uint64_t length) {
   ASSIGN_OR_RETURN(Entry e, Resolve(path, true));
   Attr a;
   a.length = length;
-  return On(vfs->SetAttr(ctx_, e.ino, kSetSize, a, 0).status(), path);
+  RETURN_IF_ERROR(On(vfs->SetAttr(ctx_, e.ino, kSetSize, a, 0).status(), path));
+  return On(KillPriv(e.ino, false), path);
 }
 
 Result<std::string> PathClient::GetXattr(const std::string& path, const std::string& name, bool follow) {
@@ -546,6 +548,15 @@ Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t m
   }
   auto o = vfs->Open(ctx_, e.ino, flags & ~(O_CREAT | O_EXCL));
   if (!o.ok()) return On(o.status(), path);
+  if ((flags & O_TRUNC) != 0 && (flags & O_ACCMODE) != O_RDONLY) {
+    Status k = KillPriv(e.ino, false);
+    if (!k.ok()) {
+      (void)vfs->Release(o->fh);
+      return On(k, path);
+    }
+  } else if ((flags & O_ACCMODE) != O_RDONLY) {
+    KillOnWrite(o->fh, e.ino, e.attr);
+  }
   return OpenFile{o->fh, e.ino};
 }
 
@@ -567,7 +578,9 @@ Result<size_t> PathClient::Read(uint64_t fh, uint64_t off, size_t size, char* bu
 
 Status PathClient::Write(uint64_t fh, uint64_t off, const char* data, size_t size) {
   TIERFS_LIVE();
-  return vfs->Write(fh, off, data, size);
+  RETURN_IF_ERROR(vfs->Write(fh, off, data, size));
+  const Ino set_id = TakeKillOnWrite(fh);
+  return set_id != 0 ? KillPriv(set_id, false) : Status::OK();
 }
 
 Result<uint64_t> PathClient::Append(const OpenFile& f, const char* data, size_t size) {
@@ -575,6 +588,7 @@ Result<uint64_t> PathClient::Append(const OpenFile& f, const char* data, size_t 
   std::lock_guard<std::mutex> one_at_a_time(append_mu_[f.ino % append_mu_.size()]);
   ASSIGN_OR_RETURN(Attr a, vfs->GetAttr(f.ino));
   RETURN_IF_ERROR(vfs->Write(f.fh, a.length, data, size));
+  if (TakeKillOnWrite(f.fh) != 0) RETURN_IF_ERROR(KillPriv(f.ino, false));
   return a.length;
 }
 
@@ -599,11 +613,13 @@ Status PathClient::HandleTruncate(const OpenFile& f, uint64_t length) {
   const Ino ino = f.ino;
   Attr a;
   a.length = length;
-  return vfs->SetAttr(ctx_, ino, kSetSize, a, fh).status();
+  RETURN_IF_ERROR(vfs->SetAttr(ctx_, ino, kSetSize, a, fh).status());
+  return KillPriv(ino, false);
 }
 
 Status PathClient::Close(uint64_t fh) {
   TIERFS_LIVE();
+  (void)TakeKillOnWrite(fh);  // never written through: the bits stay
   Status flushed = vfs->Flush(fh, 0);
   Status released = vfs->Release(fh);
   return flushed.ok() ? released : flushed;

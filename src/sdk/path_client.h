@@ -25,6 +25,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "client/volume.h"
@@ -160,6 +161,14 @@ class PathClient {
                      Status st);
   // Whether directory `dir` is `ino` or holds it, however deep (walking up by "..").
   bool Holds(Ino dir, Ino ino);
+  // Drops the set-user-ID and set-group-ID bits of a regular file as the kernel does after
+  // a write or truncation by a caller other than root, or after a change of owner or group
+  // (owner_changed: whoever asks). kill_priv.cc says the rules.
+  Status KillPriv(Ino ino, bool owner_changed);
+  // Handles opened on a set-ID file by a caller other than root: their first write drops
+  // the bits (KillPriv) rather than every write asking for the file's mode.
+  void KillOnWrite(uint64_t fh, Ino ino, const Attr& a);
+  Ino TakeKillOnWrite(uint64_t fh);  // 0: nothing to drop
   Result<Entry> Walk(Ino dir, const std::string& path, bool follow, int* links);
   Result<std::vector<DirEntry>> ReadDir(Ino dir);
   // The id a quota call names: a directory's inode for kDir, else `id`.
@@ -170,6 +179,8 @@ class PathClient {
   // Append holds the one of its inode (ino % size): choosing the end and writing there is
   // one step for every thread of this client.
   std::array<std::mutex, 16> append_mu_;
+  std::mutex kill_mu_;
+  std::unordered_map<uint64_t, Ino> kill_on_write_;  // handle -> inode; guarded by kill_mu_
   std::unique_ptr<client::Volume> volume_;
   Ctx ctx_;
 };
