@@ -320,8 +320,9 @@ TEST(PostgresEngine, CommitOutcomeIsLookedUpAfterALostReply) {
   FaultProxy proxy(atoi(url.c_str() + url.rfind(':') + 1));
   ASSERT_NE(proxy.port(), 0);
   std::string own = EngineUrl();
-  auto e = MustOpen(url.substr(0, url.rfind('@') + 1) +
-                    "127.0.0.1:" + std::to_string(proxy.port()) + own.substr(own.rfind('/')));
+  const std::string proxied = url.substr(0, url.rfind('@') + 1) + "127.0.0.1:" + std::to_string(proxy.port()) +
+                              own.substr(own.rfind('/'));
+  auto e = MustOpen(proxied);
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->Reset().ok());
   ASSERT_TRUE(Increment(*e, "n").ok());
@@ -331,59 +332,36 @@ TEST(PostgresEngine, CommitOutcomeIsLookedUpAfterALostReply) {
     ASSIGN_OR_RETURN(auto v, t.Get("n"));
     return t.Put("n", EncodeU64(ByteReader(*v).U64() + 1));
   };
+  // One increment through `engine` with `fault` armed: it succeeds, its callback ran
+  // want_runs times, and the counter reads want_n.
+  auto outcome = [&](KvEngine& engine, FaultProxy::Fault fault, int want_runs, uint64_t want_n) {
+    runs = 0;
+    proxy.Arm(fault);
+    Status st = engine.Txn(increment);
+    EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(runs, want_runs);
+    EXPECT_EQ(ReadCounter(*e, "n"), want_n);
+  };
 
   // COMMIT ran but its reply was lost: success, and the callback is not run again.
-  proxy.Arm(FaultProxy::Fault::kDropCommitReply);
-  Status st = e->Txn(increment);
-  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(ReadCounter(*e, "n"), 2u);
-
+  outcome(*e, FaultProxy::Fault::kDropCommitReply, 1, 2);
   // COMMIT never reached the server: the transaction is run again, once.
-  runs = 0;
-  proxy.Arm(FaultProxy::Fault::kWithholdCommit);
-  st = e->Txn(increment);
-  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(runs, 2);
-  EXPECT_EQ(ReadCounter(*e, "n"), 3u);
-
+  outcome(*e, FaultProxy::Fault::kWithholdCommit, 2, 3);
   // Neither the marker's reply nor COMMIT's came back, and COMMIT ran: once its backend is
   // gone the marker says so (before, an EIO "may or may not have been applied").
-  runs = 0;
-  proxy.Arm(FaultProxy::Fault::kDropRepliesFromCommit);
-  st = e->Txn(increment);
-  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(ReadCounter(*e, "n"), 4u);
-
+  outcome(*e, FaultProxy::Fault::kDropRepliesFromCommit, 1, 4);
   // No reply either, and COMMIT never arrived: run again, once.
-  runs = 0;
-  proxy.Arm(FaultProxy::Fault::kWithholdCommitAndReplies);
-  st = e->Txn(increment);
-  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(runs, 2);
-  EXPECT_EQ(ReadCounter(*e, "n"), 5u);
+  outcome(*e, FaultProxy::Fault::kWithholdCommitAndReplies, 2, 5);
 
   // COMMIT ran and then nothing came back on a connection that stays open: the client
   // gives up at its io-timeout, closes its end so that the backend ends, and reads the
   // marker once it has (before that close, the backend stayed, idle, until the timeout).
   // (io-timeout 3 s: a shorter one expires on a loaded machine before the fault, and the
   // transaction runs twice for that.)
-  auto quick = MustOpen(WithQuery(url.substr(0, url.rfind('@') + 1) + "127.0.0.1:" + std::to_string(proxy.port()) +
-                                      own.substr(own.rfind('/')),
-                                  "timeout=30&io-timeout=3"));
+  auto quick = MustOpen(WithQuery(proxied, "timeout=30&io-timeout=3"));
   ASSERT_NE(quick, nullptr);
-  runs = 0;
-  proxy.Arm(FaultProxy::Fault::kStallRepliesFromCommit);
-  st = quick->Txn(increment);
-  EXPECT_FALSE(proxy.armed()) << "the fault never triggered";
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(ReadCounter(*e, "n"), 6u);
+  outcome(*quick, FaultProxy::Fault::kStallRepliesFromCommit, 1, 6);
 }
 
 // A PostgreSQL server of this test's own, in a temporary directory on a free port.

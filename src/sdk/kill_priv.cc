@@ -17,8 +17,9 @@
 
 namespace tierfs::sdk {
 
-Status PathClient::KillPriv(Ino ino, bool owner_changed) {
+Status PathClient::KillPriv(Ino ino, bool owner_changed, const Attr* known) {
   if (!owner_changed && ctx_.uid == 0) return Status::OK();
+  if (known != nullptr && (!known->IsRegular() || (known->mode & (S_ISUID | S_ISGID)) == 0)) return Status::OK();
   Vfs* vfs = volume_->vfs();
   ASSIGN_OR_RETURN(Attr a, vfs->GetAttr(ino));
   if (!a.IsRegular()) return Status::OK();

@@ -260,7 +260,7 @@ Status PathClient::Link(const std::string& existing, const std::string& path) {
   RETURN_IF_ERROR(NewName(parent, name, path, e.attr.IsDir()));
   if (e.attr.IsDir()) {  // after the permission to add a name here, as link(2)
     Status w = vfs->Access(ctx_, parent, W_OK | X_OK);
-    if (w.code() == EACCES || w.code() == EPERM || w.code() == EROFS) return On(w, path);
+    if (Denied(w)) return On(w, path);
     return Status::Err(EPERM, existing + ": a directory cannot have another name");
   }
   return ExistsFirst(parent, name, path, vfs->Link(ctx_, e.ino, parent, name).status());
@@ -307,7 +307,7 @@ Status PathClient::Chown(const std::string& path, int64_t uid, int64_t gid, bool
   }
   if (mask == 0) return Status::OK();
   RETURN_IF_ERROR(On(vfs->SetAttr(ctx_, e.ino, mask, a, 0).status(), path));
-  return On(KillPriv(e.ino, true), path);
+  return On(KillPriv(e.ino, true, &e.attr), path);
 }
 
 Status PathClient::Utime(const std::string& path, int64_t atime_ns, int64_t mtime_ns, bool now, bool follow) {
@@ -326,7 +326,7 @@ Status PathClient::Truncate(const std::string& path, uint64_t length) {
   Attr a;
   a.length = length;
   RETURN_IF_ERROR(On(vfs->SetAttr(ctx_, e.ino, kSetSize, a, 0).status(), path));
-  return On(KillPriv(e.ino, false), path);
+  return On(KillPriv(e.ino, false, &e.attr), path);
 }
 
 Result<std::string> PathClient::GetXattr(const std::string& path, const std::string& name, bool follow) {
@@ -542,14 +542,14 @@ Result<OpenFile> PathClient::Open(const std::string& path, int flags, uint32_t m
   if (e.attr.IsDir()) {
     if ((flags & O_ACCMODE) == O_RDONLY && (flags & O_TRUNC) == 0) {
       Status r = vfs->Access(ctx_, e.ino, R_OK);
-      if (r.code() == EACCES || r.code() == EPERM) return On(r, path);
+      if (Denied(r)) return On(r, path);
     }
     return Status::Err(EISDIR, path + ": is a directory");
   }
   auto o = vfs->Open(ctx_, e.ino, flags & ~(O_CREAT | O_EXCL));
   if (!o.ok()) return On(o.status(), path);
   if ((flags & O_TRUNC) != 0 && (flags & O_ACCMODE) != O_RDONLY) {
-    Status k = KillPriv(e.ino, false);
+    Status k = KillPriv(e.ino, false, &e.attr);
     if (!k.ok()) {
       (void)vfs->Release(o->fh);
       return On(k, path);

@@ -145,6 +145,8 @@ class PathClient {
   static bool Slashed(const std::string& path);
   // The error with the path it was about, as os.* names it.
   static Status On(const Status& st, const std::string& path);
+  // EACCES, EPERM or EROFS: a permission refused (which Linux reports after some others).
+  static bool Denied(const Status& st);
   // The order of errors Linux gives (path_client_errors.cc).
   // What Linux says of a new name before the call that makes it: EEXIST when it exists
   // (asked only when `check`, or for a name with a trailing slash: otherwise the call
@@ -163,8 +165,9 @@ class PathClient {
   bool Holds(Ino dir, Ino ino);
   // Drops the set-user-ID and set-group-ID bits of a regular file as the kernel does after
   // a write or truncation by a caller other than root, or after a change of owner or group
-  // (owner_changed: whoever asks). kill_priv.cc says the rules.
-  Status KillPriv(Ino ino, bool owner_changed);
+  // (owner_changed: whoever asks). kill_priv.cc says the rules. `known` (the attributes a
+  // lookup just read) spares reading them again when they carry no set-ID bit.
+  Status KillPriv(Ino ino, bool owner_changed, const Attr* known = nullptr);
   // Handles opened on a set-ID file by a caller other than root: their first write drops
   // the bits (KillPriv) rather than every write asking for the file's mode.
   void KillOnWrite(uint64_t fh, Ino ino, const Attr& a);

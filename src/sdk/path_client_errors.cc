@@ -10,11 +10,10 @@
 #include "vfs/vfs.h"
 
 namespace tierfs::sdk {
-namespace {
 
-bool Denied(const Status& st) { return st.code() == EACCES || st.code() == EPERM || st.code() == EROFS; }
-
-}  // namespace
+bool PathClient::Denied(const Status& st) {
+  return st.code() == EACCES || st.code() == EPERM || st.code() == EROFS;
+}
 
 Status PathClient::NewName(Ino parent, const std::string& name, const std::string& path, bool check) {
   if (!check && !Slashed(path)) return Status::OK();  // the call's own EEXIST comes first
